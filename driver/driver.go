@@ -1,0 +1,185 @@
+// Package driver defines the storage contract every oke journal driver
+// implements: a handful of atomic primitives over idempotency rows.
+//
+// A driver holds no business rule. It never decides which HTTP response a
+// request gets, what a TTL means for a flow, or whether a failure deletes a
+// row: the claim state machine in oke does that, once, for every driver. A
+// driver only promises that each primitive is atomic and that fenced
+// primitives (Renew, Complete, Release) succeed only for the current owner.
+//
+// Times are the store's: a driver computes lease and expiry deadlines from its
+// own clock (Postgres uses now(); memory and file use the process clock), and
+// reports that clock in ClaimResult.Now so callers never mix two clocks.
+//
+// The interface is young and may grow (journal primitives come with durable
+// execution). A driver is correct when it passes driver/drivertest.
+package driver
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors a driver returns. Drivers wrap native errors so that errors.Is works
+// with these values.
+var (
+	// ErrNotOwner: a fenced primitive was called by an owner that no longer
+	// holds the row (its lease lapsed and another claim took the row, or the
+	// row was deleted). The caller must not assume its write happened.
+	ErrNotOwner = errors.New("driver: row is not held by this owner")
+	// ErrNotFound: no row has that key.
+	ErrNotFound = errors.New("driver: row not found")
+	// ErrUnavailable: the store could not be read or written (I/O error,
+	// connection lost, closed driver). The operation may or may not have
+	// taken effect; callers fail closed.
+	ErrUnavailable = errors.New("driver: store unavailable")
+	// ErrClosed: the driver was closed. It is also ErrUnavailable.
+	ErrClosed = &closedError{}
+)
+
+type closedError struct{}
+
+func (*closedError) Error() string        { return "driver: closed" }
+func (*closedError) Is(target error) bool { return target == ErrUnavailable }
+
+// Key identifies one idempotency row: the scope (tenant, principal, flow) plus
+// the client's Idempotency-Key. The same key in two scopes is two rows.
+type Key struct {
+	Tenant    string `json:"tenant"`
+	Principal string `json:"principal"`
+	Flow      string `json:"flow"`
+	Key       string `json:"key"`
+}
+
+// State is where a row is in its life.
+type State uint8
+
+const (
+	// Running: a request claimed the key and its flow has not finished. The
+	// row is held by Owner until LeaseUntil.
+	Running State = 1
+	// Completed: the response is stored and is replayed until ExpiresAt.
+	Completed State = 2
+)
+
+func (s State) String() string {
+	switch s {
+	case Running:
+		return "running"
+	case Completed:
+		return "completed"
+	}
+	return "unknown"
+}
+
+// Response is a stored HTTP response: only what is replayed.
+type Response struct {
+	Status      int    `json:"status"`
+	ContentType string `json:"contentType,omitempty"`
+	Location    string `json:"location,omitempty"`
+	Body        []byte `json:"body,omitempty"`
+}
+
+// Row is one idempotency row as stored.
+type Row struct {
+	Key         Key
+	Fingerprint string // hex SHA-256 of flow name + canonical input
+	State       State
+	Owner       string    // owner token of the current holder (Running rows)
+	LeaseUntil  time.Time // Running rows: the holder's lease deadline
+	ExpiresAt   time.Time // when the row may be deleted (TTL)
+	CreatedAt   time.Time
+	CompletedAt time.Time // zero while Running
+	Response    *Response // set when Completed
+	RunID       string    // journal run linked to this row (durable flows)
+}
+
+// Expired reports whether the row no longer protects its key at time now:
+// its TTL has passed and no live lease holds it.
+func (r *Row) Expired(now time.Time) bool {
+	if r.State == Running && now.Before(r.LeaseUntil) {
+		return false
+	}
+	return !now.Before(r.ExpiresAt)
+}
+
+// Lapsed reports whether the row is Running with a lease that has ended.
+func (r *Row) Lapsed(now time.Time) bool {
+	return r.State == Running && !now.Before(r.LeaseUntil)
+}
+
+// ClaimRequest asks to claim a key.
+type ClaimRequest struct {
+	Key         Key
+	Fingerprint string
+	Owner       string        // a token unique to this attempt
+	Lease       time.Duration // how long the claim holds without renewal
+	TTL         time.Duration // how long the row lives from now (renewed on Complete)
+	RunID       string        // optional journal run to link
+}
+
+// ClaimResult is the outcome of a claim.
+type ClaimResult struct {
+	// Claimed: the caller now owns the row (Running, Owner = request's owner).
+	Claimed bool
+	// TookOver is set with Claimed when a lapsed Running row with the same
+	// fingerprint was taken over (its Previous row is given, e.g. to resume
+	// its journal run).
+	TookOver bool
+	// Row is the row after the claim: the caller's new row when Claimed,
+	// otherwise the existing row that stopped the claim.
+	Row Row
+	// Previous is the row that was replaced when Claimed over an existing
+	// row (expired, or lapsed with the same fingerprint); nil otherwise.
+	Previous *Row
+	// Now is the store's clock at the claim.
+	Now time.Time
+}
+
+// Driver is the storage contract. All methods are safe for concurrent use.
+//
+// Claim is one atomic claim-or-read. It creates a Running row owned by
+// req.Owner when
+//   - no row has the key, or
+//   - the row has Expired (TTL passed, no live lease), or
+//   - the row has Lapsed (Running, lease ended) and has the same fingerprint
+//     (the same request resumes; TookOver is set).
+//
+// Otherwise it returns the existing row unchanged with Claimed false.
+type Driver interface {
+	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
+	// Renew extends the lease of a Running row held by owner to now+lease.
+	// ErrNotOwner if owner no longer holds it.
+	Renew(ctx context.Context, key Key, owner string, lease time.Duration) error
+	// Complete stores resp on a Running row held by owner, marks it
+	// Completed and sets ExpiresAt to now+ttl. It returns only once the
+	// response is durable. ErrNotOwner if owner no longer holds it.
+	Complete(ctx context.Context, key Key, owner string, resp Response, ttl time.Duration) error
+	// Release deletes a Running row held by owner. ErrNotOwner if owner no
+	// longer holds it.
+	Release(ctx context.Context, key Key, owner string) error
+	// Get returns the row with key, expired or not. ErrNotFound if none.
+	Get(ctx context.Context, key Key) (Row, error)
+	// List returns up to limit rows in key order after the cursor key
+	// (exclusive; the zero Key starts at the beginning), for consoles and CLIs.
+	List(ctx context.Context, after Key, limit int) ([]Row, error)
+	// Sweep deletes up to limit Expired rows and reports how many it deleted.
+	Sweep(ctx context.Context, limit int) (int, error)
+	// Close releases the driver's resources. Later calls fail with ErrClosed.
+	Close() error
+}
+
+// KeyLess orders keys for List: tenant, principal, flow, key.
+func KeyLess(a, b Key) bool {
+	if a.Tenant != b.Tenant {
+		return a.Tenant < b.Tenant
+	}
+	if a.Principal != b.Principal {
+		return a.Principal < b.Principal
+	}
+	if a.Flow != b.Flow {
+		return a.Flow < b.Flow
+	}
+	return a.Key < b.Key
+}
