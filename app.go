@@ -1,0 +1,483 @@
+package oke
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/driver/memory"
+	"github.com/okengine/oke/internal/idem"
+)
+
+// Gate is the app's authentication and authorization hook. It runs before
+// anything else on every request and yields the caller's identity, or an
+// error: return Unauthorized(…) for 401 and Forbidden(…) for 403 (any other
+// *Error is sent as is; a plain error is 500). Empty fields of the identity
+// default to tenant "default" and principal "anon".
+//
+// The principal is part of the Idempotency-Key scope, so the same key from
+// two principals is two records.
+type Gate func(r *http.Request, flow string) (Identity, error)
+
+// Config configures an App. The zero value is usable: a memory driver, no
+// authentication, 30 s leases, 1 MiB bodies.
+type Config struct {
+	// Driver stores idempotency rows. Nil means a new memory driver (for
+	// tests: nothing survives the process). The app does not close it.
+	Driver driver.Driver
+	// Gate authenticates requests. Nil lets everyone in as anon in tenant
+	// "default".
+	Gate Gate
+	// Lease is the in-progress lease of a claimed key, renewed every Lease/3
+	// while the flow runs. Zero means 30 s.
+	Lease time.Duration
+	// MaxBodyBytes limits request bodies (413 past it). Zero means 1 MiB.
+	MaxBodyBytes int64
+	// MaxStoredResponse limits the body of a stored response. A larger
+	// response is delivered live once and a 410 IdempotentResponseNotStored
+	// tombstone is stored in its place, so the key still never runs the
+	// flow twice. Zero means 1 MiB.
+	MaxStoredResponse int
+	// SweepInterval is how often expired rows are deleted in the
+	// background (they are also replaced on the next claim of their key).
+	// Zero means one minute; negative disables the sweep.
+	SweepInterval time.Duration
+
+	Sender        Sender        // for Fx.Send
+	LanguageModel LanguageModel // for Fx.Ask
+	Embedder      Embedder      // for Fx.Embed
+	Secrets       Secrets       // for Fx.Secret; nil means EnvSecrets
+	HTTPClient    *http.Client  // for Fx.Fetch; nil means http.DefaultClient
+	// Logger receives background failures; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// App is a set of flows bound to HTTP routes. It is an http.Handler and
+// mounts under any router. Build it with New, bind flows with Handle, then
+// call Start (ServeHTTP calls it on first use if you do not).
+type App struct {
+	cfg     Config
+	engine  idem.Engine
+	log     *slog.Logger
+	mux     *http.ServeMux
+	flows   map[string]*flow
+	routes  []*route
+	metrics *metrics
+
+	mu       sync.Mutex
+	problems []error
+
+	startOnce sync.Once
+	startErr  error
+	started   atomic.Bool
+
+	subsMu sync.Mutex
+	subs   atomic.Pointer[[]*subscriber]
+
+	closing  atomic.Bool
+	inflight sync.WaitGroup
+	stop     chan struct{}
+	bg       sync.WaitGroup
+}
+
+// route is one binding of one flow.
+type route struct {
+	b       Binding
+	f       *flow
+	params  []string
+	honors  bool // the binding and flow honor an Idempotency-Key
+	dedupe  []string
+	dedupeT time.Duration
+}
+
+// New returns an app with cfg.
+func New(cfg Config) *App {
+	if cfg.Driver == nil {
+		cfg.Driver = memory.New()
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = idem.DefaultLease
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.MaxStoredResponse <= 0 {
+		cfg.MaxStoredResponse = 1 << 20
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	a := &App{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		mux:     http.NewServeMux(),
+		flows:   make(map[string]*flow),
+		metrics: newMetrics(),
+		stop:    make(chan struct{}),
+	}
+	a.engine = idem.Engine{Driver: cfg.Driver, Lease: cfg.Lease, OnError: func(k driver.Key, op string, err error) {
+		a.log.Error("oke: background idempotency failure", "op", op, "flow", k.Flow, "err", err)
+	}}
+	a.mux.HandleFunc("/", a.notFound)
+	return a
+}
+
+func (a *App) problem(err error) {
+	a.mu.Lock()
+	a.problems = append(a.problems, err)
+	a.mu.Unlock()
+}
+
+// Handle binds flow h to b. Mistakes (a bad path, two flows with one name,
+// a route bound twice) are reported by Start, which refuses to start.
+func (a *App) Handle(b Binding, h Handler) {
+	f := h.core()
+	if f.name == "" || strings.ContainsAny(f.name, " /{}") {
+		a.problem(fmt.Errorf("flow %q: a flow name must be non-empty without spaces, slashes or braces (e.g. \"payments.charge\")", f.name))
+		return
+	}
+	if prev, ok := a.flows[f.name]; ok && prev != f {
+		a.problem(fmt.Errorf("flow %q: two different flows have this name; rename one", f.name))
+		return
+	}
+	a.flows[f.name] = f
+	if f.metrics == nil {
+		f.metrics = a.metrics.forFlow(f.name)
+	}
+	if b.Method == "" || (!b.rpc && !strings.HasPrefix(b.Path, "/")) {
+		a.problem(fmt.Errorf("flow %q: binding %s: the path must start with \"/\"", f.name, b))
+		return
+	}
+	rt := &route{b: b, f: f}
+	pattern := b.pattern(f.name)
+	params, err := pathParams(pattern)
+	if err != nil {
+		a.problem(fmt.Errorf("flow %q: %w", f.name, err))
+		return
+	}
+	rt.params = params
+	if b.dedupeField != "" {
+		rt.dedupe = strings.Split(b.dedupeField, ".")
+	}
+	if err := register(a.mux, pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.serve(rt, w, r)
+	})); err != nil {
+		a.problem(fmt.Errorf("flow %q: binding %s: %v", f.name, b, err))
+		return
+	}
+	a.routes = append(a.routes, rt)
+}
+
+// register adds a pattern to mux, turning its panic on a bad or conflicting
+// pattern into an error.
+func register(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	mux.Handle(pattern, h)
+	return nil
+}
+
+// HandleHTTP mounts a plain http.Handler (metrics, health checks, a console)
+// on a ServeMux pattern beside the flows.
+func (a *App) HandleHTTP(pattern string, h http.Handler) {
+	if err := register(a.mux, pattern, h); err != nil {
+		a.problem(fmt.Errorf("route %q: %v", pattern, err))
+	}
+}
+
+// Start checks every flow's options against its bindings — the same checks
+// as the extract tool — and starts background work (the sweep of expired
+// rows). It returns every problem found, each naming the flow, the option
+// and the fix; an app whose check fails must not serve. Calling Start more
+// than once returns the first result.
+func (a *App) Start(ctx context.Context) error {
+	a.startOnce.Do(func() {
+		a.startErr = a.check()
+		if a.startErr != nil {
+			return
+		}
+		if a.cfg.SweepInterval > 0 {
+			a.bg.Add(1)
+			go a.sweepLoop()
+		}
+		a.started.Store(true)
+	})
+	return a.startErr
+}
+
+// Check runs the start-up checks without starting anything.
+func (a *App) Check() error { return a.check() }
+
+func (a *App) check() error {
+	a.mu.Lock()
+	errs := append([]error(nil), a.problems...)
+	a.mu.Unlock()
+	names := make([]string, 0, len(a.flows))
+	for n := range a.flows {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		f := a.flows[n]
+		errs = append(errs, f.checkOptions()...)
+	}
+	for _, rt := range a.routes {
+		if err := rt.check(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return &ContractError{Problems: errs}
+}
+
+// ContractError is returned by Start when flows' options are invalid.
+type ContractError struct {
+	Problems []error
+}
+
+func (e *ContractError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "oke: %d problem(s) in the flows' contract:", len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n  - ")
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the problems.
+func (e *ContractError) Unwrap() []error { return e.Problems }
+
+// checkOptions validates a flow's own options and parses its TTL.
+func (f *flow) checkOptions() []error {
+	var errs []error
+	m := f.opts.Idempotency
+	f.ttl = idem.DefaultTTL
+	if m.TTL != "" {
+		ttl, err := idem.ParseTTL(m.TTL)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("flow %q: option Idempotency.TTL: %v; fix: write a positive integer and one of ms, s, m, h, d, e.g. TTL: \"24h\"", f.name, err))
+		} else {
+			f.ttl = ttl
+		}
+	}
+	if m.Required && m.Off {
+		errs = append(errs, fmt.Errorf("flow %q: option Idempotency sets both Required and Off; fix: keep one", f.name))
+	}
+	for _, e := range f.opts.Effects {
+		if _, ok := effectBits[e]; !ok {
+			errs = append(errs, fmt.Errorf("flow %q: option Effects: unknown effect %q; fix: use the oke.Effect constants", f.name, e))
+		}
+	}
+	if m.Required {
+		switch {
+		case f.shape == shapeStream:
+			errs = append(errs, fmt.Errorf("flow %q: option Idempotency is Required, but the flow is a stream, whose responses are never stored; fix: drop Required (use oke.Auto or oke.Off)", f.name))
+		case f.shape == shapeLive:
+			errs = append(errs, fmt.Errorf("flow %q: option Idempotency is Required, but the flow is a live SSE feed; fix: drop Required (use oke.Off)", f.name))
+		case !f.qualifies():
+			errs = append(errs, fmt.Errorf("flow %q: option Idempotency is Required, but its declared effects %v include no write, emit, send, call, fetch, ask, embed or raw; fix: drop Required, or declare the effect the flow has", f.name, f.opts.Effects))
+		}
+	}
+	return errs
+}
+
+// qualifies reports whether the flow's effects include a non-read effect.
+// Undeclared effects are assumed to.
+func (f *flow) qualifies() bool {
+	if f.opts.Effects == nil {
+		return true
+	}
+	for _, e := range f.opts.Effects {
+		if e.Qualifying() {
+			return true
+		}
+	}
+	return false
+}
+
+func (rt *route) check() error {
+	f, b := rt.f, rt.b
+	get := b.Method == http.MethodGet || b.Method == http.MethodHead
+	if f.shape == shapeLive && !get {
+		return fmt.Errorf("flow %q: binding %s: a live SSE feed must be bound with oke.GET", f.name, b)
+	}
+	if b.dedupeField != "" {
+		if f.shape != shapeUnary {
+			return fmt.Errorf("flow %q: binding %s: a webhook needs a flow made with oke.NewFlow", f.name, b)
+		}
+		ttl, err := idem.ParseTTL(b.dedupeTTL)
+		if err != nil {
+			return fmt.Errorf("flow %q: binding %s: dedupe TTL: %v; fix: e.g. DedupeTTL(\"7d\")", f.name, b, err)
+		}
+		rt.dedupeT = ttl
+	}
+	if f.opts.Idempotency.Required {
+		switch {
+		case get:
+			return fmt.Errorf("flow %q: option Idempotency is Required, but binding %s is a GET, which never honors Idempotency-Key; fix: bind it with POST (or QUERY), or drop Required", f.name, b)
+		case b.dedupeField != "":
+			return fmt.Errorf("flow %q: option Idempotency is Required, but binding %s is a webhook, which ignores the header; fix: drop Required (the webhook dedupes on %q)", f.name, b, b.dedupeField)
+		}
+	}
+	rt.honors = !get && b.dedupeField == "" && f.shape == shapeUnary && f.qualifies() && !f.opts.Idempotency.Off
+	return nil
+}
+
+// Close stops background work and waits for in-flight requests, up to ctx.
+// It does not close the driver. Stop your http.Server (Shutdown) first.
+func (a *App) Close(ctx context.Context) error {
+	if a.closing.Swap(true) {
+		return nil
+	}
+	close(a.stop)
+	done := make(chan struct{})
+	go func() {
+		a.inflight.Wait()
+		a.bg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("oke: close: %w", ctx.Err())
+	}
+}
+
+func (a *App) sweepLoop() {
+	defer a.bg.Done()
+	t := time.NewTicker(a.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-t.C:
+			if _, err := a.Sweep(context.Background()); err != nil {
+				a.log.Error("oke: sweep expired idempotency rows", "err", err)
+			}
+		}
+	}
+}
+
+// sweepBatch is how many rows one Sweep call of the driver deletes at most.
+const sweepBatch = 1000
+
+// Sweep deletes every expired idempotency row now, in batches, and returns
+// how many it deleted.
+func (a *App) Sweep(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := a.cfg.Driver.Sweep(ctx, sweepBatch)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("sweep: %w", err)
+		}
+		if n < sweepBatch {
+			return total, nil
+		}
+	}
+}
+
+// Subscribe calls fn for every event emitted by the app's flows (Fx.Emit),
+// synchronously in the emitting flow: fn must not block. It returns a
+// function that ends the subscription.
+func (a *App) Subscribe(fn func(Event)) (cancel func()) {
+	s := &subscriber{fn: fn}
+	a.subsMu.Lock()
+	defer a.subsMu.Unlock()
+	var cur []*subscriber
+	if p := a.subs.Load(); p != nil {
+		cur = *p
+	}
+	next := append(append([]*subscriber(nil), cur...), s)
+	a.subs.Store(&next)
+	return func() {
+		a.subsMu.Lock()
+		defer a.subsMu.Unlock()
+		cur := *a.subs.Load()
+		next := make([]*subscriber, 0, len(cur))
+		for _, x := range cur {
+			if x != s {
+				next = append(next, x)
+			}
+		}
+		a.subs.Store(&next)
+	}
+}
+
+type subscriber struct{ fn func(Event) }
+
+func (a *App) publish(e Event) {
+	if p := a.subs.Load(); p != nil {
+		for _, s := range *p {
+			s.fn(e)
+		}
+	}
+}
+
+func (a *App) httpClient() *http.Client {
+	if a.cfg.HTTPClient != nil {
+		return a.cfg.HTTPClient
+	}
+	return http.DefaultClient
+}
+
+func (a *App) secrets() Secrets {
+	if a.cfg.Secrets != nil {
+		return a.cfg.Secrets
+	}
+	return EnvSecrets{}
+}
+
+// FlowInfo describes one bound flow, for contracts and consoles.
+type FlowInfo struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Bindings    []string `json:"bindings"`
+	Shape       string   `json:"shape"`
+	Idempotency string   `json:"idempotency"`
+	// Honored is true when at least one binding honors Idempotency-Key.
+	Honored bool     `json:"honored"`
+	Effects []Effect `json:"effects,omitempty"` // nil: undeclared
+}
+
+// Flows describes the app's flows, sorted by name.
+func (a *App) Flows() []FlowInfo {
+	byName := map[string]*FlowInfo{}
+	for _, rt := range a.routes {
+		fi := byName[rt.f.name]
+		if fi == nil {
+			fi = &FlowInfo{Name: rt.f.name, Description: rt.f.opts.Description, Shape: rt.f.shape.String(),
+				Idempotency: rt.f.opts.Idempotency.String(), Effects: rt.f.opts.Effects}
+			byName[rt.f.name] = fi
+		}
+		fi.Bindings = append(fi.Bindings, rt.b.pattern(rt.f.name))
+		fi.Honored = fi.Honored || rt.honors
+	}
+	out := make([]FlowInfo, 0, len(byName))
+	for _, fi := range byName {
+		out = append(out, *fi)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+var errNotStarted = errors.New("oke: app failed its start-up check")

@@ -1,0 +1,156 @@
+package oke
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// Error is an error with an HTTP status and a stable code, sent to clients as
+// the JSON envelope {"error":{"code":…,"message":…}}. A flow returns one to
+// answer with a declared failure (see Fx.Fail); the catalog values below are
+// the framework's own.
+type Error struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// RetryAfter, when positive, is sent as the Retry-After header (seconds).
+	RetryAfter int `json:"-"`
+	// Err is the cause, for errors.Unwrap; it is never sent to clients.
+	Err error `json:"-"`
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s (%d): %s: %v", e.Code, e.Status, e.Message, e.Err)
+	}
+	return fmt.Sprintf("%s (%d): %s", e.Code, e.Status, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches another *Error with the same Code, so errors.Is(err,
+// oke.ErrIdempotencyKeyReused) works on values that carry details.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// The Idempotency-Key catalog: these codes and messages are a public contract.
+var (
+	ErrIdempotencyKeyMissing = &Error{Status: http.StatusBadRequest, Code: "IdempotencyKeyMissing",
+		Message: "This call requires an Idempotency-Key header."}
+	ErrIdempotencyKeyInvalid = &Error{Status: http.StatusBadRequest, Code: "IdempotencyKeyInvalid",
+		Message: "Idempotency-Key must be 16–255 printable ASCII characters."}
+	ErrIdempotencyKeyReused = &Error{Status: http.StatusUnprocessableEntity, Code: "IdempotencyKeyReused",
+		Message: "This Idempotency-Key was already used with a different request."}
+	ErrIdempotencyInProgress = &Error{Status: http.StatusConflict, Code: "IdempotencyInProgress",
+		Message: "This Idempotency-Key is still running. Retry after the given delay."}
+)
+
+// The framework's other errors.
+var (
+	// ErrInternal is what an unexpected failure of a flow answers. Its
+	// message never carries the cause.
+	ErrInternal = &Error{Status: http.StatusInternalServerError, Code: "InternalError",
+		Message: "The server failed to complete this request."}
+	// ErrStoreUnavailable: the idempotency store could not be read or
+	// written, so the flow was not run (fail closed). Safe to retry.
+	ErrStoreUnavailable = &Error{Status: http.StatusServiceUnavailable, Code: "StoreUnavailable",
+		Message: "The idempotency store is unavailable; the request was not run. Retry later with the same Idempotency-Key.", RetryAfter: 1}
+	// ErrResponseNotStored is replayed for a key whose first response was
+	// too large to store (Config.MaxStoredResponse). The flow ran once and
+	// its response was delivered once; it will not run again for that key.
+	ErrResponseNotStored = &Error{Status: http.StatusGone, Code: "IdempotentResponseNotStored",
+		Message: "This Idempotency-Key already ran, but its response was too large to store. Use a new key to run the call again."}
+	ErrUnauthorized = &Error{Status: http.StatusUnauthorized, Code: "Unauthorized",
+		Message: "Missing or invalid credentials."}
+	ErrForbidden = &Error{Status: http.StatusForbidden, Code: "Forbidden",
+		Message: "These credentials may not make this call."}
+	ErrPayloadTooLarge = &Error{Status: http.StatusRequestEntityTooLarge, Code: "PayloadTooLarge",
+		Message: "The request body is larger than the limit."}
+	ErrUnsupportedMediaType = &Error{Status: http.StatusUnsupportedMediaType, Code: "UnsupportedMediaType",
+		Message: "The request body must be JSON (Content-Type: application/json)."}
+	ErrNotFound     = &Error{Status: http.StatusNotFound, Code: "NotFound", Message: "Not found."}
+	ErrShuttingDown = &Error{Status: http.StatusServiceUnavailable, Code: "ShuttingDown",
+		Message: "The server is shutting down; retry with the same Idempotency-Key.", RetryAfter: 1}
+)
+
+// codes of input errors (400).
+const (
+	CodeMalformedJSON    = "MalformedJSON"
+	CodeUnknownField     = "UnknownField"
+	CodeInvalidInput     = "InvalidInput"
+	CodeValidationFailed = "ValidationFailed"
+)
+
+// Fail returns a declared failure: an error the client is meant to see, with
+// its own status and code (for example 402 PaymentDeclined). Under an
+// Idempotency-Key it is stored and replayed like any response.
+func Fail(status int, code, message string) *Error {
+	return &Error{Status: status, Code: code, Message: message}
+}
+
+// WithMessage returns a copy of e with another message (the code and status
+// stay).
+func (e *Error) WithMessage(format string, args ...any) *Error {
+	c := *e
+	c.Message = fmt.Sprintf(format, args...)
+	return &c
+}
+
+// WithCause returns a copy of e wrapping err (never shown to clients).
+func (e *Error) WithCause(err error) *Error {
+	c := *e
+	c.Err = err
+	return &c
+}
+
+// Unauthorized returns a 401 error for a Gate to return.
+func Unauthorized(message string) *Error { return ErrUnauthorized.WithMessage("%s", message) }
+
+// Forbidden returns a 403 error for a Gate to return.
+func Forbidden(message string) *Error { return ErrForbidden.WithMessage("%s", message) }
+
+type envelope struct {
+	Error *Error `json:"error"`
+}
+
+// envelopeBytes encodes the error envelope of e.
+func envelopeBytes(e *Error) []byte {
+	b, err := json.Marshal(envelope{e})
+	if err != nil { // cannot happen: two strings
+		return []byte(`{"error":{"code":"InternalError","message":"encode error"}}`)
+	}
+	return b
+}
+
+// asError converts any error to the *Error sent to clients: an *Error in the
+// chain is used as is; anything else is ErrInternal wrapping it.
+func asError(err error) (*Error, bool) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e, true
+	}
+	return ErrInternal.WithCause(err), false
+}
+
+// WriteError writes err as the JSON error envelope (an *Error in its chain,
+// else 500 InternalError without the cause). Use it in handlers that share
+// an oke app's error format.
+func WriteError(w http.ResponseWriter, err error) {
+	e, _ := asError(err)
+	writeEnvelope(w, e)
+}
+
+func writeEnvelope(w http.ResponseWriter, e *Error) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	if e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	w.WriteHeader(e.Status)
+	w.Write(envelopeBytes(e))
+}

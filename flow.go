@@ -1,0 +1,240 @@
+package oke
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"time"
+)
+
+// Effect is a kind of thing a flow does to the world through Fx.
+type Effect string
+
+// The effects. Every one but EffectRead and EffectSecrets is a non-read
+// effect: it qualifies a flow for Idempotency-Key handling, and a failure
+// after it is stored as 500 InternalError rather than forgotten.
+const (
+	EffectRead    Effect = "read"    // store reads
+	EffectWrite   Effect = "write"   // store writes
+	EffectEmit    Effect = "emit"    // Fx.Emit
+	EffectSend    Effect = "send"    // Fx.Send (email, SMS, push)
+	EffectCall    Effect = "call"    // Call (another flow in-process)
+	EffectFetch   Effect = "fetch"   // Fx.Fetch (outbound HTTP)
+	EffectAsk     Effect = "ask"     // Fx.Ask (a language-model call)
+	EffectEmbed   Effect = "embed"   // Fx.Embed (an embedding call)
+	EffectSecrets Effect = "secrets" // Fx.Secret (read-only)
+	EffectRaw     Effect = "raw"     // Fx.Raw (anything else; counts as a write)
+)
+
+var effectBits = map[Effect]uint32{
+	EffectRead: 1 << 0, EffectWrite: 1 << 1, EffectEmit: 1 << 2, EffectSend: 1 << 3,
+	EffectCall: 1 << 4, EffectFetch: 1 << 5, EffectAsk: 1 << 6, EffectEmbed: 1 << 7,
+	EffectSecrets: 1 << 8, EffectRaw: 1 << 9,
+}
+
+// allEffects lists the effects in a stable order.
+var allEffects = []Effect{EffectRead, EffectWrite, EffectEmit, EffectSend, EffectCall,
+	EffectFetch, EffectAsk, EffectEmbed, EffectSecrets, EffectRaw}
+
+// nonReadMask has the bits of the effects that qualify a flow.
+const nonReadMask = ^uint32(1<<0 | 1<<8)
+
+// Qualifying reports whether e is a non-read effect.
+func (e Effect) Qualifying() bool {
+	b, ok := effectBits[e]
+	return ok && b&nonReadMask != 0
+}
+
+// Idempotency is a flow's Idempotency-Key mode. Its zero value is auto: the
+// header is optional and a stored response is kept 24 hours.
+//
+// The five forms:
+//
+//	oke.Idempotency{}                            // auto, TTL 24h (the default)
+//	oke.Idempotency{TTL: "1h"}                   // auto, TTL 1h
+//	oke.Required                                 // a missing header is 400 IdempotencyKeyMissing
+//	oke.Idempotency{Required: true, TTL: "1h"}   // required, TTL 1h
+//	oke.Off                                      // the header is ignored
+//
+// A TTL is a positive integer and one of ms, s, m, h, d. An unparseable TTL,
+// or Required on a flow that cannot honor the header, stops the app from
+// starting (see App.Start).
+type Idempotency struct {
+	Required bool
+	Off      bool
+	TTL      string
+}
+
+// The common modes.
+var (
+	Auto     = Idempotency{}
+	Required = Idempotency{Required: true}
+	Off      = Idempotency{Off: true}
+)
+
+func (m Idempotency) String() string {
+	s := "auto"
+	switch {
+	case m.Off:
+		return "off"
+	case m.Required:
+		s = "required"
+	}
+	if m.TTL != "" {
+		s += " (ttl " + m.TTL + ")"
+	}
+	return s
+}
+
+// Options configure a flow.
+type Options struct {
+	// Idempotency is the flow's Idempotency-Key mode; the zero value is auto.
+	Idempotency Idempotency
+	// Effects declares what the flow does. When nil the flow is assumed to
+	// have a non-read effect (it qualifies for Idempotency-Key handling),
+	// since nothing else tells. Declare []Effect{EffectRead} for a flow that
+	// only reads, so the header is ignored.
+	Effects []Effect
+	// Timeout bounds one run of the flow's function. Zero means no limit:
+	// the function runs until it returns, even if the client disconnects.
+	Timeout time.Duration
+	// Description is shown in the contract and the console.
+	Description string
+}
+
+// shape is how a flow answers.
+type shape uint8
+
+const (
+	shapeUnary  shape = iota // one buffered response
+	shapeStream              // a streamed (chunked) body
+	shapeLive                // a live SSE feed
+)
+
+func (s shape) String() string {
+	return [...]string{"unary", "stream", "live"}[s]
+}
+
+// result is a buffered response produced by a unary flow.
+type result struct {
+	status      int
+	contentType string
+	location    string
+	header      http.Header
+	body        []byte
+	storable    bool // a buffered JSON envelope
+}
+
+// flow is the type-erased core of every flow kind.
+type flow struct {
+	name   string
+	opts   Options
+	shape  shape
+	inType reflect.Type
+	// decode fills a new input from a JSON body (may be empty) and request
+	// parameters, then validates it.
+	decode func(body []byte, params func(name string) (string, bool)) (any, *Error)
+	// unary runs a unary flow.
+	unary func(ctx context.Context, in any, fx *Fx) (result, error)
+	// stream runs a stream or live flow, writing to w.
+	stream func(ctx context.Context, in any, fx *Fx, w http.ResponseWriter) error
+
+	ttl     time.Duration // parsed by App.Start
+	metrics *flowMetrics
+}
+
+// Handler is implemented by every flow kind (*Flow, *StreamFlow, *LiveFlow)
+// so that App.Handle can bind any of them.
+type Handler interface {
+	// Name is the flow's name, e.g. "payments.charge".
+	Name() string
+	core() *flow
+}
+
+// Flow is a named unit of work with a typed input and output, for example
+// "payments.charge". Bind it with App.Handle; call it in-process with Call.
+type Flow[In, Out any] struct {
+	f  *flow
+	do func(context.Context, In, *Fx) (Response[Out], error)
+}
+
+// NewFlow declares a flow. do is its handler: it receives the decoded,
+// validated input and the effect handle, and returns a response or an error
+// (a *Error, e.g. from Fx.Fail, is a declared failure; anything else is 500
+// InternalError).
+//
+// An input type that has a Validate() error method is validated after
+// decoding; a failure answers 400 ValidationFailed and stores nothing.
+func NewFlow[In, Out any](name string, opts Options, do func(ctx context.Context, in In, fx *Fx) (Response[Out], error)) *Flow[In, Out] {
+	fl := &Flow[In, Out]{do: do}
+	fl.f = &flow{
+		name: name, opts: opts, shape: shapeUnary,
+		inType: reflect.TypeFor[In](),
+		decode: decodeFunc[In](),
+		unary: func(ctx context.Context, in any, fx *Fx) (result, error) {
+			resp, err := do(ctx, in.(In), fx)
+			if err != nil {
+				return result{}, err
+			}
+			return resp.result()
+		},
+	}
+	return fl
+}
+
+// Name implements Handler.
+func (fl *Flow[In, Out]) Name() string { return fl.f.name }
+func (fl *Flow[In, Out]) core() *flow  { return fl.f }
+
+// StreamFlow is a flow that streams its response body (chunked). Its
+// responses are never stored, and it never honors an Idempotency-Key.
+type StreamFlow[In any] struct{ f *flow }
+
+// NewStream declares a stream flow. do writes the body to w; each Write is
+// flushed to the client at once. Set the Content-Type on w.Header() before
+// the first Write (the default is application/octet-stream).
+func NewStream[In any](name string, opts Options, do func(ctx context.Context, in In, fx *Fx, w http.ResponseWriter) error) *StreamFlow[In] {
+	return &StreamFlow[In]{f: &flow{
+		name: name, opts: opts, shape: shapeStream,
+		inType: reflect.TypeFor[In](),
+		decode: decodeFunc[In](),
+		stream: func(ctx context.Context, in any, fx *Fx, w http.ResponseWriter) error {
+			return do(ctx, in.(In), fx, w)
+		},
+	}}
+}
+
+// Name implements Handler.
+func (s *StreamFlow[In]) Name() string { return s.f.name }
+func (s *StreamFlow[In]) core() *flow  { return s.f }
+
+// Event is one server-sent event of a live feed, and an emitted event.
+type Event struct {
+	ID   string          `json:"id,omitempty"`
+	Name string          `json:"event"`
+	Data json.RawMessage `json:"data"`
+	Flow string          `json:"flow,omitempty"` // the flow that emitted it
+	At   time.Time       `json:"at"`
+}
+
+// LiveFlow is a live SSE feed. It is reached with GET and never stores
+// anything.
+type LiveFlow[In any] struct{ f *flow }
+
+// NewLive declares a live SSE feed. do calls send for each event until ctx
+// ends (the client left or the app is closing) and returns nil.
+func NewLive[In any](name string, opts Options, do func(ctx context.Context, in In, fx *Fx, send func(Event) error) error) *LiveFlow[In] {
+	return &LiveFlow[In]{f: &flow{
+		name: name, opts: opts, shape: shapeLive,
+		inType: reflect.TypeFor[In](),
+		decode: decodeFunc[In](),
+		stream: func(ctx context.Context, in any, fx *Fx, w http.ResponseWriter) error {
+			return do(ctx, in.(In), fx, sseSender(w))
+		},
+	}}
+}
+
+// Name implements Handler.
+func (l *LiveFlow[In]) Name() string { return l.f.name }
+func (l *LiveFlow[In]) core() *flow  { return l.f }

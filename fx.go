@@ -1,0 +1,241 @@
+package oke
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// Fx is the effect handle passed to a flow's function. Every effect goes
+// through it, so the framework knows what a flow did: whether a failure
+// happened before any non-read effect (the Idempotency-Key row is deleted
+// and the key may run again) or after one (500 InternalError is stored and
+// a new key is required).
+//
+// An effect is recorded before it is attempted: an effect that fails midway
+// still counts, which errs on the side of never running the flow twice.
+type Fx struct {
+	app      *App
+	flow     *flow
+	identity Identity
+	effects  atomic.Uint32
+	parent   *Fx // set for Call: effects also count for the caller
+}
+
+// Identity is who makes a call, as the app's Gate decided.
+type Identity struct {
+	Tenant    string // "default" unless the gate says otherwise
+	Principal string // "user:<id>", "apikey:<id>" or "anon"
+}
+
+// Identity returns the caller's identity.
+func (fx *Fx) Identity() Identity { return fx.identity }
+
+// Flow returns the name of the running flow.
+func (fx *Fx) Flow() string { return fx.flow.name }
+
+func (fx *Fx) record(e Effect) {
+	bit := effectBits[e]
+	for f := fx; f != nil; f = f.parent {
+		f.effects.Or(bit)
+	}
+}
+
+// Effects returns the effects recorded so far, in a stable order.
+func (fx *Fx) Effects() []Effect {
+	bits := fx.effects.Load()
+	var out []Effect
+	for _, e := range allEffects {
+		if bits&effectBits[e] != 0 {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// hasNonRead reports whether a non-read effect was recorded.
+func (fx *Fx) hasNonRead() bool { return fx.effects.Load()&nonReadMask != 0 }
+
+// Fail returns a declared failure for the flow to return: the client sees
+// status, code and message; under an Idempotency-Key it is stored and
+// replayed as that failure (not as a 500).
+//
+//	return oke.Response[Charge]{}, fx.Fail(402, "PaymentDeclined", "The card was declined.")
+func (fx *Fx) Fail(status int, code, message string) error { return Fail(status, code, message) }
+
+// Emit publishes an event to the app's subscribers (see App.Subscribe). It
+// is an emit effect.
+func (fx *Fx) Emit(ctx context.Context, name string, payload any) error {
+	fx.record(EffectEmit)
+	data, err := json.Marshal(payload)
+	if err != nil {
+		return fmt.Errorf("emit %q: encode payload: %w", name, err)
+	}
+	fx.app.publish(Event{Name: name, Data: data, Flow: fx.flow.name, At: time.Now().UTC()})
+	return nil
+}
+
+// Message is an email, SMS or push notification for Fx.Send.
+type Message struct {
+	Channel string // "email", "sms", "push", or the sender's own
+	To      string
+	Subject string
+	Body    string
+	// IdempotencyKey, when set, is passed to the provider so that it can
+	// drop a repeated send.
+	IdempotencyKey string
+}
+
+// Sender delivers messages for Fx.Send. The app configures one in Config.
+type Sender interface {
+	Send(ctx context.Context, m Message) error
+}
+
+// ErrNotConfigured is returned by an effect whose provider the app did not
+// configure (Config.Sender, Config.LanguageModel, Config.Embedder).
+var ErrNotConfigured = errors.New("oke: provider not configured")
+
+// Send delivers a message through Config.Sender. It is a send effect.
+func (fx *Fx) Send(ctx context.Context, m Message) error {
+	fx.record(EffectSend)
+	if fx.app.cfg.Sender == nil {
+		return fmt.Errorf("send %s to %q: %w (set Config.Sender)", m.Channel, m.To, ErrNotConfigured)
+	}
+	return fx.app.cfg.Sender.Send(ctx, m)
+}
+
+// Fetch sends an outbound HTTP request with Config.HTTPClient (default
+// http.DefaultClient). It is a fetch effect.
+func (fx *Fx) Fetch(req *http.Request) (*http.Response, error) {
+	fx.record(EffectFetch)
+	return fx.app.httpClient().Do(req)
+}
+
+// HTTPClient returns an *http.Client whose every request is recorded as a
+// fetch effect, for SDKs that take a client.
+func (fx *Fx) HTTPClient() *http.Client {
+	base := fx.app.httpClient()
+	c := *base
+	rt := base.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	c.Transport = fetchTransport{fx: fx, next: rt}
+	return &c
+}
+
+type fetchTransport struct {
+	fx   *Fx
+	next http.RoundTripper
+}
+
+func (t fetchTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.fx.record(EffectFetch)
+	return t.next.RoundTrip(r)
+}
+
+// AskRequest is a language-model call.
+type AskRequest struct {
+	Model  string
+	System string
+	Prompt string
+}
+
+// AskResponse is a language model's answer.
+type AskResponse struct {
+	Text string
+}
+
+// LanguageModel answers Fx.Ask. The app configures one in Config.
+type LanguageModel interface {
+	Ask(ctx context.Context, req AskRequest) (AskResponse, error)
+}
+
+// Embedder answers Fx.Embed. The app configures one in Config.
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// Ask calls Config.LanguageModel. It is an ask effect.
+func (fx *Fx) Ask(ctx context.Context, req AskRequest) (AskResponse, error) {
+	fx.record(EffectAsk)
+	if fx.app.cfg.LanguageModel == nil {
+		return AskResponse{}, fmt.Errorf("ask: %w (set Config.LanguageModel)", ErrNotConfigured)
+	}
+	return fx.app.cfg.LanguageModel.Ask(ctx, req)
+}
+
+// Embed calls Config.Embedder. It is an embed effect.
+func (fx *Fx) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	fx.record(EffectEmbed)
+	if fx.app.cfg.Embedder == nil {
+		return nil, fmt.Errorf("embed: %w (set Config.Embedder)", ErrNotConfigured)
+	}
+	return fx.app.cfg.Embedder.Embed(ctx, texts)
+}
+
+// Secrets looks up secrets for Fx.Secret.
+type Secrets interface {
+	Secret(ctx context.Context, name string) (string, error)
+}
+
+// EnvSecrets reads secrets from environment variables.
+type EnvSecrets struct{}
+
+// ErrSecretNotFound is returned for a secret that does not exist.
+var ErrSecretNotFound = errors.New("oke: secret not found")
+
+// Secret implements Secrets.
+func (EnvSecrets) Secret(_ context.Context, name string) (string, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return "", fmt.Errorf("secret %q: %w", name, ErrSecretNotFound)
+	}
+	return v, nil
+}
+
+// Secret reads a secret from Config.Secrets (default: environment
+// variables). It is a read-only effect: it does not qualify a flow for
+// Idempotency-Key handling.
+func (fx *Fx) Secret(ctx context.Context, name string) (string, error) {
+	fx.record(EffectSecrets)
+	return fx.app.secrets().Secret(ctx, name)
+}
+
+// Raw runs fn as an effect oke cannot see inside (a queue publish, a file
+// write, a gRPC call). It counts as a write. what names it in logs.
+func (fx *Fx) Raw(ctx context.Context, what string, fn func(ctx context.Context) error) error {
+	fx.record(EffectRaw)
+	if err := fn(ctx); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// Call runs another flow in-process, with the caller's identity, and returns
+// its output. It is a call effect. An in-process call has no request: it
+// never honors an Idempotency-Key; the caller's key (if any) protects the
+// whole call tree. Effects of the called flow count for the caller too.
+func Call[In, Out any](ctx context.Context, fx *Fx, f *Flow[In, Out], in In) (Out, error) {
+	fx.record(EffectCall)
+	var zero Out
+	if v, ok := any(&in).(Validator); ok {
+		if err := v.Validate(); err != nil {
+			return zero, fmt.Errorf("call %s: %w", f.f.name, validationError(err))
+		}
+	}
+	child := &Fx{app: fx.app, flow: f.f, identity: fx.identity, parent: fx}
+	if m := f.f.metrics; m != nil {
+		m.executions.Inc()
+	}
+	resp, err := f.do(ctx, in, child)
+	if err != nil {
+		return zero, err
+	}
+	return resp.Body, nil
+}

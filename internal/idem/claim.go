@@ -1,0 +1,241 @@
+package idem
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/okengine/oke/driver"
+)
+
+// DefaultLease is the in-progress lease: how long a claim holds without being
+// renewed. It is renewed every Lease/3 while the flow runs.
+const DefaultLease = 30 * time.Second
+
+// Outcome is what a request with an honored Idempotency-Key gets.
+type Outcome uint8
+
+const (
+	// Live: the caller holds the claim and runs the flow.
+	Live Outcome = iota + 1
+	// Replay: a completed row with the same fingerprint; replay its response.
+	Replay
+	// InProgress: the same request is still running under a live lease.
+	InProgress
+	// Reused: the key belongs to a different request (another fingerprint).
+	Reused
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Live:
+		return "live"
+	case Replay:
+		return "replayed"
+	case InProgress:
+		return "in_progress"
+	case Reused:
+		return "reused"
+	}
+	return "unknown"
+}
+
+// Decision is the outcome of Begin with what the caller needs to act on it.
+type Decision struct {
+	Outcome    Outcome
+	Response   *driver.Response // Replay: the stored response (do not mutate)
+	RetryAfter time.Duration    // InProgress: until the lease ends, ≥ 1s, whole seconds
+	Claim      *Claim           // Live: the held claim; the caller must Complete or Release it
+}
+
+// Engine is the claim state machine over a driver. It holds no state of its
+// own besides configuration; all state lives in the driver's rows.
+type Engine struct {
+	Driver driver.Driver
+	Lease  time.Duration // zero means DefaultLease
+	// OnError, if set, is told about background failures (lease renewal,
+	// retried completion) that no request can report.
+	OnError func(key driver.Key, op string, err error)
+}
+
+func (e *Engine) lease() time.Duration {
+	if e.Lease > 0 {
+		return e.Lease
+	}
+	return DefaultLease
+}
+
+// Begin claims key for the request with fingerprint fp, or says why not.
+// A driver error is returned wrapped; the caller must then fail closed and
+// not run the flow.
+func (e *Engine) Begin(ctx context.Context, key driver.Key, fp string, ttl time.Duration, runID string) (Decision, error) {
+	owner := newOwner()
+	lease := e.lease()
+	res, err := e.Driver.Claim(ctx, driver.ClaimRequest{
+		Key: key, Fingerprint: fp, Owner: owner, Lease: lease, TTL: ttl, RunID: runID,
+	})
+	if err != nil {
+		return Decision{}, fmt.Errorf("claim idempotency key: %w", err)
+	}
+	if res.Claimed {
+		c := &Claim{e: e, Key: key, owner: owner, lease: lease, ttl: ttl,
+			Row: res.Row, Previous: res.Previous, TookOver: res.TookOver}
+		c.arm()
+		return Decision{Outcome: Live, Claim: c}, nil
+	}
+	row := &res.Row
+	switch {
+	case row.Fingerprint != fp:
+		return Decision{Outcome: Reused}, nil
+	case row.State == driver.Completed && row.Response != nil:
+		return Decision{Outcome: Replay, Response: row.Response}, nil
+	default:
+		return Decision{Outcome: InProgress, RetryAfter: RetryAfter(row.LeaseUntil.Sub(res.Now))}, nil
+	}
+}
+
+// RetryAfter rounds a remaining lease up to whole seconds, at least one.
+func RetryAfter(remaining time.Duration) time.Duration {
+	if remaining <= time.Second {
+		return time.Second
+	}
+	return (remaining + time.Second - 1).Truncate(time.Second)
+}
+
+// RetryAfterHeader formats d as the Retry-After header value.
+func RetryAfterHeader(d time.Duration) string {
+	return strconv.FormatInt(int64(RetryAfter(d)/time.Second), 10)
+}
+
+// Claim is a held claim. While held, its lease is renewed in the background.
+// Exactly one of Complete or Release must be called.
+type Claim struct {
+	e        *Engine
+	Key      driver.Key
+	Row      driver.Row  // the row as claimed
+	Previous *driver.Row // the row this claim replaced, if any
+	TookOver bool        // a lapsed claim of the same request was taken over
+	owner    string
+	lease    time.Duration
+	ttl      time.Duration
+
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+	lost    atomic.Bool
+}
+
+// Lost reports whether a renewal found that another owner took the row: the
+// response of this attempt can no longer be stored.
+func (c *Claim) Lost() bool { return c.lost.Load() }
+
+func (c *Claim) arm() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return
+	}
+	c.timer = time.AfterFunc(c.lease/3, c.renew)
+}
+
+func (c *Claim) renew() {
+	ctx, cancel := context.WithTimeout(context.Background(), c.lease/3)
+	err := c.e.Driver.Renew(ctx, c.Key, c.owner, c.lease)
+	cancel()
+	c.mu.Lock()
+	stopped := c.stopped
+	c.mu.Unlock()
+	if stopped {
+		return
+	}
+	if errors.Is(err, driver.ErrNotOwner) {
+		c.lost.Store(true)
+		c.report("renew lease", err)
+		return
+	}
+	if err != nil {
+		c.report("renew lease", err)
+	}
+	c.arm()
+}
+
+func (c *Claim) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.mu.Unlock()
+}
+
+func (c *Claim) report(op string, err error) {
+	if c.e.OnError != nil {
+		c.e.OnError(c.Key, op, err)
+	}
+}
+
+// completeAttempts bounds retries of a completion that failed because the
+// store was unavailable.
+const completeAttempts = 3
+
+// Complete stores resp and ends the claim. It runs on a context that the
+// client's disconnect cannot cancel. ErrNotOwner means the lease was lost and
+// another attempt owns the key now.
+func (c *Claim) Complete(ctx context.Context, resp driver.Response) error {
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	for attempt := 0; attempt < completeAttempts; attempt++ {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * 50 * time.Millisecond)
+		}
+		err = c.e.Driver.Complete(ctx, c.Key, c.owner, resp, c.ttl)
+		if err == nil || !errors.Is(err, driver.ErrUnavailable) {
+			break
+		}
+	}
+	c.stop()
+	if err != nil {
+		err = fmt.Errorf("store idempotent response: %w", err)
+		c.report("complete", err)
+	}
+	return err
+}
+
+// Release deletes the row so that the same key may run again, and ends the
+// claim.
+func (c *Claim) Release(ctx context.Context) error {
+	c.stop()
+	err := c.e.Driver.Release(context.WithoutCancel(ctx), c.Key, c.owner)
+	if err != nil {
+		err = fmt.Errorf("release idempotency key: %w", err)
+		c.report("release", err)
+	}
+	return err
+}
+
+// Abandon stops renewing without touching the row: its lease lapses and the
+// next request with the key takes over (a durable flow resumes its run).
+func (c *Claim) Abandon() { c.stop() }
+
+var (
+	ownerPrefix = func() string {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			panic(err)
+		}
+		return hex.EncodeToString(b[:])
+	}()
+	ownerSeq atomic.Uint64
+)
+
+// newOwner returns a token unique to one claim attempt: a random per-process
+// prefix and a counter (cheaper than reading crypto/rand per request).
+func newOwner() string {
+	return ownerPrefix + "-" + strconv.FormatUint(ownerSeq.Add(1), 36)
+}

@@ -1,0 +1,89 @@
+package oke
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// The outcomes counted by oke_idempotency_outcomes_total.
+const (
+	OutcomeLive        = "live"        // the flow ran under a fresh claim
+	OutcomeReplayed    = "replayed"    // a stored response was replayed
+	OutcomeInProgress  = "in_progress" // 409: the same request is still running
+	OutcomeReused      = "reused"      // 422: the key was used with another request
+	OutcomeInvalid     = "invalid"     // 400: the key is malformed
+	OutcomeMissing     = "missing"     // 400: a required key is missing
+	OutcomeNone        = "none"        // the flow honors keys; none was sent
+	OutcomeIgnored     = "ignored"     // a key was sent to a flow that does not honor it
+	OutcomeUnavailable = "unavailable" // 503: the store failed; the flow did not run
+)
+
+var outcomeNames = []string{OutcomeLive, OutcomeReplayed, OutcomeInProgress, OutcomeReused,
+	OutcomeInvalid, OutcomeMissing, OutcomeNone, OutcomeIgnored, OutcomeUnavailable}
+
+type metrics struct {
+	reg        *prometheus.Registry
+	executions *prometheus.CounterVec
+	outcomes   *prometheus.CounterVec
+	claim      *prometheus.HistogramVec
+	notStored  *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		executions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oke_flow_executions_total",
+			Help: "How many times a flow's function actually started in this process.",
+		}, []string{"flow"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oke_idempotency_outcomes_total",
+			Help: "Idempotency-Key outcomes by flow: live, replayed, in_progress, reused, invalid, missing, none, ignored, unavailable.",
+		}, []string{"flow", "outcome"}),
+		claim: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "oke_idempotency_claim_seconds",
+			Help:    "Latency of the atomic claim-or-read of an Idempotency-Key row.",
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}, []string{"flow"}),
+		notStored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oke_idempotency_store_failures_total",
+			Help: "Responses that could not be stored (lease lost to another owner, or store failure after retries).",
+		}, []string{"flow"}),
+	}
+	m.reg.MustRegister(m.executions, m.outcomes, m.claim, m.notStored,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+// flowMetrics holds one flow's series, resolved once at Handle time so the
+// request path does no label lookups.
+type flowMetrics struct {
+	executions prometheus.Counter
+	outcomes   map[string]prometheus.Counter
+	claim      prometheus.Observer
+	notStored  prometheus.Counter
+}
+
+func (m *metrics) forFlow(name string) *flowMetrics {
+	fm := &flowMetrics{
+		executions: m.executions.WithLabelValues(name),
+		outcomes:   make(map[string]prometheus.Counter, len(outcomeNames)),
+		claim:      m.claim.WithLabelValues(name),
+		notStored:  m.notStored.WithLabelValues(name),
+	}
+	for _, o := range outcomeNames {
+		fm.outcomes[o] = m.outcomes.WithLabelValues(name, o)
+	}
+	return fm
+}
+
+// MetricsHandler serves the app's metrics in the Prometheus text format.
+func (a *App) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})
+}
+
+// Registry returns the app's Prometheus registry, to add series of your own
+// or to gather oke's into another registry.
+func (a *App) Registry() *prometheus.Registry { return a.metrics.reg }

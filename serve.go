@@ -1,0 +1,352 @@
+package oke
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/idem"
+)
+
+// ServeHTTP implements http.Handler.
+func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !a.started.Load() {
+		if err := a.Start(r.Context()); err != nil {
+			a.log.Error("oke: refusing to serve", "err", err)
+			writeEnvelope(w, ErrInternal.WithMessage("The app failed its start-up check; see the server log."))
+			return
+		}
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+// notFound answers requests that match no route: 405 when the path exists
+// with another method, else 404, as JSON envelopes.
+func (a *App) notFound(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, "QUERY"} {
+		if m == r.Method {
+			continue
+		}
+		r2 := r.Clone(r.Context())
+		r2.Method = m
+		if _, p := a.mux.Handler(r2); p != "/" && p != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeEnvelope(w, &Error{Status: http.StatusMethodNotAllowed, Code: "MethodNotAllowed",
+			Message: fmt.Sprintf("%s is not allowed here; use %s.", r.Method, strings.Join(allow, " or "))})
+		return
+	}
+	writeEnvelope(w, ErrNotFound.WithMessage("No route matches %s %s.", r.Method, r.URL.Path))
+}
+
+// headerKey is the request header carrying the client's key.
+const headerKey = "Idempotency-Key"
+
+// serve runs one request to rt: gate → input → key checks → claim → flow.
+func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
+	a.inflight.Add(1)
+	defer a.inflight.Done()
+	f := rt.f
+	m := f.metrics
+
+	// 1. Gate: 401/403 store nothing.
+	id, err := a.gate(r, f.name)
+	if err != nil {
+		e, _ := asError(err)
+		writeEnvelope(w, e)
+		return
+	}
+
+	// 2. Input: decode and validate; a failure stores nothing.
+	var body []byte
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Body != nil {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
+		if err != nil {
+			var mb *http.MaxBytesError
+			if errors.As(err, &mb) {
+				writeEnvelope(w, ErrPayloadTooLarge.WithMessage("The request body is larger than the limit of %d bytes.", mb.Limit))
+				return
+			}
+			writeEnvelope(w, &Error{Status: http.StatusBadRequest, Code: CodeMalformedJSON, Message: "The request body could not be read.", Err: err})
+			return
+		}
+	}
+	in, ierr := f.decode(body, a.paramsOf(rt, r))
+	if ierr != nil {
+		writeEnvelope(w, ierr)
+		return
+	}
+
+	if f.shape != shapeUnary {
+		if r.Header.Get(headerKey) != "" {
+			m.outcomes[OutcomeIgnored].Inc()
+		}
+		a.serveStream(f, in, id, w, r)
+		return
+	}
+
+	// 3. Which key, if any, protects this call.
+	var (
+		key string
+		fp  string
+		ttl = f.ttl
+	)
+	switch {
+	case rt.dedupe != nil:
+		k, e := dedupeKey(body, rt.dedupe)
+		if e != nil {
+			writeEnvelope(w, e)
+			return
+		}
+		key, fp, ttl = k, idem.Fingerprint(f.name, nil), rt.dedupeT
+	case rt.honors:
+		vals := r.Header.Values(headerKey)
+		switch {
+		case len(vals) == 0:
+			if f.opts.Idempotency.Required {
+				m.outcomes[OutcomeMissing].Inc()
+				writeEnvelope(w, ErrIdempotencyKeyMissing)
+				return
+			}
+			m.outcomes[OutcomeNone].Inc()
+		case len(vals) > 1 || idem.ValidateKey(vals[0]) != nil:
+			m.outcomes[OutcomeInvalid].Inc()
+			writeEnvelope(w, ErrIdempotencyKeyInvalid)
+			return
+		default:
+			key = vals[0]
+			canon, err := json.Marshal(in)
+			if err != nil {
+				writeEnvelope(w, ErrInternal.WithCause(fmt.Errorf("encode input for fingerprint: %w", err)))
+				return
+			}
+			fp = idem.Fingerprint(f.name, canon)
+		}
+	default:
+		if r.Header.Get(headerKey) != "" {
+			m.outcomes[OutcomeIgnored].Inc()
+		}
+	}
+
+	// A GET reads: let the client's disconnect cancel it. Anything else may
+	// change the world and runs to its end.
+	ctx := r.Context()
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		ctx = context.WithoutCancel(ctx)
+	}
+	if key == "" {
+		res, _, err := a.runUnary(ctx, f, in, id)
+		if err != nil {
+			e, _ := asError(err)
+			a.logFailure(f, err)
+			writeEnvelope(w, e)
+			return
+		}
+		writeResult(w, res, false)
+		return
+	}
+	a.serveClaimed(ctx, f, in, id, driver.Key{Tenant: id.Tenant, Principal: id.Principal, Flow: f.name, Key: key}, fp, ttl, w)
+}
+
+// serveClaimed runs the claim state machine for one keyed request.
+func (a *App) serveClaimed(ctx context.Context, f *flow, in any, id Identity, key driver.Key, fp string, ttl time.Duration, w http.ResponseWriter) {
+	m := f.metrics
+	start := time.Now()
+	dec, err := a.engine.Begin(ctx, key, fp, ttl, "")
+	m.claim.Observe(time.Since(start).Seconds())
+	if err != nil {
+		m.outcomes[OutcomeUnavailable].Inc()
+		a.log.Error("oke: idempotency store unavailable; not running the flow", "flow", f.name, "err", err)
+		writeEnvelope(w, ErrStoreUnavailable.WithCause(err))
+		return
+	}
+	switch dec.Outcome {
+	case idem.Replay:
+		m.outcomes[OutcomeReplayed].Inc()
+		writeStored(w, dec.Response)
+		return
+	case idem.InProgress:
+		m.outcomes[OutcomeInProgress].Inc()
+		w.Header().Set("Retry-After", idem.RetryAfterHeader(dec.RetryAfter))
+		writeEnvelope(w, ErrIdempotencyInProgress)
+		return
+	case idem.Reused:
+		m.outcomes[OutcomeReused].Inc()
+		writeEnvelope(w, ErrIdempotencyKeyReused)
+		return
+	}
+	m.outcomes[OutcomeLive].Inc()
+	claim := dec.Claim
+	res, fx, runErr := a.runUnary(ctx, f, in, id)
+
+	var stored driver.Response
+	switch {
+	case runErr != nil:
+		e, declared := asError(runErr)
+		if !declared {
+			a.logFailure(f, runErr)
+			if !fx.hasNonRead() {
+				// Nothing changed the world: forget the key so it may run again.
+				claim.Release(ctx)
+				writeEnvelope(w, e)
+				return
+			}
+		}
+		stored = driver.Response{Status: e.Status, ContentType: "application/json", Body: envelopeBytes(e)}
+		res = result{status: e.Status, contentType: "application/json", body: stored.Body}
+		if e.RetryAfter > 0 {
+			res.header = http.Header{"Retry-After": {strconv.Itoa(e.RetryAfter)}}
+		}
+	case !res.storable:
+		// Not a buffered JSON envelope: deliver it live, keep nothing.
+		claim.Release(ctx)
+		writeResult(w, res, false)
+		return
+	case len(res.body) > a.cfg.MaxStoredResponse:
+		stored = driver.Response{Status: ErrResponseNotStored.Status, ContentType: "application/json", Body: envelopeBytes(ErrResponseNotStored)}
+	default:
+		stored = driver.Response{Status: res.status, ContentType: res.contentType, Location: res.location, Body: res.body}
+	}
+	// Store before answering: once the client sees the response, a retry
+	// replays it.
+	if err := claim.Complete(ctx, stored); err != nil {
+		m.notStored.Inc()
+	}
+	writeResult(w, res, false)
+}
+
+// runUnary runs a unary flow's function, turning a panic into an error.
+func (a *App) runUnary(ctx context.Context, f *flow, in any, id Identity) (res result, fx *Fx, err error) {
+	fx = &Fx{app: a, flow: f, identity: id}
+	if f.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.opts.Timeout)
+		defer cancel()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("flow %s panicked: %v\n%s", f.name, p, debug.Stack())
+		}
+	}()
+	f.metrics.executions.Inc()
+	res, err = f.unary(ctx, in, fx)
+	return res, fx, err
+}
+
+func (a *App) logFailure(f *flow, err error) {
+	a.log.Error("oke: flow failed", "flow", f.name, "err", err)
+}
+
+func (a *App) gate(r *http.Request, flow string) (Identity, error) {
+	var id Identity
+	if a.cfg.Gate != nil {
+		var err error
+		if id, err = a.cfg.Gate(r, flow); err != nil {
+			return Identity{}, err
+		}
+	}
+	if id.Tenant == "" {
+		id.Tenant = "default"
+	}
+	if id.Principal == "" {
+		id.Principal = "anon"
+	}
+	return id, nil
+}
+
+// paramsOf returns the lookup of URL parameters for a request: path values,
+// and for GET and HEAD the query string too.
+func (a *App) paramsOf(rt *route, r *http.Request) func(string) (string, bool) {
+	query := r.Method == http.MethodGet || r.Method == http.MethodHead
+	if len(rt.params) == 0 && (!query || r.URL.RawQuery == "") {
+		return nil
+	}
+	var q map[string][]string
+	if query {
+		q = r.URL.Query()
+	}
+	return func(name string) (string, bool) {
+		for _, p := range rt.params {
+			if p == name {
+				return r.PathValue(name), true
+			}
+		}
+		if v, ok := q[name]; ok && len(v) > 0 {
+			return v[0], true
+		}
+		return "", false
+	}
+}
+
+// dedupeKey reads a webhook's dedupe key from its JSON payload.
+func dedupeKey(body []byte, path []string) (string, *Error) {
+	field := strings.Join(path, ".")
+	missing := &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput,
+		Message: fmt.Sprintf("The webhook payload has no %q field to dedupe on.", field)}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return "", missing
+	}
+	for _, p := range path {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return "", missing
+		}
+		if v, ok = obj[p]; !ok {
+			return "", missing
+		}
+	}
+	var key string
+	switch x := v.(type) {
+	case string:
+		key = x
+	case float64:
+		key = strconv.FormatFloat(x, 'f', -1, 64)
+	default:
+		return "", missing
+	}
+	if idem.ValidateDedupeKey(key) != nil {
+		return "", &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput,
+			Message: fmt.Sprintf("The webhook payload's %q must be 1–255 printable ASCII characters.", field)}
+	}
+	return key, nil
+}
+
+// writeResult writes a live response.
+func writeResult(w http.ResponseWriter, res result, replayed bool) {
+	h := w.Header()
+	for k, v := range res.header {
+		h[k] = v
+	}
+	if res.contentType != "" {
+		h.Set("Content-Type", res.contentType)
+	}
+	if res.location != "" {
+		h.Set("Location", res.location)
+	}
+	if replayed {
+		h.Set("Idempotent-Replayed", "true")
+	}
+	w.WriteHeader(res.status)
+	if len(res.body) > 0 {
+		w.Write(res.body)
+	}
+}
+
+// writeStored replays a stored response: status, body, Content-Type and
+// Location only.
+func writeStored(w http.ResponseWriter, s *driver.Response) {
+	writeResult(w, result{status: s.Status, contentType: s.ContentType, location: s.Location, body: s.Body}, true)
+}

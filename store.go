@@ -1,0 +1,213 @@
+package oke
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+)
+
+// DB is what Fx.Store wraps: *sql.DB satisfies it.
+type DB interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// Store is a database handle whose statements are recorded as effects. Each
+// statement is classified by what it does, not by the method that sends it:
+// an INSERT … RETURNING sent with QueryRow is a write; a SELECT sent with
+// Exec is a read. See ClassifySQL.
+type Store struct {
+	fx *Fx
+	db DB
+}
+
+// Store wraps db so that its statements are recorded as read or write
+// effects of the running flow.
+func (fx *Fx) Store(db DB) *Store { return &Store{fx: fx, db: db} }
+
+func (s *Store) note(query string) { s.fx.record(ClassifySQL(query)) }
+
+// Exec runs a statement that returns no rows.
+func (s *Store) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	s.note(query)
+	return s.db.ExecContext(ctx, query, args...)
+}
+
+// Query runs a statement that returns rows.
+func (s *Store) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	s.note(query)
+	return s.db.QueryContext(ctx, query, args...)
+}
+
+// QueryRow runs a statement that returns at most one row.
+func (s *Store) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	s.note(query)
+	return s.db.QueryRowContext(ctx, query, args...)
+}
+
+// Tx runs fn in a transaction: it commits when fn returns nil and rolls back
+// otherwise (also when fn panics). Statements inside are classified one by
+// one, like Store's.
+func (s *Store) Tx(ctx context.Context, opts *sql.TxOptions, fn func(tx *Tx) error) (err error) {
+	sqlTx, err := s.db.BeginTx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			sqlTx.Rollback()
+		}
+	}()
+	if err := fn(&Tx{fx: s.fx, tx: sqlTx}); err != nil {
+		return err
+	}
+	done = true
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("commit transaction: %w", err)
+	}
+	return nil
+}
+
+// Tx is a transaction opened by Store.Tx.
+type Tx struct {
+	fx *Fx
+	tx *sql.Tx
+}
+
+// Exec runs a statement that returns no rows.
+func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	t.fx.record(ClassifySQL(query))
+	return t.tx.ExecContext(ctx, query, args...)
+}
+
+// Query runs a statement that returns rows.
+func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	t.fx.record(ClassifySQL(query))
+	return t.tx.QueryContext(ctx, query, args...)
+}
+
+// QueryRow runs a statement that returns at most one row.
+func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	t.fx.record(ClassifySQL(query))
+	return t.tx.QueryRowContext(ctx, query, args...)
+}
+
+// ClassifySQL says whether a SQL statement reads (EffectRead) or changes
+// (EffectWrite) the database. Reads are SELECT, VALUES, TABLE, SHOW,
+// EXPLAIN (without ANALYZE), DESCRIBE, transaction control and SET; a WITH
+// query is a read unless it holds INSERT, UPDATE, DELETE or MERGE; SELECT …
+// INTO is a write. Anything else, or anything it cannot tell, is a write:
+// erring that way never lets a flow run twice.
+func ClassifySQL(query string) Effect {
+	toks := sqlWords(query, 0)
+	if len(toks) == 0 {
+		return EffectWrite
+	}
+	switch toks[0] {
+	case "SELECT":
+		if hasWord(query, "INTO") {
+			return EffectWrite
+		}
+		return readUnlessModifying(query)
+	case "VALUES", "TABLE", "SHOW", "DESCRIBE", "DESC",
+		"BEGIN", "START", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE", "SET":
+		return EffectRead
+	case "WITH":
+		return readUnlessModifying(query)
+	case "EXPLAIN":
+		if len(toks) > 1 && (toks[1] == "ANALYZE" || toks[1] == "ANALYSE") {
+			return readUnlessModifying(query)
+		}
+		return EffectRead
+	case "PRAGMA":
+		if strings.Contains(query, "=") {
+			return EffectWrite
+		}
+		return EffectRead
+	}
+	return EffectWrite
+}
+
+func readUnlessModifying(query string) Effect {
+	for _, w := range sqlWords(query, -1) {
+		switch w {
+		case "INSERT", "UPDATE", "DELETE", "MERGE", "NEXTVAL", "SETVAL":
+			return EffectWrite
+		}
+	}
+	return EffectRead
+}
+
+func hasWord(query, word string) bool {
+	for _, w := range sqlWords(query, -1) {
+		if w == word {
+			return true
+		}
+	}
+	return false
+}
+
+// sqlWords returns the upper-cased bare words of query, skipping comments,
+// string literals and quoted identifiers. max bounds how many (0 means 2).
+func sqlWords(q string, max int) []string {
+	if max == 0 {
+		max = 2
+	}
+	var words []string
+	i := 0
+	for i < len(q) && (max < 0 || len(words) < max) {
+		c := q[i]
+		switch {
+		case c == '-' && i+1 < len(q) && q[i+1] == '-':
+			for i < len(q) && q[i] != '\n' {
+				i++
+			}
+		case c == '/' && i+1 < len(q) && q[i+1] == '*':
+			end := strings.Index(q[i+2:], "*/")
+			if end < 0 {
+				return words
+			}
+			i += end + 4
+		case c == '\'' || c == '"' || c == '`':
+			j := i + 1
+			for j < len(q) && q[j] != c {
+				j++
+			}
+			i = j + 1
+		case c == '$' && i+1 < len(q) && (q[i+1] == '$' || isWordByte(q[i+1])):
+			// Postgres dollar quoting: $$…$$ or $tag$…$tag$; $1 is a parameter.
+			j := i + 1
+			for j < len(q) && isWordByte(q[j]) {
+				j++
+			}
+			if j < len(q) && q[j] == '$' && !(j > i+1 && q[i+1] >= '0' && q[i+1] <= '9') {
+				tag := q[i : j+1]
+				end := strings.Index(q[j+1:], tag)
+				if end < 0 {
+					return words
+				}
+				i = j + 1 + end + len(tag)
+			} else {
+				i = j
+			}
+		case isWordByte(c):
+			j := i
+			for j < len(q) && isWordByte(q[j]) {
+				j++
+			}
+			words = append(words, strings.ToUpper(q[i:j]))
+			i = j
+		default:
+			i++
+		}
+	}
+	return words
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
