@@ -1,0 +1,47 @@
+// Package drivertest is the conformance suite every oke driver runs. A driver
+// is correct when Run passes against it, under the race detector:
+//
+//	func TestConformance(t *testing.T) {
+//		drivertest.Run(t, func(t *testing.T) driver.Driver {
+//			d, err := file.Open(t.TempDir())
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return d
+//		})
+//	}
+//
+// Each rule is a subtest named after it (ClaimIsAtomicUnderConcurrency,
+// StaleOwnerCannotComplete, ...), so a failure names the rule that broke.
+//
+// The suite uses the driver's real clock: a store such as Postgres computes
+// leases from its own now(), so nothing here can fake time. Rules about a lease
+// or TTL that has ended use ~20ms durations and then sleep a few times longer;
+// rules about a lease that still holds use leases of a minute or more. The
+// suite only ever relies on "enough time has passed", never on "not yet", so a
+// loaded machine makes it slower, not flaky.
+package drivertest
+
+import (
+	"testing"
+
+	"github.com/okengine/oke/driver"
+)
+
+// Run runs every conformance rule as a parallel subtest. newDriver must return
+// a fresh, empty driver each time it is called (a new folder, a new schema);
+// Run calls it once per subtest and closes the driver when the subtest ends,
+// so Close may be called twice and must not fail the second time loudly (its
+// error is ignored). Register any further cleanup with t.Cleanup in newDriver:
+// it runs after that Close.
+func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
+	t.Helper()
+	for _, r := range rowRules {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			d := newDriver(t)
+			t.Cleanup(func() { _ = d.Close() })
+			r.test(t, d)
+		})
+	}
+}
