@@ -43,9 +43,11 @@ func NewKey() string {
 }
 
 // ValidateKey reports whether key obeys the server's rule: 16–255 characters,
-// each printable ASCII 0x20–0x7E. The error it returns matches
-// [ErrKeyInvalid] with errors.Is. The client runs it on every key passed
-// with [Key] before anything is sent.
+// each printable ASCII 0x20–0x7E. It also rejects a key that starts or ends
+// with a space: HTTP strips such spaces from header values, so the server
+// would see a different (perhaps too short) key than the one the caller
+// holds. The error it returns matches [ErrKeyInvalid] with errors.Is. The
+// client runs it on every key passed with [Key] before anything is sent.
 func ValidateKey(key string) error {
 	if n := len(key); n < MinKeyLen || n > MaxKeyLen {
 		return &keyError{fmt.Sprintf("it is %d bytes long, want %d–%d printable ASCII characters", n, MinKeyLen, MaxKeyLen)}
@@ -54,6 +56,9 @@ func ValidateKey(key string) error {
 		if c := key[i]; c < 0x20 || c > 0x7e {
 			return &keyError{fmt.Sprintf("byte %d is %#02x, not printable ASCII (0x20–0x7E)", i, c)}
 		}
+	}
+	if key[0] == ' ' || key[len(key)-1] == ' ' {
+		return &keyError{"it starts or ends with a space, which HTTP strips from header values"}
 	}
 	return nil
 }
