@@ -47,6 +47,7 @@ var rowRules = []rowRule{
 	{"ClaimAfterCompleteReturnsStoredResponse", testClaimAfterComplete},
 	{"CompleteCopiesResponseBody", testCompleteCopiesBody},
 	{"ExpiredRowIsClaimedAgain", testExpiredRowIsClaimed},
+	{"LiveLeaseHoldsRowPastItsTTL", testLiveLeasePastTTL},
 	{"LapsedRowWithSameFingerprintIsTakenOver", testLapsedSameFingerprintTakenOver},
 	{"LapsedRowWithDifferentFingerprintIsNotTakenOver", testLapsedDifferentFingerprint},
 	{"StaleOwnerCannotRenew", testStaleOwnerCannotRenew},
@@ -376,6 +377,21 @@ func testExpiredRowIsClaimed(t *testing.T, d driver.Driver) {
 			t.Errorf("%s: new row = %+v, want running, owner-2, fpB, no response", tc.key.Key, res.Row)
 		}
 		sameRow(t, tc.key.Key+": Get", get(t, d, tc.key), res.Row)
+	}
+}
+
+func testLiveLeasePastTTL(t *testing.T, d driver.Driver) {
+	// Expired means TTL passed and no live lease: a flow still running past
+	// its row's TTL keeps the key.
+	key := testKey("long-running")
+	first := mustClaim(t, d, req(key, fpA, "owner-1", hold, short))
+	time.Sleep(after)
+	for _, fp := range []string{fpA, fpB} {
+		res := claim(t, d, req(key, fp, "owner-2", hold, day))
+		if res.Claimed {
+			t.Fatalf("claim while a live lease holds a row whose TTL passed: Claimed = true, want false")
+		}
+		sameRow(t, "row returned", res.Row, first.Row)
 	}
 }
 
