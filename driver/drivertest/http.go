@@ -329,7 +329,7 @@ func testIgnoredReadOnly(t *testing.T, d driver.Driver) {
 type fakeProviders struct{}
 
 func (fakeProviders) Secret(context.Context, string) (string, error) { return "s", nil }
-func (fakeProviders) Send(context.Context, oke.Message) error { return nil }
+func (fakeProviders) Send(context.Context, oke.Message) error        { return nil }
 func (fakeProviders) Ask(context.Context, oke.AskRequest) (oke.AskResponse, error) {
 	return oke.AskResponse{Text: "ok"}, nil
 }
