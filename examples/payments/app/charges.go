@@ -1,0 +1,135 @@
+package app
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/okengine/oke"
+)
+
+// ChargeIn is the body of POST /charges.
+type ChargeIn struct {
+	Amount   int64  `json:"amount"`   // in the currency's smallest unit (cents); > 0
+	Currency string `json:"currency"` // a three-letter ISO 4217 code, e.g. "usd"
+}
+
+// Validate checks the input and lower-cases the currency, so "USD" and "usd"
+// are the same request (and the same Idempotency-Key fingerprint).
+func (in *ChargeIn) Validate() error {
+	if in.Amount <= 0 {
+		return fmt.Errorf("amount must be a positive integer in the currency's smallest unit (e.g. 1000 for 10.00), got %d", in.Amount)
+	}
+	c := strings.ToLower(in.Currency)
+	if len(c) != 3 || strings.Trim(c, "abcdefghijklmnopqrstuvwxyz") != "" {
+		return fmt.Errorf("currency must be a three-letter ISO 4217 code such as \"usd\", got %q", in.Currency)
+	}
+	in.Currency = c
+	return nil
+}
+
+// Charge is a charge as the API shows it.
+type Charge struct {
+	ID        string `json:"id"` // "ch_" and 24 hex digits
+	Amount    int64  `json:"amount"`
+	Currency  string `json:"currency"`
+	CreatedAt string `json:"createdAt"` // RFC 3339, UTC, milliseconds
+}
+
+// ChargeList is the body of GET /charges.
+type ChargeList struct {
+	Charges []Charge `json:"charges"`
+}
+
+// ListIn holds GET /charges' query parameters.
+type ListIn struct {
+	Limit int `json:"limit"` // newest first; 0 means 100; at most 1000
+}
+
+// Validate checks the limit.
+func (in *ListIn) Validate() error {
+	if in.Limit < 0 || in.Limit > 1000 {
+		return fmt.Errorf("limit must be between 1 and 1000, got %d", in.Limit)
+	}
+	if in.Limit == 0 {
+		in.Limit = 100
+	}
+	return nil
+}
+
+// GetIn holds GET /charges/{id}'s path parameter.
+type GetIn struct {
+	ID string `json:"id"`
+}
+
+// chargeFlow is payments.charge: it inserts a charge (Idempotency-Key
+// required) and emits charge.created.
+func (s *Server) chargeFlow() *oke.Flow[ChargeIn, Charge] {
+	return oke.NewFlow("payments.charge", oke.Options{
+		Idempotency: oke.Required,
+		Description: "Create a charge. Requires an Idempotency-Key; a retry replays the first answer.",
+	}, func(ctx context.Context, in ChargeIn, fx *oke.Fx) (oke.Response[Charge], error) {
+		var c Charge
+		id := fx.Identity()
+		err := fx.Store(s.db).QueryRow(ctx,
+			`INSERT INTO charges (amount, currency, tenant, principal) VALUES ($1, $2, $3, $4)
+			 RETURNING id, amount, currency, created_at`,
+			in.Amount, in.Currency, id.Tenant, id.Principal).Scan(&c.ID, &c.Amount, &c.Currency, &c.CreatedAt)
+		if err != nil {
+			return oke.Response[Charge]{}, fmt.Errorf("insert charge: %w", err)
+		}
+		if err := fx.Emit(ctx, "charge.created", c); err != nil {
+			return oke.Response[Charge]{}, err
+		}
+		return oke.Created(c, "/charges/"+c.ID), nil
+	})
+}
+
+// listFlow is payments.list: the newest charges.
+func (s *Server) listFlow() *oke.Flow[ListIn, ChargeList] {
+	return oke.NewFlow("payments.list", oke.Options{
+		Effects:     []oke.Effect{oke.EffectRead},
+		Description: "List charges, newest first.",
+	}, func(ctx context.Context, in ListIn, fx *oke.Fx) (oke.Response[ChargeList], error) {
+		rows, err := fx.Store(s.db).Query(ctx,
+			`SELECT id, amount, currency, created_at FROM charges ORDER BY rowid DESC LIMIT $1`, in.Limit)
+		if err != nil {
+			return oke.Response[ChargeList]{}, fmt.Errorf("list charges: %w", err)
+		}
+		defer rows.Close()
+		out := ChargeList{Charges: []Charge{}}
+		for rows.Next() {
+			var c Charge
+			if err := rows.Scan(&c.ID, &c.Amount, &c.Currency, &c.CreatedAt); err != nil {
+				return oke.Response[ChargeList]{}, fmt.Errorf("list charges: %w", err)
+			}
+			out.Charges = append(out.Charges, c)
+		}
+		if err := rows.Err(); err != nil {
+			return oke.Response[ChargeList]{}, fmt.Errorf("list charges: %w", err)
+		}
+		return oke.OK(out), nil
+	})
+}
+
+// getFlow is payments.get: one charge, or 404 NotFound.
+func (s *Server) getFlow() *oke.Flow[GetIn, Charge] {
+	return oke.NewFlow("payments.get", oke.Options{
+		Effects:     []oke.Effect{oke.EffectRead},
+		Description: "Read one charge.",
+	}, func(ctx context.Context, in GetIn, fx *oke.Fx) (oke.Response[Charge], error) {
+		var c Charge
+		err := fx.Store(s.db).QueryRow(ctx,
+			`SELECT id, amount, currency, created_at FROM charges WHERE id = $1`, in.ID).
+			Scan(&c.ID, &c.Amount, &c.Currency, &c.CreatedAt)
+		if errors.Is(err, sql.ErrNoRows) {
+			return oke.Response[Charge]{}, oke.ErrNotFound.WithMessage("No charge has id %q.", in.ID)
+		}
+		if err != nil {
+			return oke.Response[Charge]{}, fmt.Errorf("get charge %q: %w", in.ID, err)
+		}
+		return oke.OK(c), nil
+	})
+}

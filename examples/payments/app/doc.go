@@ -1,0 +1,41 @@
+// Package app is the oke payments demo: a small payments API, built only
+// from oke's public API, that shows every Idempotency-Key rule. Its flags,
+// routes, JSON shapes, identity rules and metric names are a public contract
+// (DESIGN.md section 6); outside tests rely on them.
+//
+// Run it with `go run ./examples/payments` or `oke serve`:
+//
+//	payments -addr 127.0.0.1:8080 -data .oke -lease 30s
+//
+// The idempotency rows live in oke's file driver in -data, and the business
+// data (charges, notes, webhook events, ...) in SQLite in the same folder
+// (payments.db, WAL mode). -driver memory keeps the rows in memory instead,
+// for load tests. -postgres is accepted but fails: the Postgres driver is not
+// available yet.
+//
+// # Routes
+//
+//	POST /charges           payments.charge   Idempotency-Key required; 201 + Location
+//	GET  /charges           payments.list     {"charges":[…]}
+//	GET  /charges/{id}      payments.get      one charge, or 404 NotFound
+//	POST /refunds           payments.refund   501 NotImplemented (durable; not yet)
+//	POST /pipeline          demo.pipeline     501 NotImplemented (durable; not yet)
+//	GET  /pipeline/{tag}    demo.pipelineLog  {"tag":…,"steps":[{"step":1,"executions":1},…]}
+//	POST /slow              demo.slow         {"ms":int}: waits, then writes a row; 201
+//	POST /notes             demo.note         {"text":str}: TTL 2s; 201
+//	POST /fail              demo.fail         {"when":"before"|"after"|"declared"}
+//	POST /reminders         demo.remind       501 NotImplemented (durable; not yet)
+//	GET  /reminders         demo.reminders    {"reminders":[{"id":…,"to":…,"sent":bool},…]}
+//	POST /export            demo.export       chunked NDJSON; never stored
+//	GET  /events            demo.events       live SSE feed of emitted events
+//	POST /webhooks/provider demo.webhook      deduped on the payload's "id"
+//	GET  /whoami            demo.whoami       {"tenant":…,"principal":…}
+//	GET  /metrics                             Prometheus text
+//	GET  /healthz                             {"status":"ok"}
+//
+// # Identity
+//
+// See Gate: "Authorization: Bearer user:ID" is user:ID, "X-API-Key: ID" is
+// apikey:ID, neither is anon, any other Authorization is 401. The tenant is
+// X-Tenant (default "default"). Errors are {"error":{"code":…,"message":…}}.
+package app

@@ -1,0 +1,141 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// RegisterFlags defines the demo's flags on fs, writing into c. The flags
+// and their defaults are a public contract (DESIGN.md section 6).
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Addr, "addr", c.Addr, "listen on this `address` (port 0 picks a free port)")
+	fs.StringVar(&c.DataDir, "data", c.DataDir, "keep oke's file driver and the SQLite business data in this `folder`")
+	fs.StringVar(&c.Postgres, "postgres", c.Postgres, "use the Postgres driver and business data in this database `DSN` (not available yet)")
+	fs.DurationVar(&c.Lease, "lease", c.Lease, "the in-progress lease of an Idempotency-Key (`duration`)")
+	fs.StringVar(&c.Driver, "driver", c.Driver, "the idempotency store: file (in -data) or memory (lost on exit; for load tests)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown may wait for running requests")
+}
+
+// UsageError is a command-line mistake. The flag package has already shown
+// it, with the usage, on stderr.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Main parses args (the flags, without the program name) and runs the demo
+// until ctx ends. name is the command shown in the usage text (e.g.
+// "payments" or "oke serve"). It returns flag.ErrHelp for -h, a *UsageError
+// for bad flags (already reported on stderr), or Run's error.
+func Main(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+	cfg := DefaultConfig()
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.RegisterFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: %s [flags]
+
+Runs the oke payments demo: a small payments API that shows every
+Idempotency-Key rule. Try:
+
+  curl -si localhost:8080/charges -H 'Idempotency-Key: demo-key-0000000001' \
+       -d '{"amount":1000,"currency":"usd"}'
+
+Flags:
+`, name)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &UsageError{err}
+	}
+	if fs.NArg() > 0 {
+		err := fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))
+		fmt.Fprintf(stderr, "%v\n", err)
+		fs.Usage()
+		return &UsageError{err}
+	}
+	return Run(ctx, cfg, stderr)
+}
+
+// Run opens the demo, listens on cfg.Addr and serves until ctx ends, then
+// shuts down gracefully: it stops accepting requests and waits for running
+// ones (http.Server.Shutdown), waits for flows (oke's App.Close), then
+// closes the driver and the database. It logs to stderr.
+func Run(ctx context.Context, cfg Config, stderr io.Writer) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 10 * time.Second
+	}
+	s, err := Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		s.Close(context.Background())
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	srv.RegisterOnShutdown(s.Shutdown)
+	fmt.Fprintf(stderr, "payments: listening on http://%s (driver %s, data %s, lease %s)\n",
+		ln.Addr(), cfg.Driver, cfg.DataDir, cfg.Lease)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(stderr, "payments: shutting down")
+	case serveErr = <-errc:
+		serveErr = fmt.Errorf("serve: %w", serveErr)
+	}
+
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	var errs []error
+	if serveErr != nil {
+		errs = append(errs, serveErr)
+	}
+	if err := srv.Shutdown(sctx); err != nil {
+		errs = append(errs, fmt.Errorf("shut down the HTTP server: %w", err))
+		srv.Close()
+	}
+	if err := s.Close(sctx); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		fmt.Fprintln(stderr, "payments: stopped")
+	}
+	return errors.Join(errs...)
+}
+
+// Exit turns Main's error into a process exit code, printing it to stderr
+// as "name: error" unless the flag package already did: 0 for nil and
+// flag.ErrHelp, 2 for a usage error, 1 otherwise.
+func Exit(stderr io.Writer, name string, err error) int {
+	var ue *UsageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		return 2
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	return 1
+}

@@ -1,0 +1,65 @@
+-- The payments demo's business data. Every statement is idempotent: it runs
+-- on every start.
+
+CREATE TABLE IF NOT EXISTS charges (
+	id         TEXT PRIMARY KEY DEFAULT ('ch_' || lower(hex(randomblob(12)))),
+	amount     INTEGER NOT NULL CHECK (amount > 0),
+	currency   TEXT NOT NULL,
+	tenant     TEXT NOT NULL DEFAULT 'default',
+	principal  TEXT NOT NULL DEFAULT 'anon',
+	created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+
+CREATE TABLE IF NOT EXISTS refunds (
+	id         TEXT PRIMARY KEY,
+	charge_id  TEXT NOT NULL REFERENCES charges (id),
+	amount     INTEGER NOT NULL,
+	created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+
+CREATE TABLE IF NOT EXISTS slow_rows (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	ms         INTEGER NOT NULL,
+	created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+
+CREATE TABLE IF NOT EXISTS notes (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	text       TEXT NOT NULL,
+	created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+
+-- Rows written by POST /fail {"when":"after"} before it fails.
+CREATE TABLE IF NOT EXISTS fail_writes (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	stage      TEXT NOT NULL,
+	created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+
+-- How many times step i of the pipeline tagged tag ran.
+CREATE TABLE IF NOT EXISTS pipeline_counts (
+	tag        TEXT NOT NULL,
+	step       INTEGER NOT NULL,
+	executions INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (tag, step)
+);
+
+CREATE TABLE IF NOT EXISTS reminders (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	recipient  TEXT NOT NULL,
+	delay_ms   INTEGER NOT NULL,
+	due_at     TEXT NOT NULL,
+	sent       INTEGER NOT NULL DEFAULT 0,
+	sent_at    TEXT,
+	created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+
+-- Provider webhook deliveries. The UNIQUE event id backs up the webhook
+-- binding's dedupe: inserts use ON CONFLICT (event_id) DO NOTHING.
+CREATE TABLE IF NOT EXISTS webhook_events (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	event_id    TEXT NOT NULL UNIQUE,
+	type        TEXT NOT NULL,
+	payload     TEXT NOT NULL,
+	received_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);

@@ -1,0 +1,193 @@
+package app
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/okengine/oke"
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/driver/memory"
+)
+
+// Config configures the demo. The zero value is not usable: start from
+// DefaultConfig (or the flags, see Main).
+type Config struct {
+	// Addr is the address Run listens on; port 0 picks a free port.
+	Addr string
+	// DataDir holds oke's file driver and the SQLite business data.
+	DataDir string
+	// Postgres, when set, asks for the Postgres driver and business data in
+	// that database. Not available yet: Open fails with ErrPostgres.
+	Postgres string
+	// Lease is the in-progress lease of an Idempotency-Key (oke.Config.Lease).
+	Lease time.Duration
+	// Driver is the idempotency store: "file" (in DataDir; the default) or
+	// "memory" (nothing survives the process; for load tests).
+	Driver string
+	// ShutdownTimeout bounds a graceful shutdown.
+	ShutdownTimeout time.Duration
+	// Logger receives the app's logs; nil means a text logger on Run's
+	// stderr (or slog.Default() for Open).
+	Logger *slog.Logger
+}
+
+// DefaultConfig is the configuration of the flags' defaults.
+func DefaultConfig() Config {
+	return Config{
+		Addr:            "127.0.0.1:8080",
+		DataDir:         ".oke",
+		Lease:           30 * time.Second,
+		Driver:          "file",
+		ShutdownTimeout: 10 * time.Second,
+	}
+}
+
+// ErrPostgres is returned for -postgres until the Postgres driver exists.
+var ErrPostgres = errors.New("the Postgres driver is not available yet (it arrives with the Postgres driver work); run without -postgres to use the file driver and SQLite in -data")
+
+func (c Config) validate() error {
+	if c.Postgres != "" {
+		return fmt.Errorf("-postgres: %w", ErrPostgres)
+	}
+	if c.Lease <= 0 {
+		return fmt.Errorf("-lease must be positive, got %s", c.Lease)
+	}
+	switch c.Driver {
+	case "file", "memory":
+	default:
+		return fmt.Errorf(`-driver must be "file" or "memory", got %q`, c.Driver)
+	}
+	if c.DataDir == "" {
+		return errors.New("-data must name a folder")
+	}
+	return nil
+}
+
+// Server is the demo app: an oke app with the payments flows, its
+// idempotency driver and its SQLite database. It is an http.Handler.
+type Server struct {
+	app *oke.App
+	db  *sql.DB
+	drv driver.Driver
+	cfg Config
+	log *slog.Logger
+
+	quit      chan struct{} // closed when the server begins shutting down
+	quitOnce  sync.Once
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens the idempotency driver and the database in cfg.DataDir, binds
+// the routes and checks the flows (oke's App.Start). Close releases it all.
+func Open(ctx context.Context, cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: log, quit: make(chan struct{})}
+	drv, err := openDriver(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.drv = drv
+	if s.db, err = openDB(ctx, cfg.DataDir); err != nil {
+		drv.Close()
+		return nil, err
+	}
+	s.app = oke.New(oke.Config{Driver: drv, Gate: Gate, Lease: cfg.Lease, Logger: log})
+	s.routes()
+	if err := s.app.Start(ctx); err != nil {
+		s.db.Close()
+		drv.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openDriver opens the idempotency store cfg asks for.
+func openDriver(cfg Config) (driver.Driver, error) {
+	if cfg.Driver == "memory" {
+		return memory.New(), nil
+	}
+	// TODO: switch to driver/file as soon as it builds.
+	return memory.New(), nil
+}
+
+// routes binds the demo's routes (DESIGN.md section 6).
+func (s *Server) routes() {
+	a := s.app
+	a.Handle(oke.POST("/charges"), s.chargeFlow())
+	a.Handle(oke.GET("/charges"), s.listFlow())
+	a.Handle(oke.GET("/charges/{id}"), s.getFlow())
+	a.HandleHTTP("POST /refunds", notImplemented("POST /refunds", "payments.refund"))
+	a.HandleHTTP("POST /pipeline", notImplemented("POST /pipeline", "demo.pipeline"))
+	a.Handle(oke.GET("/pipeline/{tag}"), s.pipelineLogFlow())
+	a.Handle(oke.POST("/slow"), s.slowFlow())
+	a.Handle(oke.POST("/notes"), s.noteFlow())
+	a.Handle(oke.POST("/fail"), s.failFlow())
+	a.HandleHTTP("POST /reminders", notImplemented("POST /reminders", "demo.remind"))
+	a.Handle(oke.GET("/reminders"), s.remindersFlow())
+	a.Handle(oke.POST("/export"), s.exportFlow())
+	a.Handle(oke.GET("/events"), s.eventsFlow())
+	a.Handle(oke.Webhook("/webhooks/provider", "id"), s.webhookFlow())
+	a.Handle(oke.GET("/whoami"), s.whoamiFlow())
+	a.HandleHTTP("GET /metrics", a.MetricsHandler())
+	a.HandleHTTP("GET /healthz", http.HandlerFunc(s.healthz))
+}
+
+// healthz answers 200 {"status":"ok"} when the database answers.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.db.PingContext(ctx); err != nil {
+		s.log.Error("payments: health check", "err", err)
+		oke.WriteError(w, oke.Fail(http.StatusServiceUnavailable, "Unhealthy", "The database does not answer."))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"status":"ok"}`+"\n")
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.app.ServeHTTP(w, r) }
+
+// App returns the oke app.
+func (s *Server) App() *oke.App { return s.app }
+
+// DB returns the business database.
+func (s *Server) DB() *sql.DB { return s.db }
+
+// Shutdown ends the live /events feeds, so that http.Server.Shutdown does
+// not wait for them. Register it with http.Server.RegisterOnShutdown.
+func (s *Server) Shutdown() { s.quitOnce.Do(func() { close(s.quit) }) }
+
+// Close ends the live feeds, waits (up to ctx) for flows still running,
+// then closes the driver and the database. Shut the http.Server down first.
+func (s *Server) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.Shutdown()
+		var errs []error
+		if err := s.app.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.drv.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close idempotency driver: %w", err))
+		}
+		if err := s.db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close database: %w", err))
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
