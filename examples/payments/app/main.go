@@ -18,9 +18,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Addr, "addr", c.Addr, "listen on this `address` (port 0 picks a free port)")
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "keep oke's file driver and the SQLite business data in this `folder`")
 	fs.StringVar(&c.Postgres, "postgres", c.Postgres, "use the Postgres driver and business data in this database `DSN` (not available yet)")
-	fs.DurationVar(&c.Lease, "lease", c.Lease, "the in-progress lease of an Idempotency-Key (`duration`)")
-	fs.StringVar(&c.Driver, "driver", c.Driver, "the idempotency store: file (in -data) or memory (lost on exit; for load tests)")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown may wait for running requests")
+	fs.DurationVar(&c.Lease, "lease", c.Lease, "the `duration` of the in-progress lease of an Idempotency-Key (a retry meanwhile gets 409 with Retry-After)")
+	fs.StringVar(&c.Driver, "driver", c.Driver, "the idempotency store `kind`: file (in -data) or memory (lost on exit; for load tests)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long (`duration`) a graceful shutdown waits for running requests")
 }
 
 // UsageError is a command-line mistake. The flag package has already shown

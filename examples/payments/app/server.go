@@ -13,6 +13,7 @@ import (
 
 	"github.com/okengine/oke"
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/driver/file"
 	"github.com/okengine/oke/driver/memory"
 )
 
@@ -120,8 +121,14 @@ func openDriver(cfg Config) (driver.Driver, error) {
 	if cfg.Driver == "memory" {
 		return memory.New(), nil
 	}
-	// TODO: switch to driver/file as soon as it builds.
-	return memory.New(), nil
+	d, err := file.Open(cfg.DataDir)
+	if errors.Is(err, file.ErrLocked) {
+		return nil, fmt.Errorf("the data folder %s is locked: %w", cfg.DataDir, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open the file driver in %s: %w", cfg.DataDir, err)
+	}
+	return d, nil
 }
 
 // routes binds the demo's routes (DESIGN.md section 6).

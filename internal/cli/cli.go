@@ -1,0 +1,154 @@
+// Package cli holds the commands of the oke command-line tool (cmd/oke).
+// Each command parses its own flags with the standard flag package.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/okengine/oke/examples/payments/app"
+)
+
+// Version is the tool's version. Release builds set it with
+// -ldflags "-X github.com/okengine/oke/internal/cli.Version=v1.2.3"; otherwise
+// it comes from the module's build info, or "devel".
+var Version = ""
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "run the payments demo API (same flags as examples/payments)", runServe},
+		{"version", "print the version of oke", runVersion},
+		{"help", "show help for oke or for a command", runHelp},
+	}
+}
+
+func lookup(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// Main runs the oke tool with args (without the program name) and returns
+// the process exit code: 0 on success, 1 when a command fails, 2 for a
+// usage mistake. ctx ends the running command (serve shuts down gracefully).
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		usage(stdout)
+		return 0
+	case "-version", "--version":
+		args[0] = "version"
+	}
+	c, ok := lookup(args[0])
+	if !ok {
+		fmt.Fprintf(stderr, "oke: unknown command %q\nRun 'oke help' for the list of commands.\n", args[0])
+		return 2
+	}
+	return c.run(ctx, "oke "+c.name, args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	var b strings.Builder
+	b.WriteString(`oke is the command-line tool of the oke framework: HTTP APIs whose
+handlers change the world once, even when clients retry.
+
+Usage:
+
+  oke <command> [arguments]
+
+Commands:
+
+`)
+	for _, c := range commands() {
+		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
+	}
+	b.WriteString(`
+Run 'oke help <command>' for more about a command.
+`)
+	io.WriteString(w, b.String())
+}
+
+func runServe(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	err := app.Main(ctx, name, args, stdout, stderr)
+	return app.Exit(stderr, name, err)
+}
+
+func runVersion(_ context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s\n\nPrints the version of oke and of the Go toolchain that built it.\n", name)
+	}
+	if err := fs.Parse(args); err != nil {
+		return parseExit(err)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
+		return 2
+	}
+	fmt.Fprintf(stdout, "oke %s (%s %s/%s)\n", version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return 0
+}
+
+// version is Version, else the main module's version from the build info.
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+func runHelp(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	switch len(args) {
+	case 0:
+		usage(stdout)
+		return 0
+	case 1:
+		c, ok := lookup(args[0])
+		if !ok {
+			fmt.Fprintf(stderr, "oke help: unknown command %q\nRun 'oke help' for the list of commands.\n", args[0])
+			return 2
+		}
+		if c.name == "help" {
+			fmt.Fprintln(stdout, "Usage: oke help [command]\n\nShows help for oke, or for one command.")
+			return 0
+		}
+		// Every other command prints its usage for -h, on its stderr.
+		c.run(ctx, "oke "+c.name, []string{"-h"}, stdout, stdout)
+		return 0
+	}
+	fmt.Fprintln(stderr, "Usage: oke help [command]")
+	return 2
+}
+
+// parseExit is the exit code after a flag parse error, which the flag
+// package has already reported.
+func parseExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}
