@@ -1,0 +1,478 @@
+package file
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/okengine/oke/driver"
+)
+
+// File names inside the folder.
+const (
+	logName     = "idempotency.json"
+	lockName    = "LOCK"
+	compactName = logName + ".compact"
+)
+
+// maxKeptBuf is the largest encode buffer kept between writes.
+const maxKeptBuf = 64 << 10
+
+// Driver is the file driver. Open it with Open; it is safe for concurrent use.
+type Driver struct {
+	dir, path string
+	cfg       config
+	unlock    func() error // releases the folder lock
+
+	mu          sync.Mutex
+	rows        map[driver.Key]*entry
+	f           *os.File // the log; swapped only while commit is paused
+	size        int64    // bytes of intact records in f; the next record goes here
+	records     int      // records in f, live and dead
+	seq         uint64   // sequence number of the last write
+	closed      bool
+	retryAt     int // after a failed compaction, records count to try again at
+	compactions int
+	buf         []byte
+
+	// Read by the group commit leader without mu.
+	written atomic.Uint64           // = seq
+	file    atomic.Pointer[os.File] // = f
+	fault   atomic.Pointer[faultErr]
+
+	commit committer
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// entry is one row in memory and the write that stored it.
+type entry struct {
+	row driver.Row
+	seq uint64 // 0 for rows read at Open (already fsynced)
+}
+
+type faultErr struct{ err error }
+
+type config struct {
+	compactMin int
+}
+
+// Option configures Open.
+type Option func(*config)
+
+// WithCompactAfter sets how many dead records the log must hold, at least,
+// before it is compacted (default 10 000). Compaction also needs dead records
+// to outnumber live rows 2 to 1. n < 1 means 1.
+func WithCompactAfter(n int) Option {
+	return func(c *config) { c.compactMin = max(n, 1) }
+}
+
+// Open opens the store in dir, creating dir and an empty log if needed, and
+// locks dir until Close. If another process (or another Driver in this one)
+// has dir open, the error is ErrLocked. A log damaged in the middle is a
+// *CorruptError; a torn record at its end is dropped.
+func Open(dir string, opts ...Option) (*Driver, error) {
+	cfg := config{compactMin: 10_000}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("oke file driver: create folder: %w", err)
+	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{dir: dir, path: filepath.Join(dir, logName), cfg: cfg, unlock: unlock}
+	d.commit.cond.L = &d.commit.mu
+	if err := d.load(); err != nil {
+		if d.f != nil {
+			_ = d.f.Close()
+		}
+		_ = unlock()
+		return nil, err
+	}
+	return d, nil
+}
+
+// load replays the log, repairs a torn tail and makes everything durable.
+func (d *Driver) load() error {
+	if err := os.Remove(filepath.Join(d.dir, compactName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("oke file driver: remove unfinished compaction: %w", err)
+	}
+	f, err := os.OpenFile(d.path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("oke file driver: %w", err)
+	}
+	d.f = f
+	st, err := replay(f, d.path)
+	if err != nil {
+		var ce *CorruptError
+		if errors.As(err, &ce) {
+			return err
+		}
+		return fmt.Errorf("oke file driver: read %s: %w", d.path, err)
+	}
+	d.rows, d.size, d.records = st.rows, st.size, st.records
+	if st.torn {
+		if err := f.Truncate(st.size); err != nil {
+			return fmt.Errorf("oke file driver: truncate torn tail of %s: %w", d.path, err)
+		}
+	}
+	if st.records == 0 {
+		// New (or emptied) log: start it with the format record.
+		line, err := appendRecord(nil, formatRecord())
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteAt(line, 0); err != nil {
+			return fmt.Errorf("oke file driver: write %s: %w", d.path, err)
+		}
+		d.size, d.records = int64(len(line)), 1
+	}
+	// What an earlier process wrote may still be only in the page cache; make
+	// it durable before serving it, and make the file's creation durable.
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("oke file driver: fsync %s: %w", d.path, err)
+	}
+	if err := syncDir(d.dir); err != nil {
+		return fmt.Errorf("oke file driver: fsync folder %s: %w", d.dir, err)
+	}
+	d.file.Store(f)
+	d.mu.Lock()
+	d.maybeCompact()
+	d.mu.Unlock()
+	return nil
+}
+
+// now is the store's clock: the wall clock in UTC, as stored in the log.
+func now() time.Time { return time.Now().UTC() }
+
+// usable reports why the driver cannot serve a call, if it cannot. mu held.
+func (d *Driver) usable(ctx context.Context) error {
+	if d.closed {
+		return driver.ErrClosed
+	}
+	if fe := d.fault.Load(); fe != nil {
+		return fe.err
+	}
+	return ctx.Err()
+}
+
+// fail stops the driver: every later call returns err.
+func (d *Driver) fail(err error) {
+	d.fault.CompareAndSwap(nil, &faultErr{err})
+}
+
+// unavailable wraps an I/O error as driver.ErrUnavailable.
+func (d *Driver) unavailable(what string, err error) error {
+	return fmt.Errorf("oke file driver: %s %s: %w: %w", what, d.path, driver.ErrUnavailable, err)
+}
+
+// write appends recs to the log in one write and returns its sequence number.
+// mu held. On error nothing was appended (or the driver is stopped).
+func (d *Driver) write(recs ...*record) (uint64, error) {
+	buf := d.buf[:0]
+	for _, r := range recs {
+		var err error
+		if buf, err = appendRecord(buf, r); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := d.f.WriteAt(buf, d.size); err != nil {
+		// Take back any part that reached the file, so the log never holds a
+		// torn record followed by later ones.
+		if terr := d.f.Truncate(d.size); terr != nil {
+			d.fail(d.unavailable("truncate after failed write to", errors.Join(err, terr)))
+		} else if serr := d.f.Sync(); serr != nil {
+			d.fail(d.unavailable("fsync after failed write to", errors.Join(err, serr)))
+		}
+		return 0, d.unavailable("append to", err)
+	}
+	d.size += int64(len(buf))
+	d.records += len(recs)
+	d.seq++
+	d.written.Store(d.seq)
+	if cap(buf) <= maxKeptBuf {
+		d.buf = buf
+	} else {
+		d.buf = nil
+	}
+	return d.seq, nil
+}
+
+// Claim implements driver.Driver.
+func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	d.mu.Lock()
+	if err := d.usable(ctx); err != nil {
+		d.mu.Unlock()
+		return driver.ClaimResult{}, err
+	}
+	t := now()
+	res := driver.ClaimResult{Now: t}
+	old, ok := d.rows[req.Key]
+	if ok {
+		switch {
+		case old.row.Expired(t):
+		case old.row.Lapsed(t) && old.row.Fingerprint == req.Fingerprint:
+			res.TookOver = true
+		default:
+			res.Row = copyRow(&old.row)
+			seq := old.seq
+			d.mu.Unlock()
+			if res.Row.State == driver.Completed {
+				// A replay: show only a response that is durable.
+				if err := d.waitDurable(seq); err != nil {
+					return driver.ClaimResult{}, err
+				}
+			}
+			return res, nil
+		}
+		prev := copyRow(&old.row)
+		res.Previous = &prev
+	}
+	row := driver.Row{
+		Key:         req.Key,
+		Fingerprint: req.Fingerprint,
+		State:       driver.Running,
+		Owner:       req.Owner,
+		LeaseUntil:  t.Add(req.Lease),
+		ExpiresAt:   t.Add(req.TTL),
+		CreatedAt:   t,
+		RunID:       req.RunID,
+	}
+	if res.TookOver && row.RunID == "" {
+		row.RunID = old.row.RunID
+	}
+	seq, err := d.write(putRecord(&row))
+	if err != nil {
+		d.mu.Unlock()
+		return driver.ClaimResult{}, err
+	}
+	d.rows[req.Key] = &entry{row: row, seq: seq}
+	d.maybeCompact()
+	d.mu.Unlock()
+	res.Claimed = true
+	res.Row = row
+	if row.RunID != "" {
+		// The link to a journal run must survive an OS crash, or a retry
+		// would start the run over instead of resuming it.
+		if err := d.waitDurable(seq); err != nil {
+			return driver.ClaimResult{}, err
+		}
+	}
+	return res, nil
+}
+
+// held returns the Running row with key held by owner. mu held.
+func (d *Driver) held(key driver.Key, owner string) (*entry, error) {
+	e, ok := d.rows[key]
+	if !ok || e.row.State != driver.Running || e.row.Owner != owner {
+		return nil, driver.ErrNotOwner
+	}
+	return e, nil
+}
+
+// Renew implements driver.Driver.
+func (d *Driver) Renew(ctx context.Context, key driver.Key, owner string, lease time.Duration) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(ctx); err != nil {
+		return err
+	}
+	e, err := d.held(key, owner)
+	if err != nil {
+		return err
+	}
+	row := e.row
+	row.LeaseUntil = now().Add(lease)
+	seq, err := d.write(putRecord(&row))
+	if err != nil {
+		return err
+	}
+	d.rows[key] = &entry{row: row, seq: seq}
+	d.maybeCompact()
+	return nil
+}
+
+// Complete implements driver.Driver. It returns once the response is fsynced.
+func (d *Driver) Complete(ctx context.Context, key driver.Key, owner string, resp driver.Response, ttl time.Duration) error {
+	d.mu.Lock()
+	if err := d.usable(ctx); err != nil {
+		d.mu.Unlock()
+		return err
+	}
+	e, err := d.held(key, owner)
+	if err != nil {
+		d.mu.Unlock()
+		return err
+	}
+	t := now()
+	stored := resp
+	stored.Body = slices.Clone(resp.Body)
+	row := e.row
+	row.State = driver.Completed
+	row.Owner = ""
+	row.LeaseUntil = time.Time{}
+	row.CompletedAt = t
+	row.ExpiresAt = t.Add(ttl)
+	row.Response = &stored
+	seq, err := d.write(putRecord(&row))
+	if err != nil {
+		d.mu.Unlock()
+		return err
+	}
+	d.rows[key] = &entry{row: row, seq: seq}
+	d.maybeCompact()
+	d.mu.Unlock()
+	return d.waitDurable(seq)
+}
+
+// Release implements driver.Driver.
+func (d *Driver) Release(ctx context.Context, key driver.Key, owner string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(ctx); err != nil {
+		return err
+	}
+	if _, err := d.held(key, owner); err != nil {
+		return err
+	}
+	if _, err := d.write(delRecord(key)); err != nil {
+		return err
+	}
+	delete(d.rows, key)
+	d.maybeCompact()
+	return nil
+}
+
+// Get implements driver.Driver.
+func (d *Driver) Get(ctx context.Context, key driver.Key) (driver.Row, error) {
+	d.mu.Lock()
+	if err := d.usable(ctx); err != nil {
+		d.mu.Unlock()
+		return driver.Row{}, err
+	}
+	e, ok := d.rows[key]
+	if !ok {
+		d.mu.Unlock()
+		return driver.Row{}, driver.ErrNotFound
+	}
+	row, seq := copyRow(&e.row), e.seq
+	d.mu.Unlock()
+	if row.State == driver.Completed {
+		if err := d.waitDurable(seq); err != nil {
+			return driver.Row{}, err
+		}
+	}
+	return row, nil
+}
+
+// List implements driver.Driver. A limit < 1 lists every row.
+func (d *Driver) List(ctx context.Context, after driver.Key, limit int) ([]driver.Row, error) {
+	d.mu.Lock()
+	if err := d.usable(ctx); err != nil {
+		d.mu.Unlock()
+		return nil, err
+	}
+	keys := make([]driver.Key, 0, len(d.rows))
+	for k := range d.rows {
+		if after == (driver.Key{}) || driver.KeyLess(after, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b driver.Key) int {
+		switch {
+		case driver.KeyLess(a, b):
+			return -1
+		case driver.KeyLess(b, a):
+			return 1
+		}
+		return 0
+	})
+	if limit > 0 && len(keys) > limit {
+		keys = keys[:limit]
+	}
+	out := make([]driver.Row, len(keys))
+	var seq uint64
+	for i, k := range keys {
+		e := d.rows[k]
+		out[i] = copyRow(&e.row)
+		if e.row.State == driver.Completed {
+			seq = max(seq, e.seq)
+		}
+	}
+	d.mu.Unlock()
+	if err := d.waitDurable(seq); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Sweep implements driver.Driver. A limit < 1 deletes every expired row.
+func (d *Driver) Sweep(ctx context.Context, limit int) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(ctx); err != nil {
+		return 0, err
+	}
+	t := now()
+	var dels []*record
+	for k, e := range d.rows {
+		if limit > 0 && len(dels) >= limit {
+			break
+		}
+		if e.row.Expired(t) {
+			dels = append(dels, delRecord(k))
+		}
+	}
+	if len(dels) == 0 {
+		return 0, nil
+	}
+	if _, err := d.write(dels...); err != nil {
+		return 0, err
+	}
+	for _, r := range dels {
+		delete(d.rows, *r.Key)
+	}
+	d.maybeCompact()
+	return len(dels), nil
+}
+
+// Close fsyncs the log, closes it and releases the folder lock. Later calls
+// fail with driver.ErrClosed. Closing twice is a no-op.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	d.commit.pause()
+	var syncErr error
+	if fe := d.fault.Load(); fe != nil {
+		syncErr = fe.err // what was written since the fault is not durable
+	} else if err := d.f.Sync(); err != nil {
+		syncErr = d.unavailable("fsync", err)
+	}
+	d.commit.resume(d.seq, syncErr)
+	d.rows = nil
+	return errors.Join(syncErr, d.f.Close(), d.unlock())
+}
+
+// copyRow returns a copy that shares no memory with the stored row.
+func copyRow(r *driver.Row) driver.Row {
+	c := *r
+	if r.Response != nil {
+		resp := *r.Response
+		resp.Body = slices.Clone(r.Response.Body)
+		c.Response = &resp
+	}
+	return c
+}

@@ -1,0 +1,52 @@
+//go:build darwin || dragonfly || freebsd || linux || netbsd || openbsd
+
+package file
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// lockDir takes an exclusive flock on dir/LOCK. The kernel releases it when
+// the returned func closes the file, or when the process dies.
+func lockDir(dir string) (unlock func() error, err error) {
+	path := filepath.Join(dir, lockName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("oke file driver: open lock file: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		defer f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			pid, _ := os.ReadFile(path)
+			return nil, &LockedError{Dir: dir, PID: strings.TrimSpace(string(pid))}
+		}
+		return nil, fmt.Errorf("oke file driver: lock %s: %w", path, err)
+	}
+	// For people and for LockedError: who holds it. Best effort.
+	if f.Truncate(0) == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f.Close, nil
+}
+
+// syncDir fsyncs a folder, making renames and creations in it durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}

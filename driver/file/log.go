@@ -1,0 +1,252 @@
+package file
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/okengine/oke/driver"
+)
+
+// formatVersion is the version written in the format record.
+const formatVersion = 1
+
+// Record ops.
+const (
+	opFormat = "format"
+	opPut    = "put"
+	opDel    = "del"
+)
+
+// Every line is linePrefix, 8 hex digits of the CRC, lineMid, the payload,
+// lineSuffix.
+const (
+	linePrefix = `{"crc":"`
+	lineMid    = `","rec":`
+	lineSuffix = "}\n"
+	headerLen  = len(linePrefix) + 8 + len(lineMid)
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// record is one log record's payload.
+type record struct {
+	Op          string           `json:"op"`
+	V           int              `json:"v,omitzero"`
+	Key         *driver.Key      `json:"key,omitempty"`
+	Fingerprint string           `json:"fp,omitempty"`
+	State       string           `json:"state,omitempty"`
+	Owner       string           `json:"owner,omitempty"`
+	LeaseUntil  time.Time        `json:"leaseUntil,omitzero"`
+	ExpiresAt   time.Time        `json:"expiresAt,omitzero"`
+	CreatedAt   time.Time        `json:"createdAt,omitzero"`
+	CompletedAt time.Time        `json:"completedAt,omitzero"`
+	RunID       string           `json:"runId,omitempty"`
+	Response    *driver.Response `json:"response,omitempty"`
+}
+
+func formatRecord() *record { return &record{Op: opFormat, V: formatVersion} }
+
+func putRecord(r *driver.Row) *record {
+	return &record{
+		Op:          opPut,
+		Key:         &r.Key,
+		Fingerprint: r.Fingerprint,
+		State:       r.State.String(),
+		Owner:       r.Owner,
+		LeaseUntil:  r.LeaseUntil,
+		ExpiresAt:   r.ExpiresAt,
+		CreatedAt:   r.CreatedAt,
+		CompletedAt: r.CompletedAt,
+		RunID:       r.RunID,
+		Response:    r.Response,
+	}
+}
+
+func delRecord(k driver.Key) *record { return &record{Op: opDel, Key: &k} }
+
+// row rebuilds the row of a put record.
+func (r *record) row() (driver.Row, error) {
+	if r.Key == nil {
+		return driver.Row{}, errors.New("put record without a key")
+	}
+	row := driver.Row{
+		Key:         *r.Key,
+		Fingerprint: r.Fingerprint,
+		Owner:       r.Owner,
+		LeaseUntil:  r.LeaseUntil,
+		ExpiresAt:   r.ExpiresAt,
+		CreatedAt:   r.CreatedAt,
+		CompletedAt: r.CompletedAt,
+		RunID:       r.RunID,
+		Response:    r.Response,
+	}
+	switch r.State {
+	case "running":
+		row.State = driver.Running
+	case "completed":
+		row.State = driver.Completed
+		if r.Response == nil {
+			return driver.Row{}, errors.New("completed row without a response")
+		}
+	default:
+		return driver.Row{}, fmt.Errorf("unknown row state %q", r.State)
+	}
+	return row, nil
+}
+
+// appendRecord appends rec's line to dst.
+func appendRecord(dst []byte, rec *record) ([]byte, error) {
+	payload, err := json.Marshal(rec)
+	if err != nil {
+		return dst, fmt.Errorf("encode record: %w", err)
+	}
+	dst = append(dst, linePrefix...)
+	var crc [8]byte
+	s := strconv.AppendUint(crc[:0], uint64(crc32.Checksum(payload, castagnoli)), 16)
+	for range 8 - len(s) {
+		dst = append(dst, '0')
+	}
+	dst = append(dst, s...)
+	dst = append(dst, lineMid...)
+	dst = append(dst, payload...)
+	return append(dst, lineSuffix...), nil
+}
+
+// errTorn marks a line that a torn write could have produced: not a record
+// line, or a checksum that does not match.
+var errTorn = errors.New("torn")
+
+// parseLine decodes one line (without its newline). An error wrapping errTorn
+// means the line is damaged; any other error means an intact record (its
+// checksum matches) that this version cannot use.
+func parseLine(line []byte) (*record, error) {
+	n := len(line)
+	if n < headerLen+2 || string(line[:len(linePrefix)]) != linePrefix ||
+		string(line[len(linePrefix)+8:headerLen]) != lineMid || line[n-1] != '}' {
+		return nil, fmt.Errorf("%w: not a record line", errTorn)
+	}
+	want, err := strconv.ParseUint(string(line[len(linePrefix):len(linePrefix)+8]), 16, 32)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bad checksum field", errTorn)
+	}
+	payload := line[headerLen : n-1]
+	if got := crc32.Checksum(payload, castagnoli); uint64(got) != want {
+		return nil, fmt.Errorf("%w: checksum mismatch (stored %08x, computed %08x)", errTorn, want, got)
+	}
+	var rec record
+	if err := json.Unmarshal(payload, &rec); err != nil {
+		return nil, fmt.Errorf("checksum matches but the record does not decode: %v", err)
+	}
+	return &rec, nil
+}
+
+// replayed is the state a log describes.
+type replayed struct {
+	rows    map[driver.Key]*entry
+	records int   // intact records, live and dead (the format record too)
+	size    int64 // bytes of intact records; a torn tail starts here
+	torn    bool  // bytes after size must be truncated
+}
+
+// replay reads a log. A damaged tail (lines after the last intact record that
+// are damaged, and a last line without its newline) is reported in torn; a
+// damaged line followed by an intact record is a *CorruptError.
+func replay(r io.Reader, path string) (replayed, error) {
+	st := replayed{rows: make(map[driver.Key]*entry)}
+	br := bufio.NewReaderSize(r, 1<<20)
+	var (
+		off    int64 // offset of the current line
+		lineNo int
+		bad    *CorruptError // first damaged line not (yet) followed by an intact one
+	)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) == 0 && err == io.EOF {
+			break
+		}
+		if err != nil && err != io.EOF {
+			return st, err
+		}
+		lineNo++
+		start := off
+		off += int64(len(line))
+		if err == io.EOF { // no newline: an unfinished write
+			st.torn = true
+			break
+		}
+		rec, perr := parseLine(line[:len(line)-1])
+		if errors.Is(perr, errTorn) {
+			if bad == nil {
+				bad = &CorruptError{Path: path, Line: lineNo, Offset: start, Reason: perr.Error()}
+			}
+			continue
+		}
+		if bad != nil {
+			return st, bad
+		}
+		if perr == nil {
+			perr = st.apply(rec)
+		}
+		if perr != nil {
+			return st, &CorruptError{Path: path, Line: lineNo, Offset: start, Reason: perr.Error()}
+		}
+		st.records++
+		st.size = off
+	}
+	if bad != nil {
+		st.torn = true
+	}
+	return st, nil
+}
+
+func (st *replayed) apply(rec *record) error {
+	switch rec.Op {
+	case opFormat:
+		if rec.V != formatVersion {
+			return fmt.Errorf("format version %d; this oke reads version %d (written by a newer oke?)", rec.V, formatVersion)
+		}
+	case opPut:
+		row, err := rec.row()
+		if err != nil {
+			return err
+		}
+		st.rows[row.Key] = &entry{row: row}
+	case opDel:
+		if rec.Key == nil {
+			return errors.New("del record without a key")
+		}
+		delete(st.rows, *rec.Key)
+	default:
+		return fmt.Errorf("unknown record op %q (written by a newer oke?)", rec.Op)
+	}
+	return nil
+}
+
+// ErrCorrupt is matched by every *CorruptError.
+var ErrCorrupt = errors.New("file driver: idempotency log is damaged")
+
+// CorruptError reports a damaged line in the middle of the log: intact records
+// follow it, so it is not a torn write at the end and Open will not drop it on
+// its own.
+type CorruptError struct {
+	Path   string
+	Line   int   // 1-based
+	Offset int64 // byte offset of the line
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("oke file driver: %s line %d (byte %d) is damaged: %s. "+
+		"It is not a torn write at the end of the file, so the driver will not drop it and the rows after it; "+
+		"restore the file from a backup, or repair or remove that line by hand, then open again",
+		e.Path, e.Line, e.Offset, e.Reason)
+}
+
+// Is reports whether target is ErrCorrupt.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
