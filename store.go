@@ -133,11 +133,18 @@ func ClassifySQL(query string) Effect {
 }
 
 func readUnlessModifying(query string) Effect {
+	prev := ""
 	for _, w := range sqlWords(query, -1) {
 		switch w {
-		case "INSERT", "UPDATE", "DELETE", "MERGE", "NEXTVAL", "SETVAL":
+		case "UPDATE":
+			// SELECT … FOR UPDATE / FOR NO KEY UPDATE only locks.
+			if prev != "FOR" && prev != "KEY" {
+				return EffectWrite
+			}
+		case "INSERT", "DELETE", "MERGE", "NEXTVAL", "SETVAL":
 			return EffectWrite
 		}
+		prev = w
 	}
 	return EffectRead
 }

@@ -1,0 +1,84 @@
+// Package oke makes HTTP handlers that change the world — charge a card, send
+// an email, write a row — happen once, however often clients retry.
+//
+// A handler is a flow: a named function with a typed input and output that
+// performs its effects through an effect handle, Fx. Bind flows to HTTP
+// routes on an App, which is an http.Handler:
+//
+//	type ChargeIn struct {
+//		Amount   int64  `json:"amount"`
+//		Currency string `json:"currency"`
+//	}
+//
+//	var Charge = oke.NewFlow("payments.charge", oke.Options{Idempotency: oke.Required},
+//		func(ctx context.Context, in ChargeIn, fx *oke.Fx) (oke.Response[Charge], error) {
+//			var c Charge
+//			err := fx.Store(db).QueryRow(ctx,
+//				`INSERT INTO charges (amount, currency) VALUES ($1, $2) RETURNING id, amount, currency`,
+//				in.Amount, in.Currency).Scan(&c.ID, &c.Amount, &c.Currency)
+//			if err != nil {
+//				return oke.Response[Charge]{}, err
+//			}
+//			return oke.Created(c, "/charges/"+c.ID), nil
+//		})
+//
+//	drv, err := file.Open(".oke") // rows in .oke/idempotency.json
+//	...
+//	app := oke.New(oke.Config{Driver: drv, Gate: gate})
+//	app.Handle(oke.POST("/charges"), Charge)
+//	if err := app.Start(ctx); err != nil {
+//		log.Fatal(err) // a bad option names the flow and the fix
+//	}
+//	log.Fatal(http.ListenAndServe(":8080", app))
+//
+// # Idempotency-Key
+//
+// A client sends an Idempotency-Key header (16–255 printable ASCII
+// characters) with a mutating call, and the same key on every retry of that
+// call. The first request with a key claims it and runs the flow; the
+// response is stored, and a retry gets the stored status, body, Content-Type
+// and Location back with Idempotent-Replayed: true. A retry while the first
+// is still running gets 409 IdempotencyInProgress with Retry-After; the same
+// key with a different payload gets 422 IdempotencyKeyReused.
+//
+// The header is honored when the request is HTTP with a method other than
+// GET (QUERY counts; so does the RPC binding), the flow has a non-read
+// effect (write, emit, send, call, fetch, ask, embed or raw — a flow that
+// declares no Effects is assumed to have one), the flow is not a stream or
+// live feed, and its mode is not Off. Otherwise the header is ignored.
+// In-process calls (Call) have no request and never honor it.
+//
+// The scope of a key is tenant + principal + flow, from the Gate. The
+// fingerprint of a request is a SHA-256 of the flow name and the decoded,
+// validated input re-encoded as JSON, so key order and whitespace in the
+// body do not matter. Order of checks: gate (401/403), input (400), key
+// (400), claim — a request refused before the claim stores nothing.
+//
+// # Failures and crashes
+//
+// A failure before any non-read effect deletes the row, so the same key may
+// run again. A failure after one stores 500 InternalError (a new key is
+// needed); a declared failure (Fx.Fail) is stored as itself. A response that
+// is not a buffered JSON envelope (a stream, a live feed, a Raw response of
+// another content type) is delivered live and its row deleted.
+//
+// A claim holds a lease (30 s by default), renewed while the flow runs. The
+// flow's context is not cancelled when the client disconnects, and the
+// response is stored before it is sent. If the process dies, the lease
+// lapses and the next request with the key runs the flow again: a
+// non-durable flow is at-least-once across crashes. If the store cannot be
+// read or written, the request fails closed with 503 StoreUnavailable and
+// the flow does not run.
+//
+// Drivers store the rows: driver/memory for tests, driver/file (the embedded
+// default, a crash-safe append-only file) and, later, Postgres. They all
+// pass the same conformance suite, driver/drivertest.
+//
+// # Effects
+//
+// Fx records every effect as it happens: Store wraps database/sql and
+// classifies each statement by what it does (ClassifySQL: an INSERT …
+// RETURNING sent with QueryRow is a write); Emit, Send, Fetch, Ask, Embed,
+// Raw and Call are non-read effects; Secret is read-only. The record decides
+// what a failure means for the key, as above.
+package oke

@@ -1,0 +1,159 @@
+package oke_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/okengine/oke"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+type getIn struct {
+	ID    string `json:"id"`
+	Limit int    `json:"limit"`
+	Full  bool   `json:"full"`
+}
+
+type amountIn struct {
+	Amount int64 `json:"amount"`
+}
+
+func (a amountIn) Validate() error {
+	if a.Amount <= 0 {
+		return errors.New("amount must be greater than 0")
+	}
+	return nil
+}
+
+func newApp(t *testing.T, cfg oke.Config, bind func(app *oke.App)) *oke.App {
+	t.Helper()
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = -1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quiet()
+	}
+	app := oke.New(cfg)
+	bind(app)
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+func TestInputFromPathAndQuery(t *testing.T) {
+	app := newApp(t, oke.Config{}, func(app *oke.App) {
+		app.Handle(oke.GET("/items/{id}"), oke.NewFlow("i.get", oke.Options{},
+			func(_ context.Context, in getIn, _ *oke.Fx) (oke.Response[getIn], error) { return oke.OK(in), nil }))
+	})
+	w := do(app, "GET", "/items/it_9?limit=5&full=true", "")
+	var got getIn
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || got != (getIn{ID: "it_9", Limit: 5, Full: true}) {
+		t.Fatalf("%d %s → %+v", w.Code, w.Body, got)
+	}
+	w = do(app, "GET", "/items/x?limit=many", "")
+	if w.Code != 400 || !strings.Contains(w.Body.String(), `"InvalidInput"`) {
+		t.Fatalf("bad query parameter: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestBodyLimitIs413(t *testing.T) {
+	app := newApp(t, oke.Config{MaxBodyBytes: 64}, func(app *oke.App) {
+		app.Handle(oke.POST("/x"), oke.NewFlow("b.limit", oke.Options{},
+			func(_ context.Context, in map[string]string, _ *oke.Fx) (oke.Response[int], error) { return oke.OK(len(in)), nil }))
+	})
+	w := do(app, "POST", "/x", `{"a":"`+strings.Repeat("x", 100)+`"}`, "Idempotency-Key", "0123456789abcdef")
+	if w.Code != 413 || !strings.Contains(w.Body.String(), `"PayloadTooLarge"`) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if w := do(app, "POST", "/x", `{"a":"b"}`); w.Code != 200 {
+		t.Fatalf("small body: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestUnknownRoutesAreJSONEnvelopes(t *testing.T) {
+	app := newApp(t, oke.Config{}, func(app *oke.App) {
+		app.Handle(oke.POST("/x"), unary("r.x", oke.Options{}))
+	})
+	if w := do(app, "GET", "/nope", ""); w.Code != 404 || !strings.Contains(w.Body.String(), `"NotFound"`) {
+		t.Fatalf("404: %d %s", w.Code, w.Body)
+	}
+	w := do(app, "GET", "/x", "")
+	if w.Code != 405 || w.Header().Get("Allow") != "POST" || !strings.Contains(w.Body.String(), `"MethodNotAllowed"`) {
+		t.Fatalf("405: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+}
+
+func TestPanicIsInternalErrorAndKeyRunsAgain(t *testing.T) {
+	n := 0
+	app := newApp(t, oke.Config{}, func(app *oke.App) {
+		app.Handle(oke.POST("/p"), oke.NewFlow("p.panic", oke.Options{},
+			func(context.Context, noIn, *oke.Fx) (oke.Response[int], error) {
+				n++
+				if n == 1 {
+					panic("boom")
+				}
+				return oke.OK(n), nil
+			}))
+	})
+	if w := do(app, "POST", "/p", "", "Idempotency-Key", "0123456789abcdef"); w.Code != 500 {
+		t.Fatalf("panic: %d", w.Code)
+	}
+	if w := do(app, "POST", "/p", "", "Idempotency-Key", "0123456789abcdef"); w.Code != 200 {
+		t.Fatalf("a panic before any effect must release the key: %d", w.Code)
+	}
+}
+
+// TestMetricsCountExecutionsAndOutcomes: the series of DESIGN.md section 6.
+func TestMetricsCountExecutionsAndOutcomes(t *testing.T) {
+	app := newApp(t, oke.Config{}, func(app *oke.App) {
+		app.Handle(oke.POST("/c"), oke.NewFlow("m.charge", oke.Options{Idempotency: oke.Required},
+			func(ctx context.Context, in amountIn, fx *oke.Fx) (oke.Response[int64], error) {
+				return oke.Created(in.Amount, ""), nil
+			}))
+	})
+	const key = "0123456789abcdef"
+	do(app, "POST", "/c", `{"amount":1}`, "Idempotency-Key", key)
+	do(app, "POST", "/c", `{"amount":1}`, "Idempotency-Key", key)
+	do(app, "POST", "/c", `{"amount":2}`, "Idempotency-Key", key)
+	do(app, "POST", "/c", `{"amount":2}`, "Idempotency-Key", "short")
+	do(app, "POST", "/c", `{"amount":2}`)
+	metrics := do(app.MetricsHandler(), "GET", "/metrics", "").Body.String()
+	for _, want := range []string{
+		`oke_flow_executions_total{flow="m.charge"} 1`,
+		`oke_idempotency_outcomes_total{flow="m.charge",outcome="live"} 1`,
+		`oke_idempotency_outcomes_total{flow="m.charge",outcome="replayed"} 1`,
+		`oke_idempotency_outcomes_total{flow="m.charge",outcome="reused"} 1`,
+		`oke_idempotency_outcomes_total{flow="m.charge",outcome="invalid"} 1`,
+		`oke_idempotency_outcomes_total{flow="m.charge",outcome="missing"} 1`,
+		`oke_idempotency_outcomes_total{flow="m.charge",outcome="in_progress"} 0`,
+		`oke_idempotency_claim_seconds_count{flow="m.charge"} 3`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if n, err := testutil.GatherAndCount(app.Registry(), "oke_flow_executions_total"); err != nil || n != 1 {
+		t.Fatalf("executions series: %d %v", n, err)
+	}
+}
+
+func TestEmitReachesSubscribers(t *testing.T) {
+	var got []oke.Event
+	app := newApp(t, oke.Config{}, func(app *oke.App) {
+		app.Handle(oke.POST("/e"), oke.NewFlow("e.emit", oke.Options{},
+			func(ctx context.Context, in amountIn, fx *oke.Fx) (oke.Response[int], error) {
+				return oke.OK(0), fx.Emit(ctx, "thing.happened", in)
+			}))
+	})
+	cancel := app.Subscribe(func(e oke.Event) { got = append(got, e) })
+	do(app, "POST", "/e", `{"amount":3}`)
+	cancel()
+	do(app, "POST", "/e", `{"amount":4}`)
+	if len(got) != 1 || got[0].Name != "thing.happened" || string(got[0].Data) != `{"amount":3}` || got[0].Flow != "e.emit" {
+		t.Fatalf("events: %+v", got)
+	}
+}
