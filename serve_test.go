@@ -63,7 +63,9 @@ func TestInputFromPathAndQuery(t *testing.T) {
 func TestBodyLimitIs413(t *testing.T) {
 	app := newApp(t, oke.Config{MaxBodyBytes: 64}, func(app *oke.App) {
 		app.Handle(oke.POST("/x"), oke.NewFlow("b.limit", oke.Options{},
-			func(_ context.Context, in map[string]string, _ *oke.Fx) (oke.Response[int], error) { return oke.OK(len(in)), nil }))
+			func(_ context.Context, in map[string]string, _ *oke.Fx) (oke.Response[int], error) {
+				return oke.OK(len(in)), nil
+			}))
 	})
 	w := do(app, "POST", "/x", `{"a":"`+strings.Repeat("x", 100)+`"}`, "Idempotency-Key", "0123456789abcdef")
 	if w.Code != 413 || !strings.Contains(w.Body.String(), `"PayloadTooLarge"`) {
