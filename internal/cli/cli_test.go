@@ -1,0 +1,124 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/okengine/oke/internal/cli"
+)
+
+func run(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = cli.Main(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestCommands(t *testing.T) {
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string // in stdout
+		stderr string // in stderr
+	}{
+		{"no command prints the usage and exits 2", nil, 2, "", "Usage:\n\n  oke <command> [arguments]"},
+		{"help lists the commands", []string{"help"}, 0, "serve", ""},
+		{"-h is help", []string{"-h"}, 0, "Commands:", ""},
+		{"help serve shows the demo's flags", []string{"help", "serve"}, 0, "-postgres DSN", ""},
+		{"help version", []string{"help", "version"}, 0, "Usage: oke version", ""},
+		{"help of an unknown command exits 2", []string{"help", "nope"}, 2, "", `unknown command "nope"`},
+		{"version prints the version", []string{"version"}, 0, "oke ", ""},
+		{"version takes no argument", []string{"version", "x"}, 2, "", `unexpected argument "x"`},
+		{"an unknown command exits 2", []string{"deploy"}, 2, "", `oke: unknown command "deploy"`},
+		{"serve -h exits 0", []string{"serve", "-h"}, 0, "", "Usage: oke serve [flags]"},
+		{"serve with a bad flag exits 2", []string{"serve", "-nope"}, 2, "", "flag provided but not defined: -nope"},
+		{"serve -postgres exits 1: the driver is not available yet", []string{"serve", "-postgres", "postgres://x"}, 1, "", "oke serve: -postgres: the Postgres driver is not available yet"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := run(tc.args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, stdout, stderr)
+			}
+			if !strings.Contains(stdout, tc.stdout) {
+				t.Fatalf("stdout %q does not hold %q", stdout, tc.stdout)
+			}
+			if !strings.Contains(stderr, tc.stderr) {
+				t.Fatalf("stderr %q does not hold %q", stderr, tc.stderr)
+			}
+		})
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	old := cli.Version
+	cli.Version = "v1.2.3"
+	defer func() { cli.Version = old }()
+	if code, stdout, _ := run("version"); code != 0 || !strings.HasPrefix(stdout, "oke v1.2.3 (go") {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// oke serve runs the demo until its context ends.
+func TestServe(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(ctx, []string{"serve", "-addr", "127.0.0.1:0", "-data", t.TempDir()}, io.Discard, &stderr)
+	}()
+	re := regexp.MustCompile(`listening on (http://\S+)`)
+	var url string
+	for deadline := time.Now().Add(30 * time.Second); url == ""; {
+		if m := re.FindStringSubmatch(stderr.String()); m != nil {
+			url = m[1]
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d before listening:\n%s", code, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not listen in 30s:\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err := http.Get(url + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /healthz: %d", resp.StatusCode)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exited %d after its context ended:\n%s", code, stderr.String())
+	}
+}
