@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/okengine/oke"
@@ -157,5 +158,56 @@ func TestEmitReachesSubscribers(t *testing.T) {
 	do(app, "POST", "/e", `{"amount":4}`)
 	if len(got) != 1 || got[0].Name != "thing.happened" || string(got[0].Data) != `{"amount":3}` || got[0].Flow != "e.emit" {
 		t.Fatalf("events: %+v", got)
+	}
+}
+
+var decodes, outDecodes atomic.Int64
+
+// countedIn counts how often a request body is decoded.
+type countedIn struct{ Amount int64 }
+
+func (c *countedIn) UnmarshalJSON(b []byte) error {
+	decodes.Add(1)
+	var v struct {
+		Amount int64 `json:"amount"`
+	}
+	err := json.Unmarshal(b, &v)
+	c.Amount = v.Amount
+	return err
+}
+
+// countedOut counts decodes of a response body (a replay must not decode
+// the stored body: it is written back as stored bytes).
+type countedOut struct {
+	Amount int64 `json:"amount"`
+}
+
+func (c *countedOut) UnmarshalJSON(b []byte) error {
+	outDecodes.Add(1)
+	return nil
+}
+
+// TestReplayDecodesTheRequestOnceAndNeverTheStoredBody: a replayed request
+// costs one JSON decode (its own input, needed for the fingerprint) and no
+// decode of the stored response.
+func TestReplayDecodesTheRequestOnceAndNeverTheStoredBody(t *testing.T) {
+	app := newApp(t, oke.Config{}, func(app *oke.App) {
+		app.Handle(oke.POST("/c"), oke.NewFlow("r.counted", oke.Options{},
+			func(ctx context.Context, in countedIn, fx *oke.Fx) (oke.Response[countedOut], error) {
+				return oke.Created(countedOut{Amount: in.Amount}, ""), nil
+			}))
+	})
+	const key = "replay-decode-key-01"
+	do(app, "POST", "/c", `{"amount":7}`, "Idempotency-Key", key)
+	decodes.Store(0)
+	w := do(app, "POST", "/c", `{"amount":7}`, "Idempotency-Key", key)
+	if w.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("not replayed: %d %s", w.Code, w.Body)
+	}
+	if got := decodes.Load(); got != 1 {
+		t.Fatalf("a replay decoded the request body %d times, want 1", got)
+	}
+	if got := outDecodes.Load(); got != 0 {
+		t.Fatalf("a replay decoded the stored body %d times, want 0", got)
 	}
 }
