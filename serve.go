@@ -149,8 +149,10 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 	if key == "" {
 		res, _, err := a.runUnary(ctx, f, in, id)
 		if err != nil {
-			e, _ := asError(err)
-			a.logFailure(f, err)
+			e, declared := asError(err)
+			if !declared { // a declared failure (e.g. 404) is an answer, not a fault
+				a.logFailure(f, err)
+			}
 			writeEnvelope(w, e)
 			return
 		}
