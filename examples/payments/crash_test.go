@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// crashRounds is how many times the demo is killed; OKE_CRASH_ROUNDS
+// overrides it (CI runs the default).
+func crashRounds(t *testing.T) int {
+	if s := os.Getenv("OKE_CRASH_ROUNDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("OKE_CRASH_ROUNDS=%q: %v", s, err)
+		}
+		return n
+	}
+	return 20
+}
+
+var listening = regexp.MustCompile(`listening on (http://\S+)`)
+
+// startDemo runs the demo binary on data and returns its base URL.
+func startDemo(t *testing.T, bin, data string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-data", data)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sent := false
+		for sc.Scan() {
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil && !sent {
+				found <- m[1]
+				sent = true
+			}
+		}
+		if !sent {
+			close(found)
+		}
+	}()
+	select {
+	case url, ok := <-found:
+		if !ok {
+			cmd.Wait()
+			t.Fatalf("the demo exited before listening (the data folder did not load?)")
+		}
+		return cmd, url
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the demo did not start listening within a minute")
+	}
+	return nil, ""
+}
+
+type ack struct {
+	body     string
+	location string
+}
+
+func postCharge(ctx context.Context, c *http.Client, base, key string, amount int) (*http.Response, string, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", base+"/charges",
+		strings.NewReader(fmt.Sprintf(`{"amount":%d,"currency":"usd"}`, amount)))
+	if err != nil {
+		return nil, "", err
+	}
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, string(b), err
+}
+
+// TestSIGKILLMidWriteKeepsEveryAcknowledgedResponse kills a real demo process
+// with SIGKILL while it takes charges, over and over, on one data folder. After
+// every restart the file driver must load, and every charge that was
+// acknowledged (201 received) must replay byte for byte with
+// Idempotent-Replayed: true — never run again, never lost.
+func TestSIGKILLMidWriteKeepsEveryAcknowledgedResponse(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "payments")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build the demo: %v\n%s", err, out)
+	}
+	data := t.TempDir()
+	client := &http.Client{Timeout: 10 * time.Second}
+	acked := map[string]ack{}
+	amounts := map[string]int{}
+	rounds := crashRounds(t)
+	seq := 0
+	for round := 0; round < rounds; round++ {
+		cmd, base := startDemo(t, bin, data)
+
+		// Every response acknowledged before any earlier kill is still there.
+		for key, want := range acked {
+			resp, body, err := postCharge(context.Background(), client, base, key, amounts[key])
+			if err != nil {
+				cmd.Process.Kill()
+				t.Fatalf("round %d: retry %s: %v", round, key, err)
+			}
+			if resp.StatusCode != 201 || body != want.body || resp.Header.Get("Location") != want.location ||
+				resp.Header.Get("Idempotent-Replayed") != "true" {
+				cmd.Process.Kill()
+				t.Fatalf("round %d: key %s acknowledged as %q came back as %d %q (replayed=%q)",
+					round, key, want.body, resp.StatusCode, body, resp.Header.Get("Idempotent-Replayed"))
+			}
+		}
+
+		// Load it from four clients, and kill it at a random moment.
+		ctx, cancel := context.WithCancel(context.Background())
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					mu.Lock()
+					seq++
+					key := fmt.Sprintf("crash-key-%08d-%d", seq, round)
+					amount := 100 + seq
+					mu.Unlock()
+					resp, body, err := postCharge(ctx, client, base, key, amount)
+					if err != nil || resp.StatusCode != 201 {
+						continue // cut off by the kill: not acknowledged
+					}
+					mu.Lock()
+					acked[key] = ack{body: body, location: resp.Header.Get("Location")}
+					amounts[key] = amount
+					mu.Unlock()
+				}
+			}()
+		}
+		time.Sleep(time.Duration(20+rand.IntN(200)) * time.Millisecond)
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Wait()
+		cancel()
+		wg.Wait()
+	}
+	// One last start checks the last round's acknowledgements.
+	cmd, base := startDemo(t, bin, data)
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	for key, want := range acked {
+		resp, body, err := postCharge(context.Background(), client, base, key, amounts[key])
+		if err != nil || resp.StatusCode != 201 || body != want.body || resp.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("after the last kill: key %s: %v %v %q, want a replay of %q", key, err, resp, body, want.body)
+		}
+	}
+	if len(acked) < rounds {
+		t.Fatalf("only %d charges were acknowledged over %d rounds: the test did not exercise the demo", len(acked), rounds)
+	}
+	t.Logf("%d kills, %d acknowledged charges, all replayed intact", rounds, len(acked))
+}
