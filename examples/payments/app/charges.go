@@ -93,7 +93,7 @@ func (s *Server) listFlow() *oke.Flow[ListIn, ChargeList] {
 		Effects:     []oke.Effect{oke.EffectRead},
 		Description: "List charges, newest first.",
 	}, func(ctx context.Context, in ListIn, fx *oke.Fx) (oke.Response[ChargeList], error) {
-		rows, err := fx.Store(s.db).Query(ctx,
+		rows, err := fx.Store(s.rdb).Query(ctx,
 			`SELECT id, amount, currency, created_at FROM charges ORDER BY rowid DESC LIMIT $1`, in.Limit)
 		if err != nil {
 			return oke.Response[ChargeList]{}, fmt.Errorf("list charges: %w", err)
@@ -121,7 +121,7 @@ func (s *Server) getFlow() *oke.Flow[GetIn, Charge] {
 		Description: "Read one charge.",
 	}, func(ctx context.Context, in GetIn, fx *oke.Fx) (oke.Response[Charge], error) {
 		var c Charge
-		err := fx.Store(s.db).QueryRow(ctx,
+		err := fx.Store(s.rdb).QueryRow(ctx,
 			`SELECT id, amount, currency, created_at FROM charges WHERE id = $1`, in.ID).
 			Scan(&c.ID, &c.Amount, &c.Currency, &c.CreatedAt)
 		if errors.Is(err, sql.ErrNoRows) {

@@ -57,7 +57,7 @@ func (s *Server) pipelineLogFlow() *oke.Flow[PipelineLogIn, PipelineLog] {
 		Effects:     []oke.Effect{oke.EffectRead},
 		Description: "How many times each step of a pipeline ran.",
 	}, func(ctx context.Context, in PipelineLogIn, fx *oke.Fx) (oke.Response[PipelineLog], error) {
-		rows, err := fx.Store(s.db).Query(ctx,
+		rows, err := fx.Store(s.rdb).Query(ctx,
 			`SELECT step, executions FROM pipeline_counts WHERE tag = $1 ORDER BY step`, in.Tag)
 		if err != nil {
 			return oke.Response[PipelineLog]{}, fmt.Errorf("read pipeline %q: %w", in.Tag, err)
@@ -96,7 +96,7 @@ func (s *Server) remindersFlow() *oke.Flow[struct{}, ReminderList] {
 		Effects:     []oke.Effect{oke.EffectRead},
 		Description: "List reminders and whether each was sent.",
 	}, func(ctx context.Context, _ struct{}, fx *oke.Fx) (oke.Response[ReminderList], error) {
-		rows, err := fx.Store(s.db).Query(ctx, `SELECT id, recipient, sent FROM reminders ORDER BY id`)
+		rows, err := fx.Store(s.rdb).Query(ctx, `SELECT id, recipient, sent FROM reminders ORDER BY id`)
 		if err != nil {
 			return oke.Response[ReminderList]{}, fmt.Errorf("list reminders: %w", err)
 		}

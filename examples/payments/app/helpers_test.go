@@ -40,9 +40,7 @@ func setup(t *testing.T, edit ...func(*app.Config)) *env {
 	if err != nil {
 		t.Fatalf("open the demo: %v", err)
 	}
-	hs := httptest.NewUnstartedServer(s)
-	hs.Config.RegisterOnShutdown(s.Shutdown)
-	hs.Start()
+	hs := serve(s)
 	t.Cleanup(func() {
 		s.Shutdown()
 		hs.Close()
@@ -53,6 +51,14 @@ func setup(t *testing.T, edit ...func(*app.Config)) *env {
 		}
 	})
 	return &env{t: t, srv: s, url: hs.URL, dir: cfg.DataDir}
+}
+
+// serve serves s with httptest, ending its live feeds when it closes.
+func serve(s *app.Server) *httptest.Server {
+	hs := httptest.NewUnstartedServer(s)
+	hs.Config.RegisterOnShutdown(s.Shutdown)
+	hs.Start()
+	return hs
 }
 
 // reply is an HTTP answer, read whole.

@@ -75,7 +75,8 @@ func (c Config) validate() error {
 // idempotency driver and its SQLite database. It is an http.Handler.
 type Server struct {
 	app *oke.App
-	db  *sql.DB
+	db  *sql.DB // writes (one connection)
+	rdb *sql.DB // reads (read-only connections)
 	drv driver.Driver
 	cfg Config
 	log *slog.Logger
@@ -102,13 +103,14 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.drv = drv
-	if s.db, err = openDB(ctx, cfg.DataDir); err != nil {
+	if s.db, s.rdb, err = openDB(ctx, cfg.DataDir); err != nil {
 		drv.Close()
 		return nil, err
 	}
 	s.app = oke.New(oke.Config{Driver: drv, Gate: Gate, Lease: cfg.Lease, Logger: log})
 	s.routes()
 	if err := s.app.Start(ctx); err != nil {
+		s.rdb.Close()
 		s.db.Close()
 		drv.Close()
 		return nil, err
@@ -157,7 +159,7 @@ func (s *Server) routes() {
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.db.PingContext(ctx); err != nil {
+	if err := s.rdb.PingContext(ctx); err != nil {
 		s.log.Error("payments: health check", "err", err)
 		oke.WriteError(w, oke.Fail(http.StatusServiceUnavailable, "Unhealthy", "The database does not answer."))
 		return
@@ -172,7 +174,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.app.Serve
 // App returns the oke app.
 func (s *Server) App() *oke.App { return s.app }
 
-// DB returns the business database.
+// DB returns the business database (its pool for writes; it reads too).
 func (s *Server) DB() *sql.DB { return s.db }
 
 // Shutdown ends the live /events feeds, so that http.Server.Shutdown does
@@ -190,6 +192,9 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 		if err := s.drv.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close idempotency driver: %w", err))
+		}
+		if err := s.rdb.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close database: %w", err))
 		}
 		if err := s.db.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close database: %w", err))
