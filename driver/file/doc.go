@@ -42,7 +42,10 @@
 // record (Sweep appends one write of several). Claim therefore costs one map
 // lookup and one write(2), however many rows are stored: the file is never
 // rewritten per operation. Body bytes are base64, as encoding/json does for
-// []byte; times are RFC 3339 in UTC.
+// []byte; times are RFC 3339 in UTC. Records are written and read by a small
+// hand-written codec (codec.go) for speed; encoding/json is the reference it
+// is fuzzed against, and reads anything the fast path does not recognise, so
+// a line edited by hand still loads if it is valid JSON with a matching CRC.
 //
 // # Crash safety
 //
@@ -117,11 +120,12 @@
 //
 //   - One process. The lock makes a second one fail fast; it does not let two
 //     share the folder.
-//   - Every row lives in memory, and Open reads the whole log (about a second
-//     per few hundred thousand records).
+//   - Every row lives in memory, and Open reads the whole log: about 3µs per
+//     record (a log of 100 000 completed rows, 200 000 records, opens in about
+//     0.6s on a small cloud VM; see bench_test.go).
 //   - Compaction runs inline, holding the driver's lock: writes pause while
-//     the live rows are rewritten and fsynced (milliseconds for thousands of
-//     rows, a large fraction of a second for a few hundred thousand).
+//     the live rows are rewritten and fsynced (about 1.7µs per live row: a
+//     pause of ~170ms at 100 000 rows, under 1µs per write amortized).
 //   - List sorts every key on each call: fine for a console, not for a hot
 //     path.
 //   - Times come from the wall clock (time.Now in UTC, as stored in the file),

@@ -485,3 +485,21 @@ func TestConcurrentCompletesAreAllDurable(t *testing.T) {
 	d = open(t, dir)
 	sameRows(t, "after reopen", snapshot(t, d), want)
 }
+
+func TestLargeResponseSurvivesReopen(t *testing.T) {
+	// Lines longer than Open's read buffer.
+	t.Parallel()
+	dir := t.TempDir()
+	d := open(t, dir)
+	resp := driver.Response{Status: 200, ContentType: "application/octet-stream", Body: make([]byte, 3<<20)}
+	for i := range resp.Body {
+		resp.Body[i] = byte(i * 7)
+	}
+	mustClaim(t, d, claimReq(key(1), "o"))
+	mustComplete(t, d, key(1), "o", resp)
+	mustClaim(t, d, claimReq(key(2), "o"))
+	want := snapshot(t, d)
+	closeDriver(t, d)
+	d = open(t, dir)
+	sameRows(t, "after reopen", snapshot(t, d), want)
+}

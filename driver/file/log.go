@@ -2,7 +2,6 @@ package file
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -102,19 +101,20 @@ func (r *record) row() (driver.Row, error) {
 
 // appendRecord appends rec's line to dst.
 func appendRecord(dst []byte, rec *record) ([]byte, error) {
-	payload, err := json.Marshal(rec)
-	if err != nil {
-		return dst, fmt.Errorf("encode record: %w", err)
-	}
+	start := len(dst)
 	dst = append(dst, linePrefix...)
-	var crc [8]byte
-	s := strconv.AppendUint(crc[:0], uint64(crc32.Checksum(payload, castagnoli)), 16)
-	for range 8 - len(s) {
-		dst = append(dst, '0')
-	}
-	dst = append(dst, s...)
+	dst = append(dst, "00000000"...)
 	dst = append(dst, lineMid...)
-	dst = append(dst, payload...)
+	dst, err := appendPayload(dst, rec)
+	if err != nil {
+		return dst[:start], err
+	}
+	crc := crc32.Checksum(dst[start+headerLen:], castagnoli)
+	hex := dst[start+len(linePrefix) : start+len(linePrefix)+8]
+	for i := 7; i >= 0; i-- {
+		hex[i] = hexDigits[crc&0xf]
+		crc >>= 4
+	}
 	return append(dst, lineSuffix...), nil
 }
 
@@ -139,11 +139,11 @@ func parseLine(line []byte) (*record, error) {
 	if got := crc32.Checksum(payload, castagnoli); uint64(got) != want {
 		return nil, fmt.Errorf("%w: checksum mismatch (stored %08x, computed %08x)", errTorn, want, got)
 	}
-	var rec record
-	if err := json.Unmarshal(payload, &rec); err != nil {
+	rec, err := decode(payload)
+	if err != nil {
 		return nil, fmt.Errorf("checksum matches but the record does not decode: %v", err)
 	}
-	return &rec, nil
+	return rec, nil
 }
 
 // replayed is the state a log describes.
@@ -166,7 +166,7 @@ func replay(r io.Reader, path string) (replayed, error) {
 		bad    *CorruptError // first damaged line not (yet) followed by an intact one
 	)
 	for {
-		line, err := br.ReadBytes('\n')
+		line, err := readLine(br)
 		if len(line) == 0 && err == io.EOF {
 			break
 		}
@@ -203,6 +203,22 @@ func replay(r io.Reader, path string) (replayed, error) {
 		st.torn = true
 	}
 	return st, nil
+}
+
+// readLine is bufio.Reader.ReadBytes('\n') without a copy for lines that fit
+// in the buffer; the line is valid until the next read. Decoded records never
+// point into it.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if err != bufio.ErrBufferFull {
+		return line, err
+	}
+	long := append([]byte(nil), line...)
+	for err == bufio.ErrBufferFull {
+		line, err = br.ReadSlice('\n')
+		long = append(long, line...)
+	}
+	return long, err
 }
 
 func (st *replayed) apply(rec *record) error {
