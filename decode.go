@@ -14,6 +14,10 @@ import (
 // Validator is implemented by input types that check themselves after
 // decoding. A non-nil error answers 400 ValidationFailed (or the *Error it
 // is) and stores nothing.
+//
+// A Validate method with a pointer receiver may also normalise the input
+// (trim, lower-case a currency): the fingerprint is computed from the value
+// after validation, so requests that normalise alike are the same request.
 type Validator interface {
 	Validate() error
 }

@@ -1,7 +1,6 @@
 package oke
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -118,11 +117,12 @@ type envelope struct {
 	Error *Error `json:"error"`
 }
 
-// envelopeBytes encodes the error envelope of e.
+// envelopeBytes encodes the error envelope of e, without HTML escaping and
+// with a trailing newline, like success bodies.
 func envelopeBytes(e *Error) []byte {
-	b, err := json.Marshal(envelope{e})
+	b, err := marshalJSON(envelope{e})
 	if err != nil { // cannot happen: two strings
-		return []byte(`{"error":{"code":"InternalError","message":"encode error"}}`)
+		return []byte(`{"error":{"code":"InternalError","message":"encode error"}}` + "\n")
 	}
 	return b
 }

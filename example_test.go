@@ -78,7 +78,7 @@ func ExampleFx_Fail() {
 		r.Header.Set("Idempotency-Key", "pay-attempt-000000001")
 		w := httptest.NewRecorder()
 		app.ServeHTTP(w, r)
-		fmt.Println(w.Code, w.Header().Get("Idempotent-Replayed"), w.Body.String())
+		fmt.Println(w.Code, w.Header().Get("Idempotent-Replayed"), strings.TrimSpace(w.Body.String()))
 	}
 	// Output:
 	// 402  {"error":{"code":"PaymentDeclined","message":"The card was declined."}}

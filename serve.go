@@ -58,6 +58,10 @@ const headerKey = "Idempotency-Key"
 func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 	a.inflight.Add(1)
 	defer a.inflight.Done()
+	if a.closing.Load() {
+		writeEnvelope(w, ErrShuttingDown)
+		return
+	}
 	f := rt.f
 	m := f.metrics
 
