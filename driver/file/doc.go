@@ -42,7 +42,9 @@
 // record (Sweep appends one write of several). Claim therefore costs one map
 // lookup and one write(2), however many rows are stored: the file is never
 // rewritten per operation. Body bytes are base64, as encoding/json does for
-// []byte; times are RFC 3339 in UTC. Records are written and read by a small
+// []byte; times are RFC 3339 in UTC. JSON strings are UTF-8, so Claim
+// refuses a key that is not valid UTF-8 (other strings, such as a Location,
+// would have invalid bytes replaced by U+FFFD). Records are written and read by a small
 // hand-written codec (codec.go) for speed; encoding/json is the reference it
 // is fuzzed against, and reads anything the fast path does not recognise, so
 // a line edited by hand still loads if it is valid JSON with a matching CRC.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/okengine/oke/driver"
 )
@@ -209,6 +210,11 @@ func (d *Driver) write(recs ...*record) (uint64, error) {
 
 // Claim implements driver.Driver.
 func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	if !validKey(req.Key) {
+		// JSON would store U+FFFD in place of the bad bytes: after a restart
+		// the row would answer to another key, or two scopes would share it.
+		return driver.ClaimResult{}, fmt.Errorf("oke file driver: claim: key %+q is not valid UTF-8 and cannot be stored", req.Key)
+	}
 	d.mu.Lock()
 	if err := d.usable(ctx); err != nil {
 		d.mu.Unlock()
@@ -268,6 +274,11 @@ func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Cla
 		}
 	}
 	return res, nil
+}
+
+func validKey(k driver.Key) bool {
+	return utf8.ValidString(k.Tenant) && utf8.ValidString(k.Principal) &&
+		utf8.ValidString(k.Flow) && utf8.ValidString(k.Key)
 }
 
 // held returns the Running row with key held by owner. mu held.

@@ -503,3 +503,16 @@ func TestLargeResponseSurvivesReopen(t *testing.T) {
 	d = open(t, dir)
 	sameRows(t, "after reopen", snapshot(t, d), want)
 }
+
+func TestClaimRefusesKeyThatIsNotUTF8(t *testing.T) {
+	t.Parallel()
+	d := open(t, t.TempDir())
+	k := key(1)
+	k.Principal = "user:\xff"
+	if _, err := d.Claim(context.Background(), claimReq(k, "o")); err == nil || !strings.Contains(err.Error(), "UTF-8") {
+		t.Fatalf("Claim with a principal that is not UTF-8: err = %v, want a UTF-8 error", err)
+	}
+	if rows := snapshot(t, d); len(rows) != 0 {
+		t.Errorf("a refused claim stored %d rows", len(rows))
+	}
+}

@@ -3,7 +3,9 @@ package file
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 )
 
 // ErrLocked is matched by the error Open returns when another process (or
@@ -19,14 +21,22 @@ type LockedError struct {
 
 func (e *LockedError) Error() string {
 	holder := "another process"
-	if e.PID != "" {
+	switch e.PID {
+	case "":
+	case strconv.Itoa(os.Getpid()):
+		holder = "this same process (pid " + e.PID + "; close the Driver that opened it first)"
+	default:
 		holder = "another process (pid " + e.PID + ")"
+	}
+	dir := e.Dir
+	if abs, err := filepath.Abs(dir); err == nil && abs != dir {
+		dir += " (" + abs + ")"
 	}
 	return fmt.Sprintf("oke file driver: folder %s is in use by %s, which holds %s. "+
 		"Only one process can use a file store at a time: stop the other one (for example a second "+
 		"copy of this app, or `oke serve`, started with the same data folder), or give this one a different "+
 		"folder. To run several instances on one store, use the Postgres driver",
-		e.Dir, holder, filepath.Join(e.Dir, lockName))
+		dir, holder, filepath.Join(e.Dir, lockName))
 }
 
 // Is reports whether target is ErrLocked.
