@@ -157,8 +157,10 @@ func TestLockHeldByAnotherProcess(t *testing.T) {
 	if !errors.Is(err, ErrLocked) {
 		t.Fatalf("Open while another process holds %s: err = %v, want ErrLocked", dir, err)
 	}
-	if pid := strconv.Itoa(cmd.Process.Pid); !strings.Contains(err.Error(), pid) {
-		t.Errorf("lock error %q does not name the holder's pid %s", err, pid)
+	for _, want := range []string{dir, "another process", "pid " + strconv.Itoa(cmd.Process.Pid), "stop the other one"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("lock error %q does not say %q", err, want)
+		}
 	}
 	// A killed holder leaves no stale lock.
 	if err := cmd.Process.Kill(); err != nil {

@@ -434,7 +434,7 @@ func TestSecondOpenIsLocked(t *testing.T) {
 		t.Errorf("error %#v, want a *LockedError for %s", err, dir)
 	}
 	msg := err.Error()
-	for _, want := range []string{dir, "another process", "different", "Postgres"} {
+	for _, want := range []string{dir, "this same process", "close the Driver", "different", "Postgres"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("lock error %q does not mention %q", msg, want)
 		}
