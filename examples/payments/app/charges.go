@@ -67,8 +67,12 @@ type GetIn struct {
 // chargeFlow is payments.charge: it inserts a charge (Idempotency-Key
 // required) and emits charge.created.
 func (s *Server) chargeFlow() *oke.Flow[ChargeIn, Charge] {
+	mode := oke.Required
+	if s.cfg.Unprotected {
+		mode = oke.Off
+	}
 	return oke.NewFlow("payments.charge", oke.Options{
-		Idempotency: oke.Required,
+		Idempotency: mode,
 		Description: "Create a charge. Requires an Idempotency-Key; a retry replays the first answer.",
 	}, func(ctx context.Context, in ChargeIn, fx *oke.Fx) (oke.Response[Charge], error) {
 		var c Charge

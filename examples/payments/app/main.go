@@ -20,6 +20,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Postgres, "postgres", c.Postgres, "use the Postgres driver and business data in this database `DSN` (not available yet)")
 	fs.DurationVar(&c.Lease, "lease", c.Lease, "the `duration` of the in-progress lease of an Idempotency-Key (a retry meanwhile gets 409 with Retry-After)")
 	fs.StringVar(&c.Driver, "driver", c.Driver, "the idempotency store `kind`: file (in -data) or memory (lost on exit; for load tests)")
+	fs.BoolVar(&c.Unprotected, "unprotected", c.Unprotected, "benchmarks only: bind POST /charges with Idempotency-Key handling off, to measure its cost side by side")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long (`duration`) a graceful shutdown waits for running requests")
 }
 

@@ -34,6 +34,11 @@ type Config struct {
 	Driver string
 	// ShutdownTimeout bounds a graceful shutdown.
 	ShutdownTimeout time.Duration
+	// Unprotected binds payments.charge with oke.Off: the same handler with
+	// no Idempotency-Key handling at all. It exists only to measure what
+	// idempotency costs, side by side (scripts/loadbench); never use it to
+	// take real payments.
+	Unprotected bool
 	// Logger receives the app's logs; nil means a text logger on Run's
 	// stderr (or slog.Default() for Open).
 	Logger *slog.Logger
