@@ -20,7 +20,9 @@ import (
 )
 
 // These tests run this test binary again as a child process (TestHelperProcess)
-// and kill it with SIGKILL.
+// and kill it with SIGKILL. They do not run in parallel with other tests: a
+// fork holds copies of the other tests' lock files until its exec, which
+// makes their reopens wait (see lockWait).
 
 const helperEnv = "OKE_FILE_DRIVER_HELPER"
 
@@ -101,7 +103,6 @@ func TestSIGKILLKeepsEveryCompletedResponse(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	acked := map[int]bool{}
 	compactions := 0 // summed over acknowledgements: only "did any happen" matters
@@ -150,7 +151,6 @@ func TestLockHeldByAnotherProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	cmd, _ := child(t, "hold", dir)
 	_, err := Open(dir)

@@ -101,7 +101,9 @@
 // until Close. A second process, or a second Open in the same process, gets
 // an error that is ErrLocked (a *LockedError naming the folder). The kernel
 // drops the lock when the process dies, however it dies, so there is no stale
-// lock to clean up. The LOCK file is never deleted (deleting it would let two
+// lock to clean up. Open retries a busy lock for half a second before it gives
+// up: a child process being started (between fork and exec) briefly holds a
+// copy of the lock of a Driver that was just closed. The LOCK file is never deleted (deleting it would let two
 // processes each lock a different inode). On systems without flock (Windows,
 // Plan 9, Solaris, ...) the lock only excludes a second Open in the same
 // process.

@@ -10,7 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
+
+// lockWait is how long Open retries a busy lock before it reports ErrLocked.
+const lockWait = 500 * time.Millisecond
 
 // lockDir takes an exclusive flock on dir/LOCK. The kernel releases it when
 // the returned func closes the file, or when the process dies.
@@ -20,11 +24,19 @@ func lockDir(dir string) (unlock func() error, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("oke file driver: open lock file: %w", err)
 	}
+	// A child process being started (between fork and exec) holds a copy of
+	// every descriptor, and with it the flock of a Driver closed a moment
+	// ago. So a lock that is busy is tried again for a short while.
+	deadline := time.Now().Add(lockWait)
 	for {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err != syscall.EINTR {
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != syscall.EWOULDBLOCK || time.Now().After(deadline) {
 			break
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if err != nil {
 		defer f.Close()
