@@ -11,7 +11,7 @@ import (
 )
 
 // Run with: go test -run '^$' -bench . -benchmem ./driver/file/
-// Results and the machine they came from are in docs/BENCHMARKS.md.
+// Record results, with the machine they came from, in docs/BENCHMARKS.md.
 
 // preload fills a new store with n rows that have already expired (lease and
 // TTL 0), so claiming one of them again replaces it: the store stays at n rows
