@@ -230,6 +230,20 @@ func replayed(w *httptest.ResponseRecorder) bool {
 	return w.Header().Get("Idempotent-Replayed") == "true"
 }
 
+// waitFor receives from ch, failing the test rather than hanging if nothing
+// comes within a minute.
+func waitFor[T any](t *testing.T, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+	var zero T
+	return zero
+}
+
 // ---- when the header is honored -------------------------------------------
 
 func testHonoredMethods(t *testing.T, d driver.Driver) {
@@ -692,7 +706,7 @@ func testInProgress(t *testing.T, d driver.Driver) {
 	})
 	done := make(chan *httptest.ResponseRecorder)
 	go func() { done <- h.req("POST", "/slow", body, "Idempotency-Key", key1) }()
-	<-started
+	waitFor(t, "the flow to start", started)
 	w := h.req("POST", "/slow", body, "Idempotency-Key", key1)
 	wantCode(t, "while running", w, 409, "IdempotencyInProgress")
 	if !strings.Contains(w.Body.String(), oke.ErrIdempotencyInProgress.Message) {
@@ -849,7 +863,7 @@ func testLeaseRenewed(t *testing.T, d driver.Driver) {
 	})
 	done := make(chan struct{})
 	go func() { h.req("POST", "/slow", body, "Idempotency-Key", key1); close(done) }()
-	<-started
+	waitFor(t, "the flow to start", started)
 	k := driver.Key{Tenant: "default", Principal: "anon", Flow: "t.renew", Key: key1}
 	first, err := h.d.Get(context.Background(), k)
 	if err != nil {
@@ -870,7 +884,7 @@ func testLeaseRenewed(t *testing.T, d driver.Driver) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	close(release)
-	<-done
+	waitFor(t, "the request to end", done)
 	wantRuns(t, h, "t.renew", 1)
 }
 
@@ -894,10 +908,10 @@ func testDisconnect(t *testing.T, d driver.Driver) {
 	r.Header.Set("Idempotency-Key", key1)
 	done := make(chan struct{})
 	go func() { h.app.ServeHTTP(httptest.NewRecorder(), r); close(done) }()
-	<-started
+	waitFor(t, "the flow to start", started)
 	cancel() // the client goes away
 	close(release)
-	<-done
+	waitFor(t, "the request to end", done)
 	if sawCancel.Load() {
 		t.Fatal("the client's disconnect cancelled the claimed Do")
 	}
@@ -951,21 +965,29 @@ func testStaleHolder(t *testing.T, d driver.Driver) {
 				return oke.Created("from B", ""), nil
 			}))
 	})
-	h.fault.dropRenew.Store(true) // A cannot reach the store to renew
+	// Renewals fail from here on, as if the store were out of reach of the
+	// holders: A's lease lapses while it runs. (B's lapses too, but nobody
+	// takes it from B.)
+	h.fault.dropRenew.Store(true)
 	doneA := make(chan *httptest.ResponseRecorder)
 	go func() { doneA <- h.req("POST", "/c", body, "Idempotency-Key", key1) }()
-	<-startedA
+	waitFor(t, "A to start", startedA)
 	time.Sleep(3*after + 3*short) // A's lease lapses
-	h.fault.dropRenew.Store(false)
 	doneB := make(chan *httptest.ResponseRecorder)
 	go func() { doneB <- h.req("POST", "/c", body, "Idempotency-Key", key1) }()
-	<-startedB // B took the key over and runs
+	select { // B took the key over and runs
+	case <-startedB:
+	case b := <-doneB:
+		t.Fatalf("B did not take over A's lapsed key: %d %s", b.Code, b.Body)
+	case <-time.After(time.Minute):
+		t.Fatal("B neither ran nor answered")
+	}
 	close(releaseA)
-	if a := <-doneA; a.Code != 201 { // A finishes while B holds the key: its Complete is fenced off
+	if a := waitFor(t, "A to answer", doneA); a.Code != 201 { // A finishes while B holds the key: its Complete is fenced off
 		t.Fatalf("A: %d", a.Code)
 	}
 	close(releaseB)
-	if b := <-doneB; b.Code != 201 || !strings.Contains(b.Body.String(), "from B") {
+	if b := waitFor(t, "B to answer", doneB); b.Code != 201 || !strings.Contains(b.Body.String(), "from B") {
 		t.Fatalf("B: %d %s", b.Code, b.Body)
 	}
 	w := h.req("POST", "/c", body, "Idempotency-Key", key1)

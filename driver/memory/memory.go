@@ -5,6 +5,7 @@ package memory
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -221,6 +222,7 @@ func copyRow(r *driver.Row) driver.Row {
 	c := *r
 	if r.Response != nil {
 		resp := *r.Response
+		resp.Body = slices.Clone(resp.Body)
 		c.Response = &resp
 	}
 	return c
