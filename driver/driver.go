@@ -146,7 +146,14 @@ type ClaimResult struct {
 //   - the row has Lapsed (Running, lease ended) and has the same fingerprint
 //     (the same request resumes; TookOver is set).
 //
-// Otherwise it returns the existing row unchanged with Claimed false.
+// Otherwise it returns the existing row unchanged with Claimed false. A row
+// that is both Expired and Lapsed counts as Expired: the claim replaces it as
+// a new row (TookOver false, its RunID not carried over).
+//
+// All strings (key parts, fingerprint, owner, content type, location) must be
+// valid UTF-8; a driver may refuse others with an error. A limit of zero or
+// less in List and Sweep means no limit. Close may be called more than once;
+// later calls return nil or ErrClosed.
 type Driver interface {
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
 	// Renew extends the lease of a Running row held by owner to now+lease.
