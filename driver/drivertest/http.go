@@ -63,6 +63,7 @@ var httpRules = []struct {
 	{"FailureAfterEachNonReadEffectStores500", testFailAfter},
 	{"FailureAfterOnlySecretsDeletesRow", testFailAfterSecrets},
 	{"DeclaredFailureIsStoredAsItself", testDeclaredFailure},
+	{"DefaultLeaseIs30Seconds", testDefaultLease},
 	{"LeaseIsRenewedWhileDoRuns", testLeaseRenewed},
 	{"DisconnectDoesNotCancelClaimedDo", testDisconnect},
 	{"NonDurableRunsAgainAfterLeaseLapses", testRunsAgainAfterLapse},
@@ -71,6 +72,7 @@ var httpRules = []struct {
 	{"StreamFlushesThroughTheApp", testStreamFlushes},
 	{"TooLargeResponseStoresTombstone", testTooLarge},
 	{"ExpiredRowsAreSweptAndReplacedOnClaim", testHTTPSweep},
+	{"PeriodicSweepDeletesExpiredRows", testPeriodicSweep},
 	{"HundredConcurrentRequestsRunDoOnce", testConcurrentOneKey},
 	{"WebhookDedupesOnPayloadField", testWebhookDedupe},
 }
@@ -849,6 +851,34 @@ func testDeclaredFailure(t *testing.T, d driver.Driver) {
 
 // ---- crashes and leases -------------------------------------------------------
 
+func testDefaultLease(t *testing.T, d driver.Driver) {
+	release := make(chan struct{})
+	started := make(chan struct{})
+	h := newHarness(t, d, oke.Config{}, func(h *harness, app *oke.App) {
+		app.Handle(oke.POST("/slow"), oke.NewFlow("t.deflease", oke.Options{},
+			func(ctx context.Context, in chargeIn, fx *oke.Fx) (oke.Response[int64], error) {
+				close(started)
+				<-release
+				return oke.Created(int64(1), ""), nil
+			}))
+	})
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- h.req("POST", "/slow", body, "Idempotency-Key", key1) }()
+	waitFor(t, "the flow to start", started)
+	defer func() { close(release); waitFor(t, "the request to end", done) }()
+	row, err := h.d.Get(context.Background(), driver.Key{Tenant: "default", Principal: "anon", Flow: "t.deflease", Key: key1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease := row.LeaseUntil.Sub(row.CreatedAt); lease < 30*time.Second-slack || lease > 30*time.Second+slack {
+		t.Fatalf("default lease %v, want 30s", lease)
+	}
+	w := h.req("POST", "/slow", body, "Idempotency-Key", key1)
+	if ra, _ := strconv.Atoi(w.Header().Get("Retry-After")); w.Code != 409 || ra < 1 || ra > 30 {
+		t.Fatalf("409 with Retry-After in [1, 30] expected: %d %q", w.Code, w.Header().Get("Retry-After"))
+	}
+}
+
 func testLeaseRenewed(t *testing.T, d driver.Driver) {
 	release := make(chan struct{})
 	started := make(chan struct{})
@@ -1092,6 +1122,25 @@ func testHTTPSweep(t *testing.T, d driver.Driver) {
 	}
 	if _, err := h.d.Get(context.Background(), driver.Key{Tenant: "default", Principal: "anon", Flow: "t.keep", Key: key1}); err != nil {
 		t.Fatalf("unexpired row swept: %v", err)
+	}
+}
+
+func testPeriodicSweep(t *testing.T, d driver.Driver) {
+	h := newHarness(t, d, oke.Config{SweepInterval: short}, func(h *harness, app *oke.App) {
+		app.Handle(oke.POST("/short"), h.chargeFlow("t.periodic", oke.Options{Idempotency: oke.Idempotency{TTL: "20ms"}}))
+	})
+	h.req("POST", "/short", body, "Idempotency-Key", key1)
+	k := driver.Key{Tenant: "default", Principal: "anon", Flow: "t.periodic", Key: key1}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := h.d.Get(context.Background(), k)
+		if errors.Is(err, driver.ErrNotFound) {
+			return // swept in the background, with no request touching the key
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the periodic sweep never deleted the expired row (last Get: %v)", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
