@@ -28,7 +28,9 @@ import (
 	"github.com/okengine/oke/driver"
 )
 
-// Run runs every conformance rule as a parallel subtest. newDriver must return
+// Run runs every conformance rule as a parallel subtest: the row primitives
+// (rows.go) and, under "HTTP", every Idempotency-Key rule end to end through
+// an oke.App on the driver (RunHTTP). newDriver must return
 // a fresh, empty driver each time it is called (a new folder, a new schema);
 // Run calls it once per subtest and closes the driver when the subtest ends,
 // so Close may be called twice and must not fail the second time loudly (its
@@ -44,4 +46,5 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 			r.test(t, d)
 		})
 	}
+	t.Run("HTTP", func(t *testing.T) { RunHTTP(t, newDriver) })
 }
