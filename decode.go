@@ -36,13 +36,13 @@ type paramField struct {
 // bodies that differ only in ignored fields can never share a fingerprint.
 // Path parameters (and, for GET, query parameters) then fill the struct
 // fields whose JSON names match.
-func decodeFunc[In any]() func(body []byte, params func(string) (string, bool)) (any, *Error) {
+func decodeFunc[In any](allowUnknown bool) func(body []byte, params func(string) (string, bool)) (any, *Error) {
 	t := reflect.TypeFor[In]()
 	fields := paramFields(t)
 	return func(body []byte, params func(string) (string, bool)) (any, *Error) {
 		var in In
 		if len(bytes.TrimSpace(body)) > 0 {
-			if e := decodeJSON(body, &in); e != nil {
+			if e := decodeJSON(body, &in, allowUnknown); e != nil {
 				return nil, e
 			}
 		}
@@ -81,9 +81,11 @@ func validationError(err error) *Error {
 }
 
 // decodeJSON decodes exactly one JSON value from body into v.
-func decodeJSON(body []byte, v any) *Error {
+func decodeJSON(body []byte, v any, allowUnknown bool) *Error {
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
+	if !allowUnknown {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}

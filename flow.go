@@ -101,6 +101,12 @@ type Options struct {
 	Timeout time.Duration
 	// Description is shown in the contract and the console.
 	Description string
+	// AllowUnknownFields accepts request bodies with JSON fields the input
+	// type does not have, and ignores them (by default they are a 400
+	// UnknownField). Meant for webhooks, whose providers add fields without
+	// notice. Ignored fields are not part of the fingerprint: two bodies that
+	// differ only there are the same request.
+	AllowUnknownFields bool
 }
 
 // shape is how a flow answers.
@@ -171,7 +177,7 @@ func NewFlow[In, Out any](name string, opts Options, do func(ctx context.Context
 	fl.f = &flow{
 		name: name, opts: opts, shape: shapeUnary,
 		inType: reflect.TypeFor[In](),
-		decode: decodeFunc[In](),
+		decode: decodeFunc[In](opts.AllowUnknownFields),
 		unary: func(ctx context.Context, in any, fx *Fx) (result, error) {
 			resp, err := do(ctx, in.(In), fx)
 			if err != nil {
@@ -198,7 +204,7 @@ func NewStream[In any](name string, opts Options, do func(ctx context.Context, i
 	return &StreamFlow[In]{f: &flow{
 		name: name, opts: opts, shape: shapeStream,
 		inType: reflect.TypeFor[In](),
-		decode: decodeFunc[In](),
+		decode: decodeFunc[In](opts.AllowUnknownFields),
 		stream: func(ctx context.Context, in any, fx *Fx, w http.ResponseWriter) error {
 			return do(ctx, in.(In), fx, w)
 		},
@@ -228,7 +234,7 @@ func NewLive[In any](name string, opts Options, do func(ctx context.Context, in 
 	return &LiveFlow[In]{f: &flow{
 		name: name, opts: opts, shape: shapeLive,
 		inType: reflect.TypeFor[In](),
-		decode: decodeFunc[In](),
+		decode: decodeFunc[In](opts.AllowUnknownFields),
 		stream: func(ctx context.Context, in any, fx *Fx, w http.ResponseWriter) error {
 			return do(ctx, in.(In), fx, sseSender(w))
 		},
