@@ -1,0 +1,149 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Journal errors.
+var (
+	// ErrNotDue: AcquireRun found the run held by a live lease, parked until
+	// later, or finished.
+	ErrNotDue = errors.New("driver: run is not due")
+	// ErrDuplicate: CreateRun found another run with the same DedupeKey; the
+	// existing run is returned with it.
+	ErrDuplicate = errors.New("driver: a run with this dedupe key exists")
+	// ErrStepOrder: SaveStep was given a step whose Seq is not the next one.
+	ErrStepOrder = errors.New("driver: step out of order")
+)
+
+// RunStatus is where a journal run is in its life.
+type RunStatus uint8
+
+const (
+	// RunRunning: executing under a lease, or waiting to be picked up
+	// (unowned, or its lease lapsed), not before WakeAt.
+	RunRunning RunStatus = 1
+	// RunSleeping: parked by a durable sleep until WakeAt.
+	RunSleeping RunStatus = 2
+	// RunCompleted: finished; Result holds its response.
+	RunCompleted RunStatus = 3
+	// RunFailed: finished with a failure; Result holds its error envelope.
+	RunFailed RunStatus = 4
+)
+
+func (s RunStatus) String() string {
+	switch s {
+	case RunRunning:
+		return "running"
+	case RunSleeping:
+		return "sleeping"
+	case RunCompleted:
+		return "completed"
+	case RunFailed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// Finished reports whether the run has ended (completed or failed).
+func (s RunStatus) Finished() bool { return s == RunCompleted || s == RunFailed }
+
+// Run is one execution of a durable flow.
+type Run struct {
+	ID        string
+	Flow      string
+	Input     []byte // the validated input, as JSON
+	Tenant    string
+	Principal string
+
+	Status     RunStatus
+	Owner      string    // current holder ("" when unowned)
+	LeaseUntil time.Time // holder's lease deadline
+	WakeAt     time.Time // not to be picked up before this (sleep, retry delay)
+	Attempts   int       // how many times the run was picked up (1 after its first start)
+
+	ReplayOf  string // the run this one replays
+	Parent    string // the run that started it (Run) or emitted its event
+	Event     string // the event that started it (OnEvent flows)
+	DedupeKey string // unique among runs when not empty
+	IdemKey   *Key   // the Idempotency-Key row that started it, if any
+
+	Result *Response // Completed/Failed: the final response
+	Error  string    // Failed: what went wrong, for people
+
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Step is one saved step of a run.
+type Step struct {
+	Seq        int    // 1-based position in the run
+	Name       string // unique within the run
+	Result     []byte // JSON of the step's result; nil when Failure is set
+	Failure    []byte // JSON of a declared failure the step returned (replayed as an error)
+	Attempts   int    // how many times the step's function started, this save included
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
+// Finish says how FinishRun ends or parks a run.
+type Finish struct {
+	Status RunStatus // RunCompleted, RunFailed, RunSleeping, or RunRunning (release for a retry)
+	WakeAt time.Time // RunSleeping / RunRunning: not to be picked up before this
+	Result *Response // RunCompleted / RunFailed
+	Error  string    // RunFailed
+}
+
+// RunFilter narrows ListRuns.
+type RunFilter struct {
+	After  string      // IDs after this one (exclusive), in ID order
+	Flow   string      // only this flow
+	Status []RunStatus // only these statuses
+}
+
+// Journal is the storage contract of durable execution: runs, their saved
+// steps, their leases, and business-key claims. It is optional: a driver
+// that implements it (type assertion) can run durable flows.
+//
+// Fenced methods (RenewRun, StartStep, SaveStep, FinishRun) succeed only for
+// the run's current owner and return ErrNotOwner otherwise. SaveStep and
+// FinishRun return only once durable; CreateRun too when it returns.
+type Journal interface {
+	// CreateRun inserts run. Its ID is chosen by the caller and unique.
+	// When run.Owner is set the run is created held by it for lease, with
+	// Attempts 1; otherwise it is unowned and due at run.WakeAt (zero: now).
+	// When run.DedupeKey is set and another run has it, nothing is inserted
+	// and that run is returned with ErrDuplicate.
+	CreateRun(ctx context.Context, run Run, lease time.Duration) (Run, error)
+	// GetRun returns a run and its saved steps in order. ErrNotFound if none.
+	GetRun(ctx context.Context, id string) (Run, []Step, error)
+	// ListRuns returns up to limit runs in ID order.
+	ListRuns(ctx context.Context, f RunFilter, limit int) ([]Run, error)
+	// AcquireRun takes a run that is due — not finished, not held by a live
+	// lease, and WakeAt reached — for owner: Status becomes RunRunning,
+	// Attempts grows by one. It returns the run and its saved steps, or
+	// ErrNotDue (ErrNotFound if there is no such run).
+	AcquireRun(ctx context.Context, id, owner string, lease time.Duration) (Run, []Step, error)
+	// RenewRun extends owner's lease to now+lease.
+	RenewRun(ctx context.Context, id, owner string, lease time.Duration) error
+	// StartStep records that an attempt of step seq (named name) began and
+	// returns how many attempts it has had, this one included. It need not
+	// be durable.
+	StartStep(ctx context.Context, id, owner string, seq int, name string) (int, error)
+	// SaveStep saves a finished step; step.Seq must be one more than the
+	// last saved step's (ErrStepOrder otherwise). Durable when it returns.
+	SaveStep(ctx context.Context, id, owner string, step Step) error
+	// FinishRun ends the run (RunCompleted, RunFailed) or parks it
+	// (RunSleeping until WakeAt; RunRunning unowned until WakeAt, to be
+	// retried) and clears its owner. Durable when it returns.
+	FinishRun(ctx context.Context, id, owner string, f Finish) error
+	// DueRuns returns the IDs of up to limit runs that AcquireRun would take
+	// now, the longest due first.
+	DueRuns(ctx context.Context, limit int) ([]string, error)
+	// ClaimKey lets the first run claim a business key ("order:42"): it
+	// returns the ID of the run that holds the key — runID itself when this
+	// call (or an earlier one by the same run) won.
+	ClaimKey(ctx context.Context, key, runID string) (string, error)
+}
