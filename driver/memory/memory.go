@@ -17,11 +17,17 @@ import (
 type Driver struct {
 	mu     sync.Mutex
 	rows   map[driver.Key]*driver.Row
+	runs   map[string]*runEntry
+	dedupe map[string]string // dedupe key → run ID
+	claims map[string]string // business key → run ID
 	now    func() time.Time
 	closed bool
 }
 
-var _ driver.Driver = (*Driver)(nil)
+var (
+	_ driver.Driver  = (*Driver)(nil)
+	_ driver.Journal = (*Driver)(nil)
+)
 
 // Option configures a Driver.
 type Option func(*Driver)
@@ -34,7 +40,13 @@ func WithClock(now func() time.Time) Option {
 
 // New returns an empty in-memory driver.
 func New(opts ...Option) *Driver {
-	d := &Driver{rows: make(map[driver.Key]*driver.Row), now: time.Now}
+	d := &Driver{
+		rows:   make(map[driver.Key]*driver.Row),
+		runs:   make(map[string]*runEntry),
+		dedupe: make(map[string]string),
+		claims: make(map[string]string),
+		now:    time.Now,
+	}
 	for _, o := range opts {
 		o(d)
 	}
