@@ -215,9 +215,13 @@ func TestReplayDecodesTheRequestOnceAndNeverTheStoredBody(t *testing.T) {
 func TestAllowUnknownFields(t *testing.T) {
 	app := newApp(t, oke.Config{}, func(app *oke.App) {
 		app.Handle(oke.POST("/strict"), oke.NewFlow("u.strict", oke.Options{},
-			func(_ context.Context, in amountIn, _ *oke.Fx) (oke.Response[int64], error) { return oke.OK(in.Amount), nil }))
+			func(_ context.Context, in amountIn, _ *oke.Fx) (oke.Response[int64], error) {
+				return oke.OK(in.Amount), nil
+			}))
 		app.Handle(oke.POST("/lenient"), oke.NewFlow("u.lenient", oke.Options{AllowUnknownFields: true},
-			func(_ context.Context, in amountIn, _ *oke.Fx) (oke.Response[int64], error) { return oke.OK(in.Amount), nil }))
+			func(_ context.Context, in amountIn, _ *oke.Fx) (oke.Response[int64], error) {
+				return oke.OK(in.Amount), nil
+			}))
 	})
 	if w := do(app, "POST", "/strict", `{"amount":1,"extra":true}`); w.Code != 400 || !strings.Contains(w.Body.String(), "UnknownField") {
 		t.Fatalf("strict: %d %s", w.Code, w.Body)
