@@ -116,7 +116,10 @@ type ClaimRequest struct {
 	Owner       string        // a token unique to this attempt
 	Lease       time.Duration // how long the claim holds without renewal
 	TTL         time.Duration // how long the row lives from now (renewed on Complete)
-	RunID       string        // optional journal run to link
+	// RunID optionally links a journal run to a new row. On a takeover the
+	// row keeps the run it already links (the same request resumes that
+	// run); RunID only fills in a row that links none.
+	RunID string
 }
 
 // ClaimResult is the outcome of a claim.
@@ -125,7 +128,7 @@ type ClaimResult struct {
 	Claimed bool
 	// TookOver is set with Claimed when a lapsed Running row with the same
 	// fingerprint was taken over (its Previous row is given, e.g. to resume
-	// its journal run).
+	// its journal run; Row.RunID keeps that run).
 	TookOver bool
 	// Row is the row after the claim: the caller's new row when Claimed,
 	// otherwise the existing row that stopped the claim.

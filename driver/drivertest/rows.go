@@ -427,15 +427,16 @@ func testLapsedSameFingerprintTakenOver(t *testing.T, d driver.Driver) {
 	}
 	sameRow(t, "Get after takeover", get(t, d, carried), res.Row)
 
-	// Request with its own RunID: that one wins.
+	// Request with its own RunID: the lapsed row's run still wins, so the
+	// same request resumes the same run however often it is taken over.
 	r := req(given, fpA, "owner-2", hold, day)
 	r.RunID = "run-2"
 	res = claim(t, d, r)
 	if !res.Claimed || !res.TookOver {
 		t.Fatalf("claim over lapsed row: Claimed %v, TookOver %v; want true, true", res.Claimed, res.TookOver)
 	}
-	if res.Row.RunID != "run-2" {
-		t.Errorf("takeover with RunID run-2: RunID = %q, want run-2", res.Row.RunID)
+	if res.Row.RunID != "run-1" {
+		t.Errorf("takeover with RunID run-2 of a row linked to run-1: RunID = %q, want run-1", res.Row.RunID)
 	}
 }
 

@@ -253,8 +253,8 @@ func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Cla
 		CreatedAt:   t,
 		RunID:       req.RunID,
 	}
-	if res.TookOver && row.RunID == "" {
-		row.RunID = old.row.RunID
+	if res.TookOver && old.row.RunID != "" {
+		row.RunID = old.row.RunID // the same request resumes its run
 	}
 	seq, err := d.write(putRecord(&row))
 	if err != nil {

@@ -92,8 +92,8 @@ func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Cla
 		CreatedAt:   now,
 		RunID:       req.RunID,
 	}
-	if res.TookOver && row.RunID == "" {
-		row.RunID = old.RunID
+	if res.TookOver && old.RunID != "" {
+		row.RunID = old.RunID // the same request resumes its run
 	}
 	d.rows[req.Key] = row
 	res.Claimed = true
