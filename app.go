@@ -58,6 +58,19 @@ type Config struct {
 	HTTPClient    *http.Client  // for Fx.Fetch; nil means http.DefaultClient
 	// Logger receives background failures; nil means slog.Default().
 	Logger *slog.Logger
+
+	// RetryDelay is how long a run whose step result could not be saved
+	// (the store was unreachable) waits before it is picked up again. Zero
+	// means five minutes.
+	RetryDelay time.Duration
+	// PollInterval is how often the scheduler looks for due runs (runs
+	// whose lease lapsed, woken sleeps, retries). Zero means 250 ms;
+	// negative disables the scheduler (runs are then only resumed by
+	// retried requests).
+	PollInterval time.Duration
+	// MaxConcurrentRuns bounds how many runs the scheduler executes at
+	// once. Zero means 16.
+	MaxConcurrentRuns int
 }
 
 // App is a set of flows bound to HTTP routes. It is an http.Handler and
@@ -66,6 +79,10 @@ type Config struct {
 type App struct {
 	cfg     Config
 	engine  idem.Engine
+	journal driver.Journal // nil when the driver keeps no journal
+	runSem  chan struct{}
+	base    context.Context // cancelled when Close gives up waiting
+	cancel  context.CancelFunc
 	log     *slog.Logger
 	mux     *http.ServeMux
 	flows   map[string]*flow
@@ -85,6 +102,7 @@ type App struct {
 	closing  atomic.Bool
 	inflight sync.WaitGroup
 	stop     chan struct{}
+	nudge    chan struct{}
 	bg       sync.WaitGroup
 }
 
@@ -118,6 +136,15 @@ func New(cfg Config) *App {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.RetryDelay <= 0 {
+		cfg.RetryDelay = 5 * time.Minute
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 250 * time.Millisecond
+	}
+	if cfg.MaxConcurrentRuns <= 0 {
+		cfg.MaxConcurrentRuns = 16
+	}
 	a := &App{
 		cfg:     cfg,
 		log:     cfg.Logger,
@@ -125,7 +152,11 @@ func New(cfg Config) *App {
 		flows:   make(map[string]*flow),
 		metrics: newMetrics(),
 		stop:    make(chan struct{}),
+		nudge:   make(chan struct{}, 1),
+		runSem:  make(chan struct{}, cfg.MaxConcurrentRuns),
 	}
+	a.journal, _ = cfg.Driver.(driver.Journal)
+	a.base, a.cancel = context.WithCancel(context.Background())
 	a.engine = idem.Engine{Driver: cfg.Driver, Lease: cfg.Lease, OnError: func(k driver.Key, op string, err error) {
 		a.log.Error("oke: background idempotency failure", "op", op, "flow", k.Flow, "err", err)
 	}}
@@ -154,6 +185,10 @@ func (a *App) Handle(b Binding, h Handler) {
 	a.flows[f.name] = f
 	if f.metrics == nil {
 		f.metrics = a.metrics.forFlow(f.name)
+	}
+	if b.event != "" || b.intern {
+		a.routes = append(a.routes, &route{b: b, f: f})
+		return
 	}
 	if b.Method == "" || (!b.rpc && !strings.HasPrefix(b.Path, "/")) {
 		a.problem(fmt.Errorf("flow %q: binding %s: the path must start with \"/\"", f.name, b))
@@ -214,6 +249,10 @@ func (a *App) Start(ctx context.Context) error {
 			a.bg.Add(1)
 			go a.sweepLoop()
 		}
+		if a.journal != nil && a.cfg.PollInterval > 0 {
+			a.bg.Add(1)
+			go a.schedule()
+		}
 		a.started.Store(true)
 	})
 	return a.startErr
@@ -238,6 +277,9 @@ func (a *App) check() error {
 	for _, rt := range a.routes {
 		if err := rt.check(); err != nil {
 			errs = append(errs, err)
+		}
+		if a.journal == nil && (rt.f.opts.Durable || rt.b.event != "") {
+			errs = append(errs, fmt.Errorf("flow %q: binding %s: durable flows and event bindings need a driver that keeps a journal (memory or file); fix: use such a driver, or drop Durable", rt.f.name, rt.b))
 		}
 	}
 	if len(errs) == 0 {
@@ -314,6 +356,12 @@ func (f *flow) qualifies() bool {
 
 func (rt *route) check() error {
 	f, b := rt.f, rt.b
+	if b.event != "" || b.intern {
+		if f.shape != shapeUnary {
+			return fmt.Errorf("flow %q: binding %s: only a flow made with oke.NewFlow runs as a journal run", f.name, b)
+		}
+		return nil
+	}
 	get := b.Method == http.MethodGet || b.Method == http.MethodHead
 	if f.shape == shapeLive && !get {
 		return fmt.Errorf("flow %q: binding %s: a live SSE feed must be bound with oke.GET", f.name, b)
@@ -355,8 +403,10 @@ func (a *App) Close(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		a.cancel()
 		return nil
 	case <-ctx.Done():
+		a.cancel() // cut running steps off; their runs are picked up again later
 		return fmt.Errorf("oke: close: %w", ctx.Err())
 	}
 }

@@ -12,6 +12,8 @@ type Binding struct {
 	Method string
 	Path   string // a net/http ServeMux path pattern; "{name}" segments fill input fields
 	rpc    bool
+	event  string // OnEvent: the event name
+	intern bool   // Internal: no route
 	// webhook dedupe
 	dedupeField string
 	dedupeTTL   string
@@ -41,6 +43,16 @@ func GET(path string) Binding { return Binding{Method: http.MethodGet, Path: pat
 // Idempotency-Key like any POST.
 func RPC() Binding { return Binding{Method: http.MethodPost, rpc: true} }
 
+// OnEvent binds a flow to an event: every event of that name emitted with
+// Fx.Emit starts a journal run of the flow, with the event's payload as its
+// input. Delivery is at least once; an event emitted inside a step, or with
+// an EventID, starts its runs exactly once. Needs a driver with a journal.
+func OnEvent(name string) Binding { return Binding{event: name} }
+
+// Internal makes a flow known to the app without a route, so that Run can
+// start it and the scheduler can pick its runs up after a restart.
+func Internal() Binding { return Binding{intern: true} }
+
 // DefaultDedupeTTL is how long a webhook's dedupe key is remembered.
 const DefaultDedupeTTL = "30d"
 
@@ -63,6 +75,9 @@ func (b Binding) DedupeTTL(ttl string) Binding {
 }
 
 func (b Binding) pattern(flowName string) string {
+	if b.event != "" || b.intern {
+		return b.String()
+	}
 	path := b.Path
 	if b.rpc {
 		path = "/rpc/" + flowName
@@ -71,8 +86,13 @@ func (b Binding) pattern(flowName string) string {
 }
 
 func (b Binding) String() string {
-	if b.rpc {
+	switch {
+	case b.rpc:
 		return "RPC"
+	case b.event != "":
+		return "event " + b.event
+	case b.intern:
+		return "internal"
 	}
 	return b.Method + " " + b.Path
 }

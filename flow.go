@@ -96,6 +96,11 @@ type Options struct {
 	// since nothing else tells. Declare []Effect{EffectRead} for a flow that
 	// only reads, so the header is ignored.
 	Effects []Effect
+	// Durable makes every execution of the flow a journal run: its steps
+	// (Step, Sleep, NewID) are saved, and after a crash the run picks up
+	// where it stopped instead of starting again. Needs a driver with a
+	// journal (memory, file).
+	Durable bool
 	// Timeout bounds one run of the flow's function. Zero means no limit:
 	// the function runs until it returns, even if the client disconnects.
 	Timeout time.Duration

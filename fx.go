@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/okengine/oke/internal/journal"
 )
 
 // Fx is the effect handle passed to a flow's function. Every effect goes
@@ -24,7 +27,8 @@ type Fx struct {
 	flow     *flow
 	identity Identity
 	effects  atomic.Uint32
-	parent   *Fx // set for Call: effects also count for the caller
+	parent   *Fx            // set for Call: effects also count for the caller
+	run      *journal.Exec // set when the flow runs as a journal run
 }
 
 // Identity is who makes a call, as the app's Gate decided.
@@ -68,15 +72,59 @@ func (fx *Fx) hasNonRead() bool { return fx.effects.Load()&nonReadMask != 0 }
 //	return oke.Response[Charge]{}, fx.Fail(402, "PaymentDeclined", "The card was declined.")
 func (fx *Fx) Fail(status int, code, message string) error { return Fail(status, code, message) }
 
-// Emit publishes an event to the app's subscribers (see App.Subscribe). It
-// is an emit effect.
-func (fx *Fx) Emit(ctx context.Context, name string, payload any) error {
+// EmitOption configures Fx.Emit.
+type EmitOption func(*Event)
+
+// EventID gives an emitted event an ID of its own (for example the
+// provider's event ID): the runs it starts are deduped on it, so emitting
+// the same event twice starts each OnEvent flow once.
+func EventID(id string) EmitOption { return func(e *Event) { e.ID = id } }
+
+// Emit publishes an event. It is an emit effect. Subscribers in this process
+// (App.Subscribe, e.g. a live feed) see it at once; every flow bound with
+// OnEvent(name) gets a journal run with the payload as input, delivered at
+// least once. Inside a step of a durable run, or with EventID, those runs
+// start exactly once however often the step runs again; outside a step
+// without an ID, every call starts new runs — so emit inside a step.
+func (fx *Fx) Emit(ctx context.Context, name string, payload any, opts ...EmitOption) error {
 	fx.record(EffectEmit)
 	data, err := json.Marshal(payload)
 	if err != nil {
 		return fmt.Errorf("emit %q: encode payload: %w", name, err)
 	}
-	fx.app.publish(Event{Name: name, Data: data, Flow: fx.flow.name, At: time.Now().UTC()})
+	ev := Event{Name: name, Data: data, Flow: fx.flow.name, At: time.Now().UTC()}
+	for _, o := range opts {
+		o(&ev)
+	}
+	fx.app.publish(ev)
+	return fx.app.deliver(ctx, fx, ev)
+}
+
+// deliver starts a run of every flow bound to the event.
+func (a *App) deliver(ctx context.Context, fx *Fx, ev Event) error {
+	var step *stepInfo
+	for _, rt := range a.routes {
+		if rt.b.event != ev.Name {
+			continue
+		}
+		dedupe := ""
+		switch {
+		case ev.ID != "":
+			dedupe = "event:" + ev.Name + ":" + ev.ID + ">" + rt.f.name
+		default:
+			if step == nil {
+				if step = stepFrom(ctx); step != nil {
+					step.emits++
+				}
+			}
+			if step != nil {
+				dedupe = "emit:" + step.key + "#" + strconv.Itoa(step.emits) + ">" + rt.f.name
+			}
+		}
+		if _, err := a.startRun(ctx, rt.f, ev.Data, fx.identity, fx.runID(), ev.Name, dedupe); err != nil {
+			return fmt.Errorf("emit %q: %w", ev.Name, err)
+		}
+	}
 	return nil
 }
 
@@ -103,6 +151,9 @@ var ErrNotConfigured = errors.New("oke: provider not configured")
 // Send delivers a message through Config.Sender. It is a send effect.
 func (fx *Fx) Send(ctx context.Context, m Message) error {
 	fx.record(EffectSend)
+	if m.IdempotencyKey == "" {
+		m.IdempotencyKey = StepKey(ctx)
+	}
 	if fx.app.cfg.Sender == nil {
 		return fmt.Errorf("send %s to %q: %w (set Config.Sender)", m.Channel, m.To, ErrNotConfigured)
 	}
@@ -110,9 +161,15 @@ func (fx *Fx) Send(ctx context.Context, m Message) error {
 }
 
 // Fetch sends an outbound HTTP request with Config.HTTPClient (default
-// http.DefaultClient). It is a fetch effect.
+// http.DefaultClient). It is a fetch effect. Inside a step (the request's
+// context is the step's), a request without an Idempotency-Key header gets
+// StepKey's key, the same on every attempt of the step, so a provider that
+// dedupes on it sees a repeat as a repeat.
 func (fx *Fx) Fetch(req *http.Request) (*http.Response, error) {
 	fx.record(EffectFetch)
+	if k := StepKey(req.Context()); k != "" && req.Header.Get("Idempotency-Key") == "" {
+		req.Header.Set("Idempotency-Key", k)
+	}
 	return fx.app.httpClient().Do(req)
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/internal/idem"
+	"github.com/okengine/oke/internal/journal"
 )
 
 // ServeHTTP implements http.Handler.
@@ -103,9 +104,10 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 
 	// 3. Which key, if any, protects this call.
 	var (
-		key string
-		fp  string
-		ttl = f.ttl
+		key   string
+		fp    string
+		canon []byte
+		ttl   = f.ttl
 	)
 	switch {
 	case rt.dedupe != nil:
@@ -131,7 +133,7 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 			return
 		default:
 			key = vals[0]
-			canon, err := json.Marshal(in)
+			canon, err = json.Marshal(in)
 			if err != nil {
 				writeEnvelope(w, ErrInternal.WithCause(fmt.Errorf("encode input for fingerprint: %w", err)))
 				return
@@ -150,6 +152,27 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		ctx = context.WithoutCancel(ctx)
 	}
+	if key == "" && f.opts.Durable {
+		if canon == nil {
+			if canon, err = json.Marshal(in); err != nil {
+				writeEnvelope(w, ErrInternal.WithCause(fmt.Errorf("encode input: %w", err)))
+				return
+			}
+		}
+		o := a.runDurable(ctx, f, in, canon, id, nil)
+		switch {
+		case o.store != nil:
+			writeEnvelope(w, ErrStoreUnavailable.WithCause(o.store))
+		case o.parked:
+			writeResult(w, result{status: http.StatusNoContent}, false)
+		case o.err != nil:
+			e, _ := asError(o.err)
+			writeEnvelope(w, e)
+		default:
+			writeResult(w, o.res, false)
+		}
+		return
+	}
 	if key == "" {
 		res, _, err := a.runUnary(ctx, f, in, id)
 		if err != nil {
@@ -163,14 +186,24 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 		writeResult(w, res, false)
 		return
 	}
-	a.serveClaimed(ctx, f, in, id, driver.Key{Tenant: id.Tenant, Principal: id.Principal, Flow: f.name, Key: key}, fp, ttl, w)
+	if f.opts.Durable && canon == nil { // a webhook bound to a durable flow
+		if canon, err = json.Marshal(in); err != nil {
+			writeEnvelope(w, ErrInternal.WithCause(fmt.Errorf("encode input: %w", err)))
+			return
+		}
+	}
+	a.serveClaimed(ctx, f, in, canon, id, driver.Key{Tenant: id.Tenant, Principal: id.Principal, Flow: f.name, Key: key}, fp, ttl, w)
 }
 
 // serveClaimed runs the claim state machine for one keyed request.
-func (a *App) serveClaimed(ctx context.Context, f *flow, in any, id Identity, key driver.Key, fp string, ttl time.Duration, w http.ResponseWriter) {
+func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, id Identity, key driver.Key, fp string, ttl time.Duration, w http.ResponseWriter) {
 	m := f.metrics
 	start := time.Now()
-	dec, err := a.engine.Begin(ctx, key, fp, ttl, "")
+	runID := ""
+	if f.opts.Durable {
+		runID = journal.NewRunID()
+	}
+	dec, err := a.engine.Begin(ctx, key, fp, ttl, runID)
 	m.claim.Observe(time.Since(start).Seconds())
 	if err != nil {
 		m.outcomes[OutcomeUnavailable].Inc()
@@ -195,7 +228,34 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, id Identity, ke
 	}
 	m.outcomes[OutcomeLive].Inc()
 	claim := dec.Claim
-	res, fx, runErr := a.runUnary(ctx, f, in, id)
+	var (
+		res     result
+		runErr  error
+		nonRead bool
+	)
+	if f.opts.Durable {
+		o := a.runDurable(ctx, f, in, canon, id, claim)
+		switch {
+		case o.store != nil:
+			// Leave the row to lapse: the next request with the key takes
+			// it over and resumes the run.
+			claim.Abandon()
+			m.notStored.Inc()
+			writeEnvelope(w, ErrStoreUnavailable.WithCause(o.store))
+			return
+		case o.parked:
+			res = result{status: http.StatusNoContent, storable: true}
+		case o.settled:
+			res = o.res
+		default:
+			res, runErr = o.res, o.err
+		}
+		nonRead = o.nonRead
+	} else {
+		var fx *Fx
+		res, fx, runErr = a.runUnary(ctx, f, in, id)
+		nonRead = fx.hasNonRead()
+	}
 
 	var stored driver.Response
 	switch {
@@ -203,7 +263,7 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, id Identity, ke
 		e, declared := asError(runErr)
 		if !declared {
 			a.logFailure(f, runErr)
-			if !fx.hasNonRead() {
+			if !nonRead {
 				// Nothing changed the world: forget the key so it may run again.
 				claim.Release(ctx)
 				writeEnvelope(w, e)
@@ -233,9 +293,16 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, id Identity, ke
 	writeResult(w, res, false)
 }
 
-// runUnary runs a unary flow's function, turning a panic into an error.
-func (a *App) runUnary(ctx context.Context, f *flow, in any, id Identity) (res result, fx *Fx, err error) {
-	fx = &Fx{app: a, flow: f, identity: id}
+// runUnary runs a unary flow's function with a new effect handle.
+func (a *App) runUnary(ctx context.Context, f *flow, in any, id Identity) (result, *Fx, error) {
+	fx := &Fx{app: a, flow: f, identity: id}
+	return a.callUnary(ctx, f, in, fx)
+}
+
+// callUnary runs a unary flow's function with fx, turning a panic into an
+// error.
+func (a *App) callUnary(ctx context.Context, f *flow, in any, fx *Fx) (res result, out *Fx, err error) {
+	out = fx
 	if f.opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, f.opts.Timeout)

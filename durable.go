@@ -1,0 +1,218 @@
+package oke
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/okengine/oke/internal/journal"
+)
+
+// ErrNotDurable is returned by Sleep, Claim and Run when the flow is not
+// running as a journal run (set Options.Durable) or the driver keeps no
+// journal.
+var ErrNotDurable = errors.New("oke: needs a durable flow (Options{Durable: true}) on a driver with a journal")
+
+// ErrSleeping is what Sleep returns when it parked the run: return it from
+// the flow (wrapped or not). The response is 204 No Content; the scheduler
+// continues the run when the sleep ends.
+var ErrSleeping = journal.ErrParked
+
+// StepMismatchError is returned by Step when the code no longer matches the
+// run's journal: a step name used twice in one run, or a different step at a
+// position the journal already holds.
+type StepMismatchError = journal.MismatchError
+
+// runState is what a journal run's context carries.
+type runState struct {
+	x  *journal.Exec
+	fx *Fx
+}
+
+type runStateKey struct{}
+
+// stepInfo is what a step's context carries.
+type stepInfo struct {
+	key   string
+	emits int // Emit/Run calls inside this step, for their dedupe keys
+}
+
+type stepInfoKey struct{}
+
+func runFrom(ctx context.Context) *runState {
+	s, _ := ctx.Value(runStateKey{}).(*runState)
+	return s
+}
+
+func stepFrom(ctx context.Context) *stepInfo {
+	s, _ := ctx.Value(stepInfoKey{}).(*stepInfo)
+	return s
+}
+
+// storedError is a declared failure as saved in a step.
+type storedError struct {
+	Status  int    `json:"status"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Step runs fn once per journal run: its result is saved (as JSON), and
+// when the run picks up again — after a crash, a deploy, a lost connection,
+// or a durable sleep — the saved result is returned without running fn.
+// A declared failure (*Error, e.g. from Fx.Fail) is saved and returned again
+// too; any other error is not saved, and the step runs again on the next
+// attempt.
+//
+// Steps are taken in order, one at a time; names are unique within a run.
+// Code outside steps runs again on every pick-up, so put every effect —
+// a write, a fetch, Run, Emit — inside a step. In a flow that is not
+// durable, Step simply calls fn.
+func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error)) (T, error) {
+	var zero T
+	st := runFrom(ctx)
+	if st == nil {
+		return fn(ctx)
+	}
+	res, failure, err := st.x.Step(ctx, name, func(ctx context.Context) ([]byte, []byte, error) {
+		v, err := fn(context.WithValue(ctx, stepInfoKey{}, &stepInfo{key: st.x.StepKey(name)}))
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				b, merr := json.Marshal(storedError{Status: e.Status, Code: e.Code, Message: e.Message})
+				return nil, b, merr
+			}
+			return nil, nil, err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, nil, fmt.Errorf("step %q: encode result: %w", name, err)
+		}
+		return b, nil, nil
+	})
+	if err != nil {
+		return zero, err
+	}
+	if failure != nil {
+		var se storedError
+		if err := json.Unmarshal(failure, &se); err != nil {
+			return zero, fmt.Errorf("step %q: decode saved failure: %w", name, err)
+		}
+		return zero, &Error{Status: se.Status, Code: se.Code, Message: se.Message}
+	}
+	var v T
+	if err := json.Unmarshal(res, &v); err != nil {
+		return zero, fmt.Errorf("step %q: decode saved result into %T: %w", name, v, err)
+	}
+	return v, nil
+}
+
+// Sleep parks the run for d, durably: the first time it is reached it saves
+// the wake time and returns ErrSleeping — return it from the flow; the
+// request gets 204 No Content (stored, so a retry replays it) and the
+// scheduler continues the run after d, even across restarts. When the run
+// picks up after the wake time, Sleep returns nil and the flow goes on.
+// name is a step name (unique in the run).
+func Sleep(ctx context.Context, name string, d time.Duration) error {
+	return sleepUntil(ctx, name, func() time.Time { return time.Now().Add(d) })
+}
+
+// SleepUntil is Sleep until t.
+func SleepUntil(ctx context.Context, name string, t time.Time) error {
+	return sleepUntil(ctx, name, func() time.Time { return t })
+}
+
+func sleepUntil(ctx context.Context, name string, until func() time.Time) error {
+	st := runFrom(ctx)
+	if st == nil {
+		return fmt.Errorf("sleep %q: %w", name, ErrNotDurable)
+	}
+	return st.x.Sleep(ctx, name, until)
+}
+
+// StepKey returns a key that is stable across every attempt of the current
+// step of the current run ("run_…/step name"): pass it to providers that
+// dedupe on an idempotency key. Outside a step it returns "". Fx.Fetch and
+// Fx.Send attach it for you.
+func StepKey(ctx context.Context) string {
+	if s := stepFrom(ctx); s != nil {
+		return s.key
+	}
+	return ""
+}
+
+// NewID draws a random ID (a UUID v4) in a step of its own, named name: the
+// run gets the same ID on every pick-up, so later steps can create things
+// with it and find them again.
+func NewID(ctx context.Context, name string) (string, error) {
+	return Step(ctx, name, func(context.Context) (string, error) { return newUUID(), nil })
+}
+
+func newUUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	const hexd = "0123456789abcdef"
+	out := make([]byte, 0, 36)
+	for i, c := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out = append(out, '-')
+		}
+		out = append(out, hexd[c>>4], hexd[c&0xf])
+	}
+	return string(out)
+}
+
+// Claim lets the first run that asks claim a business key ("order:"+id) in
+// the store: it returns true for that run (every time it asks again, so a
+// pick-up sees the same answer) and false for every other run. Use it so
+// that a duplicate webhook or event stops instead of doing the work twice.
+func Claim(ctx context.Context, key string) (bool, error) {
+	st := runFrom(ctx)
+	if st == nil {
+		return false, fmt.Errorf("claim %q: %w", key, ErrNotDurable)
+	}
+	winner, err := st.fx.app.journal.ClaimKey(context.WithoutCancel(ctx), key, st.x.Run.ID)
+	if err != nil {
+		return false, fmt.Errorf("claim %q: %w", key, err)
+	}
+	return winner == st.x.Run.ID, nil
+}
+
+// Run starts a journal run of flow f with input in and returns its ID; the
+// app's scheduler executes it. It is a call effect. Inside a step it starts
+// the run exactly once, however often the step runs again; outside one,
+// every call starts another run. f must be bound to the app (any binding,
+// e.g. Internal()).
+func Run[In, Out any](ctx context.Context, fx *Fx, f *Flow[In, Out], in In) (string, error) {
+	fx.record(EffectCall)
+	a := fx.app
+	if a.journal == nil {
+		return "", fmt.Errorf("run %s: %w", f.f.name, ErrNotDurable)
+	}
+	if a.flows[f.f.name] != f.f {
+		return "", fmt.Errorf("run %s: the flow is not bound to this app; bind it (e.g. app.Handle(oke.Internal(), flow)) so its runs can be picked up", f.f.name)
+	}
+	input, err := json.Marshal(in)
+	if err != nil {
+		return "", fmt.Errorf("run %s: encode input: %w", f.f.name, err)
+	}
+	dedupe := ""
+	if s := stepFrom(ctx); s != nil {
+		s.emits++
+		dedupe = "run:" + s.key + "#" + strconv.Itoa(s.emits) + ":" + f.f.name
+	}
+	return a.startRun(ctx, f.f, input, fx.identity, fx.runID(), "", dedupe)
+}
+
+// runID is the ID of the journal run fx belongs to, or "".
+func (fx *Fx) runID() string {
+	if fx.run != nil {
+		return fx.run.Run.ID
+	}
+	return ""
+}

@@ -1,0 +1,253 @@
+// Package journal executes durable runs over a driver.Journal: it replays
+// saved steps in order, saves new ones, keeps the run's lease, and detects
+// code that no longer matches its journal. It knows nothing of HTTP or of
+// flows' types; package oke drives it.
+package journal
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/okengine/oke/driver"
+)
+
+// Errors of an execution.
+var (
+	// ErrParked is returned by every step after a durable sleep parked the
+	// run: the flow must return (Sleep's error says so).
+	ErrParked = errors.New("journal: run parked by a durable sleep")
+	// ErrSaveFailed: a step ran but its result could not be saved (the
+	// store was unreachable). The run is retried later; the step runs again.
+	ErrSaveFailed = errors.New("journal: step result could not be saved")
+	// ErrLostLease: another owner took the run (this one's lease lapsed).
+	ErrLostLease = errors.New("journal: the run's lease was lost to another owner")
+)
+
+// MismatchError: the code called a step that is not the one the journal saved
+// at that position, or called one name twice.
+type MismatchError struct {
+	RunID   string
+	Seq     int
+	Saved   string // the step saved at Seq ("" for a duplicate name)
+	Called  string
+	Message string
+}
+
+func (e *MismatchError) Error() string { return e.Message }
+
+// NewRunID returns a new run ID: "run_" + a time-ordered hex prefix + random.
+func NewRunID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "run_" + strconv.FormatInt(time.Now().UnixMilli(), 16) + hex.EncodeToString(b[:])
+}
+
+var (
+	ownerPrefix = func() string {
+		var b [6]byte
+		rand.Read(b[:])
+		return hex.EncodeToString(b[:])
+	}()
+	ownerSeq atomic.Uint64
+)
+
+// NewOwner returns a token unique to one pick-up of a run.
+func NewOwner() string {
+	return "x" + ownerPrefix + "-" + strconv.FormatUint(ownerSeq.Add(1), 36)
+}
+
+// Exec is one execution (one pick-up) of a run. Steps are taken in order;
+// a run's steps must not be called concurrently.
+type Exec struct {
+	J      driver.Journal
+	Run    driver.Run
+	Owner  string
+	Lease  time.Duration
+	report func(op string, err error)
+
+	mu      sync.Mutex
+	saved   []driver.Step
+	next    int // steps taken so far in this execution
+	names   map[string]bool
+	parked  bool
+	wakeAt  time.Time
+	failed  error // ErrSaveFailed / ErrLostLease once hit
+	timer   *time.Timer
+	stopped bool
+}
+
+// Start wraps an acquired or created run for execution and starts renewing
+// its lease.
+func Start(j driver.Journal, run driver.Run, saved []driver.Step, owner string, lease time.Duration, report func(op string, err error)) *Exec {
+	x := &Exec{J: j, Run: run, Owner: owner, Lease: lease, saved: saved, names: map[string]bool{}, report: report}
+	x.arm()
+	return x
+}
+
+func (x *Exec) arm() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.stopped {
+		x.timer = time.AfterFunc(x.Lease/3, x.renew)
+	}
+}
+
+func (x *Exec) renew() {
+	ctx, cancel := context.WithTimeout(context.Background(), x.Lease/3)
+	err := x.J.RenewRun(ctx, x.Run.ID, x.Owner, x.Lease)
+	cancel()
+	if errors.Is(err, driver.ErrNotOwner) {
+		x.mu.Lock()
+		if x.failed == nil && !x.stopped {
+			x.failed = ErrLostLease
+		}
+		x.mu.Unlock()
+		return
+	}
+	if err != nil && x.report != nil {
+		x.report("renew run lease", err)
+	}
+	x.arm()
+}
+
+// Stop ends lease renewal.
+func (x *Exec) Stop() {
+	x.mu.Lock()
+	x.stopped = true
+	if x.timer != nil {
+		x.timer.Stop()
+	}
+	x.mu.Unlock()
+}
+
+// Saved reports how many steps the journal held when this execution began.
+func (x *Exec) Saved() int { return len(x.saved) }
+
+// Taken reports how many steps this execution has taken so far (replayed or
+// run).
+func (x *Exec) Taken() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.next
+}
+
+// Failure returns ErrSaveFailed or ErrLostLease if the execution hit one.
+func (x *Exec) Failure() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.failed
+}
+
+// Parked returns the wake time when a sleep parked the run.
+func (x *Exec) Parked() (time.Time, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.wakeAt, x.parked
+}
+
+// StepKey is the stable key of step name in this run, the same on every
+// attempt: for providers' idempotency keys.
+func (x *Exec) StepKey(name string) string { return x.Run.ID + "/" + name }
+
+// Step runs fn as step name, or returns its saved outcome. fn returns the
+// JSON of the result, or the JSON of a declared failure (saved and replayed
+// too), or a plain error (not saved: the step runs again on a later attempt).
+func (x *Exec) Step(ctx context.Context, name string, fn func(ctx context.Context) (result, failure []byte, err error)) (result, failure []byte, err error) {
+	x.mu.Lock()
+	if x.parked {
+		x.mu.Unlock()
+		return nil, nil, ErrParked
+	}
+	if x.failed != nil {
+		err := x.failed
+		x.mu.Unlock()
+		return nil, nil, err
+	}
+	if x.names[name] {
+		x.mu.Unlock()
+		return nil, nil, &MismatchError{RunID: x.Run.ID, Seq: x.next + 1, Called: name,
+			Message: fmt.Sprintf("run %s: step %q is called twice; step names must be unique within a run", x.Run.ID, name)}
+	}
+	x.names[name] = true
+	x.next++
+	seq := x.next
+	if seq <= len(x.saved) {
+		s := x.saved[seq-1]
+		x.mu.Unlock()
+		if s.Name != name {
+			return nil, nil, &MismatchError{RunID: x.Run.ID, Seq: seq, Saved: s.Name, Called: name,
+				Message: fmt.Sprintf("run %s: step %d is %q in the journal, but the code now calls %q there; the flow's steps changed since the run began (replay the run to start it afresh)", x.Run.ID, seq, s.Name, name)}
+		}
+		return s.Result, s.Failure, nil
+	}
+	x.mu.Unlock()
+
+	attempts, err := x.J.StartStep(ctx, x.Run.ID, x.Owner, seq, name)
+	if err != nil {
+		return nil, nil, x.fail(err)
+	}
+	started := time.Now().UTC()
+	result, failure, err = fn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	step := driver.Step{Seq: seq, Name: name, Result: result, Failure: failure, Attempts: attempts,
+		StartedAt: started, FinishedAt: time.Now().UTC()}
+	if err := x.J.SaveStep(context.WithoutCancel(ctx), x.Run.ID, x.Owner, step); err != nil {
+		return nil, nil, x.fail(err)
+	}
+	x.mu.Lock()
+	x.saved = append(x.saved, step)
+	x.mu.Unlock()
+	return result, failure, nil
+}
+
+// fail records a store failure of the execution and returns the error to
+// give the flow.
+func (x *Exec) fail(err error) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.failed == nil {
+		if errors.Is(err, driver.ErrNotOwner) {
+			x.failed = ErrLostLease
+		} else {
+			x.failed = fmt.Errorf("%w: %v", ErrSaveFailed, err)
+		}
+	}
+	if x.report != nil {
+		x.report("save step", err)
+	}
+	return x.failed
+}
+
+// Sleep is the durable sleep: a step named name saves the wake time the
+// first time it is reached; while that time is ahead, the run parks
+// (ErrParked); once it has passed, Sleep returns nil.
+func (x *Exec) Sleep(ctx context.Context, name string, until func() time.Time) error {
+	res, _, err := x.Step(ctx, name, func(context.Context) ([]byte, []byte, error) {
+		b, err := until().UTC().MarshalJSON()
+		return b, nil, err
+	})
+	if err != nil {
+		return err
+	}
+	var wake time.Time
+	if err := wake.UnmarshalJSON(res); err != nil {
+		return fmt.Errorf("run %s: sleep %q: saved wake time: %w", x.Run.ID, name, err)
+	}
+	if time.Now().Before(wake) {
+		x.mu.Lock()
+		x.parked = true
+		x.wakeAt = wake
+		x.mu.Unlock()
+		return ErrParked
+	}
+	return nil
+}

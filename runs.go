@@ -1,0 +1,267 @@
+package oke
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/idem"
+	"github.com/okengine/oke/internal/journal"
+)
+
+// startRun creates an unowned run of f, due now, for the scheduler.
+func (a *App) startRun(ctx context.Context, f *flow, input []byte, id Identity, parent, event, dedupe string) (string, error) {
+	run, err := a.journal.CreateRun(context.WithoutCancel(ctx), driver.Run{
+		ID: journal.NewRunID(), Flow: f.name, Input: input, Tenant: id.Tenant, Principal: id.Principal,
+		Parent: parent, Event: event, DedupeKey: dedupe,
+	}, 0)
+	if errors.Is(err, driver.ErrDuplicate) {
+		return run.ID, nil // started already, by an earlier attempt of the same step
+	}
+	if err != nil {
+		return "", fmt.Errorf("start a run of %s: %w", f.name, err)
+	}
+	a.wake()
+	return run.ID, nil
+}
+
+// wake nudges the scheduler to look for due runs now.
+func (a *App) wake() {
+	select {
+	case a.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// schedule picks up due runs: on start (recovery of runs whose lease
+// lapsed), after sleeps, after a failed save's retry delay, and new runs.
+func (a *App) schedule() {
+	defer a.bg.Done()
+	t := time.NewTicker(a.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		a.pickUp()
+		select {
+		case <-a.stop:
+			return
+		case <-t.C:
+		case <-a.nudge:
+		}
+	}
+}
+
+func (a *App) pickUp() {
+	free := cap(a.runSem) - len(a.runSem)
+	if free <= 0 {
+		return
+	}
+	ids, err := a.journal.DueRuns(a.base, free)
+	if err != nil {
+		a.log.Error("oke: list due runs", "err", err)
+		return
+	}
+	for _, id := range ids {
+		select {
+		case a.runSem <- struct{}{}:
+		case <-a.stop:
+			return
+		}
+		a.bg.Add(1)
+		go func() {
+			defer a.bg.Done()
+			defer func() { <-a.runSem }()
+			a.resume(id)
+		}()
+	}
+}
+
+// resume acquires a due run and executes it in the background.
+func (a *App) resume(id string) {
+	owner := journal.NewOwner()
+	run, steps, err := a.journal.AcquireRun(a.base, id, owner, a.cfg.Lease)
+	if err != nil {
+		if !errors.Is(err, driver.ErrNotDue) {
+			a.log.Error("oke: acquire run", "run", id, "err", err)
+		}
+		return
+	}
+	f := a.flows[run.Flow]
+	if f == nil || f.shape != shapeUnary {
+		a.log.Error("oke: a due run's flow is not bound to this app; retrying later", "run", id, "flow", run.Flow)
+		a.journal.FinishRun(a.base, id, owner, driver.Finish{Status: driver.RunRunning, WakeAt: time.Now().Add(a.cfg.RetryDelay)})
+		return
+	}
+	x := journal.Start(a.journal, run, steps, owner, a.cfg.Lease, a.runReporter(id))
+	a.execute(a.base, f, x, nil)
+}
+
+func (a *App) runReporter(id string) func(op string, err error) {
+	return func(op string, err error) { a.log.Error("oke: journal run", "run", id, "op", op, "err", err) }
+}
+
+// outcome of one execution of a run.
+type outcome struct {
+	res     result
+	err     error // the flow's error (declared or not)
+	nonRead bool  // the run had a non-read effect (a step, or fx effects)
+	parked  bool  // parked by a durable sleep: answer 204
+	store   error // the store failed: answer 503, the run is retried later
+	settled bool  // res is the run's stored final response: send and store it as is
+}
+
+// execute runs the flow's function as x's run and settles the run in the
+// journal. in is the decoded input, or nil to decode the run's.
+func (a *App) execute(ctx context.Context, f *flow, x *journal.Exec, in any) outcome {
+	defer x.Stop()
+	run := x.Run
+	id := Identity{Tenant: run.Tenant, Principal: run.Principal}
+	if in == nil {
+		var derr *Error
+		if in, derr = f.decode(run.Input, nil); derr != nil {
+			err := fmt.Errorf("run %s: its saved input no longer decodes into %s: %w", run.ID, f.inType, derr)
+			return a.finish(ctx, x, outcome{err: err})
+		}
+	}
+	fx := &Fx{app: a, flow: f, identity: id, run: x}
+	ctx = context.WithValue(ctx, runStateKey{}, &runState{x: x, fx: fx})
+	res, _, err := a.callUnary(ctx, f, in, fx)
+	o := outcome{res: res, err: err, nonRead: fx.hasNonRead() || x.Taken() > 0 || x.Saved() > 0}
+	if ferr := x.Failure(); ferr != nil {
+		o.store = ferr
+	} else if _, parked := x.Parked(); parked {
+		o.parked = true
+		o.err = nil
+	}
+	return a.finish(ctx, x, o)
+}
+
+// finish records the outcome of an execution in the journal.
+func (a *App) finish(ctx context.Context, x *journal.Exec, o outcome) outcome {
+	ctx = context.WithoutCancel(ctx)
+	run := x.Run
+	var f driver.Finish
+	switch {
+	case o.store != nil:
+		if errors.Is(o.store, journal.ErrLostLease) {
+			return o // another owner has the run
+		}
+		f = driver.Finish{Status: driver.RunRunning, WakeAt: time.Now().Add(a.cfg.RetryDelay)}
+	case o.parked:
+		wake, _ := x.Parked()
+		f = driver.Finish{Status: driver.RunSleeping, WakeAt: wake}
+	case o.err != nil:
+		e, declared := asError(o.err)
+		if !declared {
+			a.logFailure(a.flows[run.Flow], o.err)
+		}
+		f = driver.Finish{Status: driver.RunFailed, Error: o.err.Error(),
+			Result: &driver.Response{Status: e.Status, ContentType: "application/json", Body: envelopeBytes(e)}}
+	default:
+		f = driver.Finish{Status: driver.RunCompleted, Result: &driver.Response{Status: o.res.status,
+			ContentType: o.res.contentType, Location: o.res.location, Body: o.res.body}}
+	}
+	if err := a.journal.FinishRun(ctx, run.ID, x.Owner, f); err != nil {
+		a.log.Error("oke: settle journal run", "run", run.ID, "err", err)
+		if o.store == nil {
+			o.store = err
+		}
+	}
+	if f.Status == driver.RunSleeping || f.Status == driver.RunRunning {
+		a.wake()
+	}
+	return o
+}
+
+// runDurable serves a durable flow over HTTP: it starts a journal run (or,
+// for a retried key whose earlier attempt lapsed, resumes that run) and
+// executes it. claim is nil for a request without a key.
+func (a *App) runDurable(ctx context.Context, f *flow, in any, input []byte, id Identity, claim *idem.Claim) outcome {
+	owner := journal.NewOwner()
+	runID := journal.NewRunID()
+	var idemKey *driver.Key
+	if claim != nil {
+		runID = claim.Row.RunID
+		k := claim.Key
+		idemKey = &k
+	}
+	if claim != nil && claim.TookOver {
+		// The same request was cut off before: resume its run.
+		run, steps, err := a.journal.AcquireRun(ctx, runID, owner, a.cfg.Lease)
+		switch {
+		case err == nil:
+			return a.execute(ctx, f, journal.Start(a.journal, run, steps, owner, a.cfg.Lease, a.runReporter(runID)), nil)
+		case errors.Is(err, driver.ErrNotDue):
+			return a.awaitRun(ctx, runID)
+		case !errors.Is(err, driver.ErrNotFound):
+			return outcome{store: err}
+		}
+		// The run was never created (a crash between claim and create):
+		// create it now under the same ID.
+	}
+	run, err := a.journal.CreateRun(ctx, driver.Run{
+		ID: runID, Flow: f.name, Input: input, Tenant: id.Tenant, Principal: id.Principal,
+		Owner: owner, IdemKey: idemKey,
+	}, a.cfg.Lease)
+	if err != nil {
+		return outcome{store: err}
+	}
+	return a.execute(ctx, f, journal.Start(a.journal, run, nil, owner, a.cfg.Lease, a.runReporter(runID)), in)
+}
+
+// awaitRun waits for a run another owner (the scheduler) is executing to end
+// or park, and returns its outcome.
+func (a *App) awaitRun(ctx context.Context, id string) outcome {
+	deadline := time.Now().Add(2 * a.cfg.Lease)
+	for {
+		run, _, err := a.journal.GetRun(ctx, id)
+		if err != nil {
+			return outcome{store: err}
+		}
+		switch {
+		case run.Status == driver.RunSleeping:
+			return outcome{parked: true, nonRead: true}
+		case run.Status.Finished() && run.Result != nil:
+			r := run.Result
+			res := result{status: r.Status, contentType: r.ContentType, location: r.Location, body: r.Body, storable: true}
+			return outcome{res: res, nonRead: true, settled: true}
+		}
+		if time.Now().After(deadline) {
+			return outcome{store: fmt.Errorf("run %s is still running elsewhere", id)}
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-a.stop:
+			return outcome{store: ErrShuttingDown}
+		}
+	}
+}
+
+// Replay starts a new run of an old run's flow with the same input: every
+// step runs again (a replay is a new run). The new run records which run it
+// replays. It returns the new run's ID; the scheduler executes it.
+func (a *App) Replay(ctx context.Context, runID string) (string, error) {
+	if a.journal == nil {
+		return "", fmt.Errorf("replay %s: %w", runID, ErrNotDurable)
+	}
+	old, _, err := a.journal.GetRun(ctx, runID)
+	if err != nil {
+		return "", fmt.Errorf("replay %s: %w", runID, err)
+	}
+	if a.flows[old.Flow] == nil {
+		return "", fmt.Errorf("replay %s: flow %q is not bound to this app", runID, old.Flow)
+	}
+	run, err := a.journal.CreateRun(ctx, driver.Run{ID: journal.NewRunID(), Flow: old.Flow, Input: old.Input,
+		Tenant: old.Tenant, Principal: old.Principal, ReplayOf: old.ID}, 0)
+	if err != nil {
+		return "", fmt.Errorf("replay %s: %w", runID, err)
+	}
+	a.wake()
+	return run.ID, nil
+}
+
+// Journal returns the app's journal (nil when the driver keeps none), for
+// tools that list and show runs.
+func (a *App) Journal() driver.Journal { return a.journal }
+
