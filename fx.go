@@ -27,7 +27,7 @@ type Fx struct {
 	flow     *flow
 	identity Identity
 	effects  atomic.Uint32
-	parent   *Fx            // set for Call: effects also count for the caller
+	parent   *Fx           // set for Call: effects also count for the caller
 	run      *journal.Exec // set when the flow runs as a journal run
 }
 

@@ -264,4 +264,3 @@ func (a *App) Replay(ctx context.Context, runID string) (string, error) {
 // Journal returns the app's journal (nil when the driver keeps none), for
 // tools that list and show runs.
 func (a *App) Journal() driver.Journal { return a.journal }
-
