@@ -29,15 +29,20 @@ import (
 )
 
 // Run runs every conformance rule as a parallel subtest: the row primitives
-// (rows.go) and, under "HTTP", every Idempotency-Key rule end to end through
-// an oke.App on the driver (RunHTTP). newDriver must return
-// a fresh, empty driver each time it is called (a new folder, a new schema);
-// Run calls it once per subtest and closes the driver when the subtest ends,
-// so Close may be called twice and must not fail the second time loudly (its
-// error is ignored). Register any further cleanup with t.Cleanup in newDriver:
-// it runs after that Close.
+// (rows.go); under "HTTP", every Idempotency-Key rule end to end through an
+// oke.App on the driver (RunHTTP); and, when the driver implements the
+// optional driver.Journal, under "Journal", every journal rule (RunJournal).
+// newDriver must return a fresh, empty driver each time it is called (a new
+// folder, a new schema); Run calls it once per subtest, and once up front to
+// see whether the driver is a driver.Journal, and closes the driver when the
+// subtest ends, so Close may be called twice and must not fail the second
+// time loudly (its error is ignored). Register any further cleanup with
+// t.Cleanup in newDriver: it runs after that Close.
 func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 	t.Helper()
+	probe := newDriver(t)
+	_, isJournal := probe.(driver.Journal)
+	_ = probe.Close()
 	for _, r := range rowRules {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
@@ -47,4 +52,10 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		})
 	}
 	t.Run("HTTP", func(t *testing.T) { RunHTTP(t, newDriver) })
+	if isJournal {
+		t.Run("Journal", func(t *testing.T) {
+			t.Parallel()
+			RunJournal(t, newDriver)
+		})
+	}
 }
