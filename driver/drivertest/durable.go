@@ -1,0 +1,561 @@
+package drivertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/okengine/oke"
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/idem"
+)
+
+// RunDurable runs the durable-execution rules of DESIGN.md section 4 and the
+// durable rows of section 3 end to end: an oke.App with durable flows on the
+// driver under test, which must implement driver.Journal.
+func RunDurable(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
+	t.Helper()
+	for _, r := range durableRules {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			d := newDriver(t)
+			t.Cleanup(func() { _ = d.Close() })
+			if _, ok := d.(driver.Journal); !ok {
+				t.Fatalf("%T does not implement driver.Journal", d)
+			}
+			r.test(t, d)
+		})
+	}
+}
+
+var durableRules = []struct {
+	name string
+	test func(t *testing.T, d driver.Driver)
+}{
+	{"CutOffStepRunsAgainSavedStepsDoNot", testCutOffStep},
+	{"RetriedKeyResumesItsJournalRunAfterLeaseLapses", testRetriedKeyResumes},
+	{"StoreUnreachableWhileSavingStepRunsItAgainLater", testSaveFailure},
+	{"ReplayIsANewRunThatRunsEveryStep", testReplay},
+	{"EventEmittedTwiceStartsTwoRunsUnlessDeduped", testEventTwice},
+	{"EmitAndRunInsideAStepHappenOnce", testEmitInStepOnce},
+	{"ClaimLetsExactlyOneOf50RunsThrough", testClaimOneOf50},
+	{"DurableSleepStores204AndTheSchedulerContinues", testDurableSleep},
+	{"SavedDeclaredFailureIsReturnedAgain", testSavedFailure},
+	{"DuplicateStepNameIsAnError", testDuplicateStep},
+	{"StepMismatchOnResumeIsAnError", testStepMismatch},
+	{"StepKeyAndNewIDAreStableAcrossPickUps", testStableKeys},
+}
+
+// journalFault wraps a journal driver to inject save failures.
+type journalFault struct {
+	*faultDriver
+	driver.Journal
+	failSaves atomic.Int32 // the next n SaveStep calls fail
+	failStep  sync.Map     // step name → struct{}: its next SaveStep fails
+}
+
+func (j *journalFault) SaveStep(ctx context.Context, id, owner string, s driver.Step) error {
+	if j.failSaves.Add(-1) >= 0 {
+		return errInjected
+	}
+	if _, ok := j.failStep.LoadAndDelete(s.Name); ok {
+		return errInjected
+	}
+	return j.Journal.SaveStep(ctx, id, owner, s)
+}
+
+type durableHarness struct {
+	*harness
+	j     *journalFault
+	jr    driver.Journal // the driver's own journal
+	steps sync.Map       // step name → *atomic.Int64
+}
+
+func newDurable(t *testing.T, d driver.Driver, cfg oke.Config, bind func(h *durableHarness, app *oke.App)) *durableHarness {
+	t.Helper()
+	dh := &durableHarness{jr: d.(driver.Journal)}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 10 * time.Millisecond
+	}
+	if cfg.RetryDelay == 0 {
+		cfg.RetryDelay = 30 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
+	h := &harness{t: t, d: d, fault: &faultDriver{Driver: d}}
+	dh.harness = h
+	dh.j = &journalFault{faultDriver: h.fault, Journal: dh.jr}
+	cfg.Driver = dh.j
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = -1
+	}
+	if cfg.Gate == nil {
+		cfg.Gate = testGate
+	}
+	h.app = oke.New(cfg)
+	bind(dh, h.app)
+	if err := h.app.Start(context.Background()); err != nil {
+		t.Fatalf("start app: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h.app.Close(ctx)
+	})
+	return dh
+}
+
+func (h *durableHarness) ranStep(name string) int64 {
+	c, _ := h.steps.LoadOrStore(name, new(atomic.Int64))
+	return c.(*atomic.Int64).Load()
+}
+
+// step is oke.Step counting how often fn actually ran.
+func step[T any](h *durableHarness, ctx context.Context, name string, fn func(ctx context.Context) (T, error)) (T, error) {
+	return oke.Step(ctx, name, func(ctx context.Context) (T, error) {
+		c, _ := h.steps.LoadOrStore(name, new(atomic.Int64))
+		c.(*atomic.Int64).Add(1)
+		return fn(ctx)
+	})
+}
+
+// eventually polls cond until it holds, failing after 30 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// runsOf lists the runs of flow.
+func (h *durableHarness) runsOf(flow string) []driver.Run {
+	runs, err := h.jr.ListRuns(context.Background(), driver.RunFilter{Flow: flow}, 0)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return runs
+}
+
+func (h *durableHarness) finished(flow string, n int) func() bool {
+	return func() bool {
+		done := 0
+		for _, r := range h.runsOf(flow) {
+			if r.Status.Finished() {
+				done++
+			}
+		}
+		return done >= n
+	}
+}
+
+type pipeIn struct {
+	Tag string `json:"tag"`
+}
+
+// twoSteps is a durable flow: step "a", then step "b" (which waits on gate
+// when it is not nil), then 201 with both results.
+func (h *durableHarness) twoSteps(name string, gate chan struct{}) *oke.Flow[pipeIn, string] {
+	return oke.NewFlow(name, oke.Options{Durable: true}, func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) {
+		a, err := step(h, ctx, name+"/a", func(context.Context) (string, error) { return "A", nil })
+		if err != nil {
+			return oke.Response[string]{}, err
+		}
+		b, err := step(h, ctx, name+"/b", func(context.Context) (string, error) {
+			if gate != nil {
+				<-gate
+			}
+			return "B", nil
+		})
+		if err != nil {
+			return oke.Response[string]{}, err
+		}
+		return oke.Created(in.Tag+":"+a+b, ""), nil
+	})
+}
+
+// deadRun leaves a run of flow in the journal as a crashed process would: its
+// first n steps saved, the next one started, and a lease that lapses.
+func (h *durableHarness) deadRun(flow, input string, saved []string, started string) driver.Run {
+	h.t.Helper()
+	ctx := context.Background()
+	run, err := h.jr.CreateRun(ctx, driver.Run{ID: "run_dead_" + flow, Flow: flow, Input: []byte(input),
+		Tenant: "default", Principal: "anon", Owner: "dead-process"}, short)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for i, name := range saved {
+		if _, err := h.jr.StartStep(ctx, run.ID, "dead-process", i+1, name); err != nil {
+			h.t.Fatal(err)
+		}
+		if err := h.jr.SaveStep(ctx, run.ID, "dead-process", driver.Step{Seq: i + 1, Name: name,
+			Result: []byte(`"` + strings.ToUpper(name[len(name)-1:]) + `"`), Attempts: 1}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	if started != "" {
+		if _, err := h.jr.StartStep(ctx, run.ID, "dead-process", len(saved)+1, started); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return run
+}
+
+func testCutOffStep(t *testing.T, d driver.Driver) {
+	h := newDurable(t, d, oke.Config{PollInterval: -1}, func(h *durableHarness, app *oke.App) {
+		app.Handle(oke.Internal(), h.twoSteps("t.cut", nil))
+	})
+	// A crash cut step b off before its result was saved; a was saved.
+	run := h.deadRun("t.cut", `{"tag":"x"}`, []string{"t.cut/a"}, "t.cut/b")
+	time.Sleep(after) // the dead owner's lease lapses
+	// A new scheduler (this app) picks the run up on start.
+	h2 := newDurable(t, d, oke.Config{}, func(h2 *durableHarness, app *oke.App) {
+		app.Handle(oke.Internal(), h.twoSteps("t.cut", nil))
+	})
+	_ = h2
+	eventually(t, "the run to complete", h.finished("t.cut", 1))
+	got, steps, err := h.jr.GetRun(context.Background(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != driver.RunCompleted || string(got.Result.Body) != "\"x:AB\"\n" {
+		t.Fatalf("run %s %s %q", got.Status, got.Error, got.Result.Body)
+	}
+	if h.ranStep("t.cut/a") != 0 || h.ranStep("t.cut/b") != 1 {
+		t.Fatalf("saved step a ran %d times (want 0), cut step b %d (want 1)", h.ranStep("t.cut/a"), h.ranStep("t.cut/b"))
+	}
+	if len(steps) != 2 || steps[1].Attempts != 2 {
+		t.Fatalf("steps %+v: want b saved with 2 attempts", steps)
+	}
+}
+
+func testRetriedKeyResumes(t *testing.T, d driver.Driver) {
+	h := newDurable(t, d, oke.Config{PollInterval: -1}, func(h *durableHarness, app *oke.App) {
+		app.Handle(oke.POST("/pipe"), h.twoSteps("t.resume", nil))
+	})
+	// The first attempt claimed the key, saved step a, and died.
+	run := h.deadRun("t.resume", `{"tag":"k"}`, []string{"t.resume/a"}, "t.resume/b")
+	k := driver.Key{Tenant: "default", Principal: "anon", Flow: "t.resume", Key: key1}
+	if _, err := h.d.Claim(context.Background(), driver.ClaimRequest{Key: k, Owner: "dead-process", Lease: short, TTL: day,
+		Fingerprint: idem.Fingerprint("t.resume", []byte(`{"tag":"k"}`)), RunID: run.ID}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(after)
+	w := h.req("POST", "/pipe", `{"tag":"k"}`, "Idempotency-Key", key1)
+	if w.Code != 201 || w.Body.String() != "\"k:AB\"\n" || replayed(w) {
+		t.Fatalf("retry after the crash: %d %q", w.Code, w.Body)
+	}
+	if h.ranStep("t.resume/a") != 0 || h.ranStep("t.resume/b") != 1 {
+		t.Fatalf("a ran %d (want 0: saved), b ran %d (want 1)", h.ranStep("t.resume/a"), h.ranStep("t.resume/b"))
+	}
+	if runs := h.runsOf("t.resume"); len(runs) != 1 {
+		t.Fatalf("%d runs: the retry must resume the run, not start another", len(runs))
+	}
+	if w := h.req("POST", "/pipe", `{"tag":"k"}`, "Idempotency-Key", key1); !replayed(w) || w.Code != 201 {
+		t.Fatalf("the final response was not stored: %d", w.Code)
+	}
+}
+
+func testSaveFailure(t *testing.T, d driver.Driver) {
+	h := newDurable(t, d, oke.Config{}, func(h *durableHarness, app *oke.App) {
+		app.Handle(oke.POST("/pipe"), h.twoSteps("t.save", nil))
+	})
+	h.j.failSaves.Store(1) // step a's result cannot be saved
+	w := h.req("POST", "/pipe", `{"tag":"s"}`, "Idempotency-Key", key1)
+	wantCode(t, "save failed", w, 503, "StoreUnavailable")
+	eventually(t, "the run to be retried and complete", h.finished("t.save", 1))
+	if n := h.ranStep("t.save/a"); n != 2 {
+		t.Fatalf("step a ran %d times, want 2 (again after the failed save)", n)
+	}
+	if n := h.ranStep("t.save/b"); n != 1 {
+		t.Fatalf("step b ran %d times, want 1", n)
+	}
+	runs := h.runsOf("t.save")
+	if len(runs) != 1 || runs[0].Attempts != 2 {
+		t.Fatalf("runs %+v: want one run picked up twice", runs)
+	}
+}
+
+func testReplay(t *testing.T, d driver.Driver) {
+	h := newDurable(t, d, oke.Config{}, func(h *durableHarness, app *oke.App) {
+		app.Handle(oke.POST("/pipe"), h.twoSteps("t.replay", nil))
+	})
+	wantStatus(t, "first run", h.req("POST", "/pipe", `{"tag":"r"}`), 201)
+	first := h.runsOf("t.replay")[0]
+	id, err := h.app.Replay(context.Background(), first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the replay to complete", h.finished("t.replay", 2))
+	if h.ranStep("t.replay/a") != 2 || h.ranStep("t.replay/b") != 2 {
+		t.Fatalf("a replay must run every step again: a %d, b %d", h.ranStep("t.replay/a"), h.ranStep("t.replay/b"))
+	}
+	got, _, _ := h.jr.GetRun(context.Background(), id)
+	if got.ReplayOf != first.ID || got.ID == first.ID || string(got.Input) != string(first.Input) {
+		t.Fatalf("replay run %+v of %s", got, first.ID)
+	}
+}
+
+func testEventTwice(t *testing.T, d driver.Driver) {
+	var handled atomic.Int64
+	h := newDurable(t, d, oke.Config{}, func(h *durableHarness, app *oke.App) {
+		app.Handle(oke.OnEvent("thing.happened"), oke.NewFlow("t.onthing", oke.Options{Durable: true},
+			func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) {
+				handled.Add(1)
+				return oke.OK(in.Tag), nil
+			}))
+		app.Handle(oke.POST("/emit"), oke.NewFlow("t.emitter", oke.Options{},
+			func(ctx context.Context, in struct {
+				Tag string `json:"tag"`
+				ID  string `json:"id"`
+			}, fx *oke.Fx) (oke.Response[string], error) {
+				var opts []oke.EmitOption
+				if in.ID != "" {
+					opts = append(opts, oke.EventID(in.ID))
+				}
+				return oke.OK("ok"), fx.Emit(ctx, "thing.happened", pipeIn{Tag: in.Tag}, opts...)
+			}))
+	})
+	h.req("POST", "/emit", `{"tag":"x"}`)
+	h.req("POST", "/emit", `{"tag":"x"}`)
+	eventually(t, "two runs", h.finished("t.onthing", 2))
+	h.req("POST", "/emit", `{"tag":"y","id":"evt_1"}`)
+	h.req("POST", "/emit", `{"tag":"y","id":"evt_1"}`)
+	eventually(t, "the deduped run", h.finished("t.onthing", 3))
+	time.Sleep(after)
+	if n := len(h.runsOf("t.onthing")); n != 3 {
+		t.Fatalf("%d runs: two emits without an ID start two runs, two with one ID start one", n)
+	}
+	if handled.Load() != 3 {
+		t.Fatalf("handled %d events, want 3", handled.Load())
+	}
+}
+
+func testEmitInStepOnce(t *testing.T, d driver.Driver) {
+	h := newDurable(t, d, oke.Config{}, func(h *durableHarness, app *oke.App) {
+		child := oke.NewFlow("t.child", oke.Options{Durable: true},
+			func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) { return oke.OK(in.Tag), nil })
+		app.Handle(oke.Internal(), child)
+		app.Handle(oke.OnEvent("t.ev"), oke.NewFlow("t.listener", oke.Options{Durable: true},
+			func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) { return oke.OK(in.Tag), nil }))
+		app.Handle(oke.POST("/p"), oke.NewFlow("t.parent", oke.Options{Durable: true},
+			func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) {
+				_, err := step(h, ctx, "start and emit", func(ctx context.Context) (string, error) {
+					id, err := oke.Run(ctx, fx, child, in)
+					if err != nil {
+						return "", err
+					}
+					return id, fx.Emit(ctx, "t.ev", in)
+				})
+				if err != nil {
+					return oke.Response[string]{}, err
+				}
+				return oke.Created("ok", ""), nil
+			}))
+	})
+	h.j.failSaves.Store(1) // the step's work happens, its result is not saved
+	wantCode(t, "save failed", h.req("POST", "/p", `{"tag":"e"}`, "Idempotency-Key", key1), 503, "StoreUnavailable")
+	eventually(t, "the parent to finish", h.finished("t.parent", 1))
+	eventually(t, "the child and listener to finish", func() bool { return h.finished("t.child", 1)() && h.finished("t.listener", 1)() })
+	time.Sleep(after)
+	if h.ranStep("start and emit") != 2 {
+		t.Fatalf("the step ran %d times, want 2", h.ranStep("start and emit"))
+	}
+	if c, l := len(h.runsOf("t.child")), len(h.runsOf("t.listener")); c != 1 || l != 1 {
+		t.Fatalf("a step that ran twice started %d child runs and %d listener runs; want 1 and 1", c, l)
+	}
+}
+
+func testClaimOneOf50(t *testing.T, d driver.Driver) {
+	var won, lost atomic.Int64
+	h := newDurable(t, d, oke.Config{MaxConcurrentRuns: 50}, func(h *durableHarness, app *oke.App) {
+		worker := oke.NewFlow("t.claimer", oke.Options{Durable: true},
+			func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[bool], error) {
+				ok, err := oke.Claim(ctx, "order:42")
+				if err != nil {
+					return oke.Response[bool]{}, err
+				}
+				if ok {
+					won.Add(1)
+				} else {
+					lost.Add(1)
+				}
+				return oke.OK(ok), nil
+			})
+		app.Handle(oke.Internal(), worker)
+		app.Handle(oke.POST("/fan"), oke.NewFlow("t.fan", oke.Options{},
+			func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[int], error) {
+				for i := 0; i < 50; i++ {
+					if _, err := oke.Run(ctx, fx, worker, pipeIn{Tag: fmt.Sprint(i)}); err != nil {
+						return oke.Response[int]{}, err
+					}
+				}
+				return oke.OK(50), nil
+			}))
+	})
+	wantStatus(t, "fan out", h.req("POST", "/fan", ""), 200)
+	eventually(t, "50 runs", h.finished("t.claimer", 50))
+	if won.Load() != 1 || lost.Load() != 49 {
+		t.Fatalf("%d runs won the claim and %d lost; want 1 and 49", won.Load(), lost.Load())
+	}
+}
+
+func testDurableSleep(t *testing.T, d driver.Driver) {
+	h := newDurable(t, d, oke.Config{}, func(h *durableHarness, app *oke.App) {
+		app.Handle(oke.POST("/remind"), oke.NewFlow("t.remind", oke.Options{Durable: true},
+			func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) {
+				if _, err := step(h, ctx, "before", func(context.Context) (int, error) { return 1, nil }); err != nil {
+					return oke.Response[string]{}, err
+				}
+				if err := oke.Sleep(ctx, "wait", 3*short); err != nil {
+					return oke.Response[string]{}, err
+				}
+				_, err := step(h, ctx, "after", func(context.Context) (int, error) { return 2, nil })
+				return oke.Created("sent", ""), err
+			}))
+	})
+	w := h.req("POST", "/remind", `{"tag":"z"}`, "Idempotency-Key", key1)
+	if w.Code != 204 || w.Body.Len() != 0 {
+		t.Fatalf("a durable sleep answers 204 at once: %d %q", w.Code, w.Body)
+	}
+	if w := h.req("POST", "/remind", `{"tag":"z"}`, "Idempotency-Key", key1); w.Code != 204 || !replayed(w) {
+		t.Fatalf("a retry replays the 204: %d replayed=%v", w.Code, replayed(w))
+	}
+	eventually(t, "the scheduler to continue the run", h.finished("t.remind", 1))
+	if h.ranStep("before") != 1 || h.ranStep("after") != 1 {
+		t.Fatalf("before ran %d, after ran %d; want 1 and 1", h.ranStep("before"), h.ranStep("after"))
+	}
+	run := h.runsOf("t.remind")[0]
+	if run.Status != driver.RunCompleted || run.Attempts != 2 {
+		t.Fatalf("run %s after %d pick-ups", run.Status, run.Attempts)
+	}
+}
+
+func testSavedFailure(t *testing.T, d driver.Driver) {
+	h := newDurable(t, d, oke.Config{}, func(h *durableHarness, app *oke.App) {
+		app.Handle(oke.POST("/p"), oke.NewFlow("t.savedfail", oke.Options{Durable: true},
+			func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) {
+				_, err := step(h, ctx, "charge", func(context.Context) (string, error) {
+					return "", fx.Fail(402, "PaymentDeclined", "declined")
+				})
+				if err == nil {
+					return oke.Response[string]{}, errors.New("want the saved failure")
+				}
+				if !errors.Is(err, oke.Fail(402, "PaymentDeclined", "")) {
+					return oke.Response[string]{}, err
+				}
+				// Sleep so that the run picks up again and replays the step.
+				if err := oke.Sleep(ctx, "pause", short); err != nil {
+					return oke.Response[string]{}, err
+				}
+				return oke.Response[string]{}, err
+			}))
+	})
+	w := h.req("POST", "/p", `{"tag":"f"}`)
+	wantStatus(t, "first", w, 204)
+	eventually(t, "the run to end", h.finished("t.savedfail", 1))
+	run := h.runsOf("t.savedfail")[0]
+	if run.Status != driver.RunFailed || run.Result == nil || run.Result.Status != 402 || h.ranStep("charge") != 1 {
+		t.Fatalf("run %s %+v; charge ran %d times", run.Status, run.Result, h.ranStep("charge"))
+	}
+}
+
+func testDuplicateStep(t *testing.T, d driver.Driver) {
+	h := newDurable(t, d, oke.Config{}, func(h *durableHarness, app *oke.App) {
+		app.Handle(oke.POST("/p"), oke.NewFlow("t.dup", oke.Options{Durable: true},
+			func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) {
+				for i := 0; i < 2; i++ {
+					if _, err := step(h, ctx, "same", func(context.Context) (int, error) { return i, nil }); err != nil {
+						return oke.Response[string]{}, err
+					}
+				}
+				return oke.OK("no"), nil
+			}))
+	})
+	wantStatus(t, "duplicate step", h.req("POST", "/p", `{}`), 500)
+	run := h.runsOf("t.dup")[0]
+	if run.Status != driver.RunFailed || !strings.Contains(run.Error, `"same" is called twice`) {
+		t.Fatalf("run %s: %q", run.Status, run.Error)
+	}
+}
+
+func testStepMismatch(t *testing.T, d driver.Driver) {
+	h := newDurable(t, d, oke.Config{PollInterval: -1}, func(h *durableHarness, app *oke.App) {})
+	run := h.deadRun("t.mismatch", `{}`, []string{"old/a"}, "")
+	time.Sleep(after)
+	h2 := newDurable(t, d, oke.Config{}, func(_ *durableHarness, app *oke.App) {
+		app.Handle(oke.Internal(), h.twoSteps("t.mismatch", nil))
+	})
+	_ = h2
+	eventually(t, "the run to fail", h.finished("t.mismatch", 1))
+	got, _, _ := h.jr.GetRun(context.Background(), run.ID)
+	if got.Status != driver.RunFailed || !strings.Contains(got.Error, `step 1 is "old/a" in the journal`) {
+		t.Fatalf("run %s: %q", got.Status, got.Error)
+	}
+	if h.ranStep("t.mismatch/a") != 0 {
+		t.Fatal("a mismatched step must not run")
+	}
+}
+
+func testStableKeys(t *testing.T, d driver.Driver) {
+	var (
+		mu   sync.Mutex
+		keys []string
+		ids  []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	h := newDurable(t, d, oke.Config{}, func(h *durableHarness, app *oke.App) {
+		app.Handle(oke.POST("/p"), oke.NewFlow("t.keys", oke.Options{Durable: true},
+			func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) {
+				id, err := oke.NewID(ctx, "refund id")
+				if err != nil {
+					return oke.Response[string]{}, err
+				}
+				mu.Lock()
+				ids = append(ids, id)
+				mu.Unlock()
+				_, err = step(h, ctx, "refund", func(ctx context.Context) (int, error) {
+					req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, nil)
+					resp, err := fx.Fetch(req)
+					if err != nil {
+						return 0, err
+					}
+					resp.Body.Close()
+					return resp.StatusCode, nil
+				})
+				if err != nil {
+					return oke.Response[string]{}, err
+				}
+				return oke.Created(id, ""), nil
+			}))
+	})
+	h.j.failStep.Store("refund", struct{}{}) // the refund happens; its result is not saved
+	w := h.req("POST", "/p", `{}`, "Idempotency-Key", key1)
+	wantCode(t, "first attempt", w, 503, "StoreUnavailable")
+	eventually(t, "the run to be picked up again and complete", h.finished("t.keys", 1))
+	run := h.runsOf("t.keys")[0]
+	mu.Lock()
+	defer mu.Unlock()
+	if len(keys) != 2 || keys[0] != run.ID+"/refund" || keys[1] != keys[0] {
+		t.Fatalf("the provider saw keys %q: want the step key %q on both attempts", keys, run.ID+"/refund")
+	}
+	if len(ids) != 2 || ids[0] != ids[1] || len(ids[0]) != 36 {
+		t.Fatalf("NewID gave %q across two pick-ups: want one UUID, twice", ids)
+	}
+}
