@@ -345,10 +345,14 @@ func testEventTwice(t *testing.T, d driver.Driver) {
 func testEmitInStepOnce(t *testing.T, d driver.Driver) {
 	h := newDurable(t, d, oke.Config{}, func(h *durableHarness, app *oke.App) {
 		child := oke.NewFlow("t.child", oke.Options{Durable: true},
-			func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) { return oke.OK(in.Tag), nil })
+			func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) {
+				return oke.OK(in.Tag), nil
+			})
 		app.Handle(oke.Internal(), child)
 		app.Handle(oke.OnEvent("t.ev"), oke.NewFlow("t.listener", oke.Options{Durable: true},
-			func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) { return oke.OK(in.Tag), nil }))
+			func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) {
+				return oke.OK(in.Tag), nil
+			}))
 		app.Handle(oke.POST("/p"), oke.NewFlow("t.parent", oke.Options{Durable: true},
 			func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) {
 				_, err := step(h, ctx, "start and emit", func(ctx context.Context) (string, error) {
