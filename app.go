@@ -506,6 +506,7 @@ type FlowInfo struct {
 	Idempotency string   `json:"idempotency"`
 	// Honored is true when at least one binding honors Idempotency-Key.
 	Honored bool     `json:"honored"`
+	Durable bool     `json:"durable,omitempty"`
 	Effects []Effect `json:"effects,omitempty"` // nil: undeclared
 }
 
@@ -516,7 +517,7 @@ func (a *App) Flows() []FlowInfo {
 		fi := byName[rt.f.name]
 		if fi == nil {
 			fi = &FlowInfo{Name: rt.f.name, Description: rt.f.opts.Description, Shape: rt.f.shape.String(),
-				Idempotency: rt.f.opts.Idempotency.String(), Effects: rt.f.opts.Effects}
+				Idempotency: rt.f.opts.Idempotency.String(), Durable: rt.f.opts.Durable, Effects: rt.f.opts.Effects}
 			byName[rt.f.name] = fi
 		}
 		fi.Bindings = append(fi.Bindings, rt.b.pattern(rt.f.name))

@@ -1,0 +1,223 @@
+package oke
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/okengine/oke/driver"
+)
+
+// RunView is a journal run as the admin API and the CLI show it.
+type RunView struct {
+	ID         string      `json:"id"`
+	Flow       string      `json:"flow"`
+	Status     string      `json:"status"`
+	Input      any         `json:"input,omitempty"`
+	Tenant     string      `json:"tenant,omitempty"`
+	Principal  string      `json:"principal,omitempty"`
+	Attempts   int         `json:"attempts"`
+	Owner      string      `json:"owner,omitempty"`
+	LeaseUntil *time.Time  `json:"leaseUntil,omitempty"`
+	WakeAt     *time.Time  `json:"wakeAt,omitempty"`
+	ReplayOf   string      `json:"replayOf,omitempty"`
+	Parent     string      `json:"parent,omitempty"`
+	Event      string      `json:"event,omitempty"`
+	Error      string      `json:"error,omitempty"`
+	Result     *StoredView `json:"result,omitempty"`
+	CreatedAt  time.Time   `json:"createdAt"`
+	UpdatedAt  time.Time   `json:"updatedAt"`
+	Steps      []StepView  `json:"steps,omitempty"`
+}
+
+// StepView is a saved step.
+type StepView struct {
+	Seq        int       `json:"seq"`
+	Name       string    `json:"name"`
+	Result     any       `json:"result,omitempty"`
+	Failure    any       `json:"failure,omitempty"`
+	Attempts   int       `json:"attempts"`
+	StartedAt  time.Time `json:"startedAt"`
+	FinishedAt time.Time `json:"finishedAt"`
+	Millis     float64   `json:"ms"`
+}
+
+// StoredView is a stored response.
+type StoredView struct {
+	Status      int    `json:"status"`
+	ContentType string `json:"contentType,omitempty"`
+	Location    string `json:"location,omitempty"`
+	Body        any    `json:"body,omitempty"`
+}
+
+// ViewRun turns a run and its steps into a RunView.
+func ViewRun(r driver.Run, steps []driver.Step) RunView {
+	v := RunView{ID: r.ID, Flow: r.Flow, Status: r.Status.String(), Input: rawJSON(r.Input), Tenant: r.Tenant,
+		Principal: r.Principal, Attempts: r.Attempts, Owner: r.Owner, ReplayOf: r.ReplayOf, Parent: r.Parent,
+		Event: r.Event, Error: r.Error, Result: viewStored(r.Result), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	if !r.LeaseUntil.IsZero() && r.Owner != "" {
+		t := r.LeaseUntil
+		v.LeaseUntil = &t
+	}
+	if !r.WakeAt.IsZero() {
+		t := r.WakeAt
+		v.WakeAt = &t
+	}
+	for _, s := range steps {
+		v.Steps = append(v.Steps, StepView{Seq: s.Seq, Name: s.Name, Result: rawJSON(s.Result), Failure: rawJSON(s.Failure),
+			Attempts: s.Attempts, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt,
+			Millis: float64(s.FinishedAt.Sub(s.StartedAt).Microseconds()) / 1000})
+	}
+	return v
+}
+
+func viewStored(r *driver.Response) *StoredView {
+	if r == nil {
+		return nil
+	}
+	v := &StoredView{Status: r.Status, ContentType: r.ContentType, Location: r.Location}
+	if isJSONType(r.ContentType) {
+		v.Body = rawJSON(r.Body)
+	} else if len(r.Body) > 0 {
+		v.Body = string(r.Body)
+	}
+	return v
+}
+
+func rawJSON(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	if !json.Valid(b) {
+		return string(b)
+	}
+	return json.RawMessage(b)
+}
+
+// RowView is an idempotency row as the admin API shows it.
+type RowView struct {
+	Tenant    string      `json:"tenant"`
+	Principal string      `json:"principal"`
+	Flow      string      `json:"flow"`
+	Key       string      `json:"key"`
+	State     string      `json:"state"`
+	RunID     string      `json:"runId,omitempty"`
+	ExpiresAt time.Time   `json:"expiresAt"`
+	CreatedAt time.Time   `json:"createdAt"`
+	Response  *StoredView `json:"response,omitempty"`
+}
+
+// AdminHandler serves a small JSON API over the app's journal and
+// idempotency rows, for the CLI and consoles. Mount it behind your own
+// authentication (it shows stored responses, which may hold personal data):
+//
+//	GET  /runs?flow=&status=&after=&limit=   runs in ID order
+//	GET  /runs/{id}                          one run with its steps
+//	POST /runs/{id}/replay                   start a new run from its input
+//	GET  /idempotency?limit=                 idempotency rows
+//	GET  /flows                              the flows' contract
+func (a *App) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /runs", func(w http.ResponseWriter, r *http.Request) {
+		if a.journal == nil {
+			WriteError(w, ErrNotFound.WithMessage("This app's driver keeps no journal."))
+			return
+		}
+		q := r.URL.Query()
+		f := driver.RunFilter{After: q.Get("after"), Flow: q.Get("flow")}
+		if s := q.Get("status"); s != "" {
+			st, ok := parseStatus(s)
+			if !ok {
+				WriteError(w, &Error{Status: 400, Code: CodeInvalidInput, Message: "status must be running, sleeping, completed or failed"})
+				return
+			}
+			f.Status = []driver.RunStatus{st}
+		}
+		limit, _ := strconv.Atoi(q.Get("limit"))
+		if limit <= 0 || limit > 1000 {
+			limit = 100
+		}
+		runs, err := a.journal.ListRuns(r.Context(), f, limit)
+		if err != nil {
+			WriteError(w, ErrStoreUnavailable.WithCause(err))
+			return
+		}
+		out := make([]RunView, len(runs))
+		for i, run := range runs {
+			out[i] = ViewRun(run, nil)
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"runs": out})
+	})
+	mux.HandleFunc("GET /runs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if a.journal == nil {
+			WriteError(w, ErrNotFound.WithMessage("This app's driver keeps no journal."))
+			return
+		}
+		run, steps, err := a.journal.GetRun(r.Context(), r.PathValue("id"))
+		if errors.Is(err, driver.ErrNotFound) {
+			WriteError(w, ErrNotFound.WithMessage("No run has id %q.", r.PathValue("id")))
+			return
+		}
+		if err != nil {
+			WriteError(w, ErrStoreUnavailable.WithCause(err))
+			return
+		}
+		writeJSON(w, http.StatusOK, ViewRun(run, steps))
+	})
+	mux.HandleFunc("POST /runs/{id}/replay", func(w http.ResponseWriter, r *http.Request) {
+		id, err := a.Replay(r.Context(), r.PathValue("id"))
+		if errors.Is(err, driver.ErrNotFound) {
+			WriteError(w, ErrNotFound.WithMessage("No run has id %q.", r.PathValue("id")))
+			return
+		}
+		if err != nil {
+			WriteError(w, &Error{Status: http.StatusConflict, Code: "ReplayFailed", Message: err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusAccepted, map[string]string{"id": id, "replayOf": r.PathValue("id")})
+	})
+	mux.HandleFunc("GET /idempotency", func(w http.ResponseWriter, r *http.Request) {
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		if limit <= 0 || limit > 1000 {
+			limit = 100
+		}
+		rows, err := a.cfg.Driver.List(r.Context(), driver.Key{}, limit)
+		if err != nil {
+			WriteError(w, ErrStoreUnavailable.WithCause(err))
+			return
+		}
+		out := make([]RowView, len(rows))
+		for i, row := range rows {
+			out[i] = RowView{Tenant: row.Key.Tenant, Principal: row.Key.Principal, Flow: row.Key.Flow, Key: row.Key.Key,
+				State: row.State.String(), RunID: row.RunID, ExpiresAt: row.ExpiresAt, CreatedAt: row.CreatedAt,
+				Response: viewStored(row.Response)}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"rows": out})
+	})
+	mux.HandleFunc("GET /flows", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"flows": a.Flows()})
+	})
+	return mux
+}
+
+func parseStatus(s string) (driver.RunStatus, bool) {
+	for _, st := range []driver.RunStatus{driver.RunRunning, driver.RunSleeping, driver.RunCompleted, driver.RunFailed} {
+		if st.String() == s {
+			return st, true
+		}
+	}
+	return 0, false
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := marshalJSON(v)
+	if err != nil {
+		WriteError(w, ErrInternal.WithCause(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}
