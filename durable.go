@@ -37,9 +37,12 @@ type runStateKey struct{}
 
 // stepInfo is what a step's context carries.
 type stepInfo struct {
-	key   string
+	x     *journal.Exec
+	name  string
 	emits int // Emit/Run calls inside this step, for their dedupe keys
 }
+
+func (s *stepInfo) key() string { return s.x.StepKey(s.name) }
 
 type stepInfoKey struct{}
 
@@ -77,8 +80,13 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	if st == nil {
 		return fn(ctx)
 	}
+	var (
+		fresh T
+		ran   bool
+	)
 	res, failure, err := st.x.Step(ctx, name, func(ctx context.Context) ([]byte, []byte, error) {
-		v, err := fn(context.WithValue(ctx, stepInfoKey{}, &stepInfo{key: st.x.StepKey(name)}))
+		v, err := fn(context.WithValue(ctx, stepInfoKey{}, &stepInfo{x: st.x, name: name}))
+		fresh, ran = v, true
 		if err != nil {
 			var e *Error
 			if errors.As(err, &e) {
@@ -102,6 +110,9 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 			return zero, fmt.Errorf("step %q: decode saved failure: %w", name, err)
 		}
 		return zero, &Error{Status: se.Status, Code: se.Code, Message: se.Message}
+	}
+	if ran {
+		return fresh, nil // this attempt ran the step: no need to decode what it saved
 	}
 	var v T
 	if err := json.Unmarshal(res, &v); err != nil {
@@ -139,7 +150,7 @@ func sleepUntil(ctx context.Context, name string, until func() time.Time) error 
 // Fx.Send attach it for you.
 func StepKey(ctx context.Context) string {
 	if s := stepFrom(ctx); s != nil {
-		return s.key
+		return s.key()
 	}
 	return ""
 }
@@ -204,7 +215,7 @@ func Run[In, Out any](ctx context.Context, fx *Fx, f *Flow[In, Out], in In) (str
 	dedupe := ""
 	if s := stepFrom(ctx); s != nil {
 		s.emits++
-		dedupe = "run:" + s.key + "#" + strconv.Itoa(s.emits) + ":" + f.f.name
+		dedupe = "run:" + s.key() + "#" + strconv.Itoa(s.emits) + ":" + f.f.name
 	}
 	return a.startRun(ctx, f.f, input, fx.identity, fx.runID(), "", dedupe)
 }

@@ -118,7 +118,7 @@ func (a *App) deliver(ctx context.Context, fx *Fx, ev Event) error {
 				}
 			}
 			if step != nil {
-				dedupe = "emit:" + step.key + "#" + strconv.Itoa(step.emits) + ">" + rt.f.name
+				dedupe = "emit:" + step.key() + "#" + strconv.Itoa(step.emits) + ">" + rt.f.name
 			}
 		}
 		if _, err := a.startRun(ctx, rt.f, ev.Data, fx.identity, fx.runID(), ev.Name, dedupe); err != nil {

@@ -200,12 +200,9 @@ func (x *Exec) Step(ctx context.Context, name string, fn func(ctx context.Contex
 	}
 	step := driver.Step{Seq: seq, Name: name, Result: result, Failure: failure, Attempts: attempts,
 		StartedAt: started, FinishedAt: time.Now().UTC()}
-	if err := x.J.SaveStep(context.WithoutCancel(ctx), x.Run.ID, x.Owner, step); err != nil {
+	if err := x.J.SaveStep(ctx, x.Run.ID, x.Owner, step); err != nil {
 		return nil, nil, x.fail(err)
 	}
-	x.mu.Lock()
-	x.saved = append(x.saved, step)
-	x.mu.Unlock()
 	return result, failure, nil
 }
 
