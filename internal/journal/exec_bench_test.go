@@ -1,0 +1,40 @@
+package journal
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/driver/memory"
+)
+
+// BenchmarkStep measures one fresh step on the memory journal: StartStep,
+// the function, SaveStep.
+func BenchmarkStep(b *testing.B) {
+	ctx := context.Background()
+	d := memory.New()
+	names := make([]string, 1000)
+	for i := range names {
+		names[i] = "step " + strconv.Itoa(i)
+	}
+	result := []byte(`{"n":1,"name":"step 1"}`)
+	var x *Exec
+	i := 0
+	for b.Loop() {
+		if i%1000 == 0 {
+			b.StopTimer()
+			if x != nil {
+				x.Stop()
+			}
+			d = memory.New()
+			run, _ := d.CreateRun(ctx, driver.Run{ID: NewRunID(), Flow: "f", Owner: "o"}, time.Minute)
+			x = Start(d, run, nil, "o", time.Minute, nil)
+			b.StartTimer()
+		}
+		x.Step(ctx, names[i%1000], func(context.Context) ([]byte, []byte, error) { return result, nil, nil })
+		i++
+	}
+	x.Stop()
+}
