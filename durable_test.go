@@ -1,0 +1,85 @@
+package oke_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/okengine/oke"
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/driver/memory"
+)
+
+// noJournal hides the memory driver's journal.
+type noJournal struct{ driver.Driver }
+
+func TestDurableFlowNeedsAJournal(t *testing.T) {
+	app := oke.New(oke.Config{Driver: noJournal{memory.New()}, SweepInterval: -1})
+	app.Handle(oke.POST("/d"), oke.NewFlow("d.flow", oke.Options{Durable: true},
+		func(context.Context, noIn, *oke.Fx) (oke.Response[int], error) { return oke.OK(1), nil }))
+	app.Handle(oke.OnEvent("e"), unary("d.listener", oke.Options{}))
+	err := app.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `flow "d.flow"`) || !strings.Contains(err.Error(), `flow "d.listener"`) ||
+		!strings.Contains(err.Error(), "journal") {
+		t.Fatalf("Start = %v", err)
+	}
+}
+
+// TestStepOutsideADurableFlowJustRuns: Step in a plain flow calls fn each
+// time; Sleep, Claim and Run say they need a durable flow.
+func TestStepOutsideADurableFlowJustRuns(t *testing.T) {
+	calls := 0
+	var sleepErr, claimErr error
+	app := newApp(t, oke.Config{}, func(app *oke.App) {
+		app.Handle(oke.POST("/p"), oke.NewFlow("d.plain", oke.Options{Idempotency: oke.Off},
+			func(ctx context.Context, in noIn, fx *oke.Fx) (oke.Response[int], error) {
+				n, _ := oke.Step(ctx, "s", func(context.Context) (int, error) { calls++; return calls, nil })
+				sleepErr = oke.Sleep(ctx, "z", time.Second)
+				_, claimErr = oke.Claim(ctx, "k")
+				if oke.StepKey(ctx) != "" {
+					t.Error("StepKey outside a step must be empty")
+				}
+				return oke.OK(n), nil
+			}))
+	})
+	do(app, "POST", "/p", "")
+	do(app, "POST", "/p", "")
+	if calls != 2 {
+		t.Fatalf("calls %d", calls)
+	}
+	if !errors.Is(sleepErr, oke.ErrNotDurable) || !errors.Is(claimErr, oke.ErrNotDurable) {
+		t.Fatalf("sleep %v, claim %v", sleepErr, claimErr)
+	}
+}
+
+// TestDurableRunOverHTTPWithoutKey: a durable flow called without a key runs
+// as a journal run and answers its response; the run is in the journal.
+func TestDurableRunOverHTTPWithoutKey(t *testing.T) {
+	d := memory.New()
+	app := newApp(t, oke.Config{Driver: d}, func(app *oke.App) {
+		app.Handle(oke.POST("/d"), oke.NewFlow("d.nokey", oke.Options{Durable: true},
+			func(ctx context.Context, in noIn, fx *oke.Fx) (oke.Response[string], error) {
+				id, err := oke.NewID(ctx, "id")
+				return oke.Created(id, "/x/"+id), err
+			}))
+	})
+	w := do(app, "POST", "/d", "")
+	if w.Code != 201 || !strings.HasPrefix(w.Header().Get("Location"), "/x/") {
+		t.Fatalf("%d %v %s", w.Code, w.Header(), w.Body)
+	}
+	runs, _ := d.ListRuns(context.Background(), driver.RunFilter{}, 0)
+	if len(runs) != 1 || runs[0].Status != driver.RunCompleted || runs[0].Result.Status != 201 {
+		t.Fatalf("runs %+v", runs)
+	}
+	_, steps, _ := d.GetRun(context.Background(), runs[0].ID)
+	if len(steps) != 1 || steps[0].Name != "id" || steps[0].Attempts != 1 {
+		t.Fatalf("steps %+v", steps)
+	}
+	// The admin API shows it.
+	adm := do(app.AdminHandler(), "GET", "/runs/"+runs[0].ID, "")
+	if adm.Code != 200 || !strings.Contains(adm.Body.String(), `"name": "id"`) && !strings.Contains(adm.Body.String(), `"name":"id"`) {
+		t.Fatalf("admin: %d %s", adm.Code, adm.Body)
+	}
+}
