@@ -143,9 +143,9 @@ func acquire(t *testing.T, j journal, id, owner string, lease time.Duration) (dr
 	return run, steps
 }
 
-// stepN is step seq as a run would save it.
+// stepN is step seq as a run would save it; the same seq gives the same step.
 func stepN(seq int) driver.Step {
-	t0 := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Add(time.Duration(seq) * time.Second)
 	return driver.Step{
 		Seq:        seq,
 		Name:       fmt.Sprintf("step %d", seq),
