@@ -17,9 +17,9 @@ type committer struct {
 }
 
 // waitDurable returns once the write with sequence number seq is fsynced.
-// It does not hold mu while it waits or syncs.
-func (d *Driver) waitDurable(seq uint64) error {
-	c := &d.commit
+// It does not hold the log owner's mutex while it waits or syncs.
+func (l *logFile) waitDurable(seq uint64) error {
+	c := &l.commit
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for c.synced < seq {
@@ -32,16 +32,16 @@ func (d *Driver) waitDurable(seq uint64) error {
 		}
 		// Lead: everything written before Sync starts is covered by it.
 		c.busy = true
-		target := d.written.Load()
-		f := d.file.Load()
+		target := l.written.Load()
+		f := l.file.Load()
 		c.mu.Unlock()
 		err := f.Sync()
 		c.mu.Lock()
 		c.busy = false
 		c.syncs++
 		if err != nil {
-			c.err = d.unavailable("fsync", err)
-			d.fail(c.err)
+			c.err = l.unavailable("fsync", err)
+			l.fail(c.err)
 		} else {
 			c.synced = max(c.synced, target)
 		}
@@ -51,8 +51,8 @@ func (d *Driver) waitDurable(seq uint64) error {
 }
 
 // pause waits for an fsync in flight and keeps new leaders out, so the log
-// file can be swapped or closed. The caller holds Driver.mu, so nothing is
-// written meanwhile.
+// file can be swapped or closed. The caller holds the log owner's mutex, so
+// nothing is written meanwhile.
 func (c *committer) pause() {
 	c.mu.Lock()
 	for c.busy {

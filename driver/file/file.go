@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 // File names inside the folder.
 const (
 	logName     = "idempotency.json"
+	journalName = "journal.json"
 	lockName    = "LOCK"
 	compactName = logName + ".compact"
 )
@@ -27,27 +27,19 @@ const maxKeptBuf = 64 << 10
 
 // Driver is the file driver. Open it with Open; it is safe for concurrent use.
 type Driver struct {
-	dir, path string
-	cfg       config
-	unlock    func() error // releases the folder lock
+	dir    string
+	cfg    config
+	unlock func() error // releases the folder lock
 
-	mu          sync.Mutex
-	rows        map[driver.Key]*entry
-	f           *os.File // the log; swapped only while commit is paused
-	size        int64    // bytes of intact records in f; the next record goes here
-	records     int      // records in f, live and dead
-	seq         uint64   // sequence number of the last write
-	closed      bool
-	retryAt     int // after a failed compaction, records count to try again at
-	compactions int
-	buf         []byte
+	mu      sync.Mutex // guards rows, closed and the rows log
+	rows    map[driver.Key]*entry
+	closed  bool
+	logFile // idempotency.json
 
-	// Read by the group commit leader without mu.
-	written atomic.Uint64           // = seq
-	file    atomic.Pointer[os.File] // = f
-	fault   atomic.Pointer[faultErr]
+	// A failed fsync or write repair in either log stops the whole driver.
+	fault atomic.Pointer[faultErr]
 
-	commit committer
+	jr journal // the runs, in journal.json (journal.go)
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -62,6 +54,7 @@ type faultErr struct{ err error }
 
 type config struct {
 	compactMin int
+	retention  time.Duration // 0: finished runs are kept
 }
 
 // Option configures Open.
@@ -72,6 +65,15 @@ type Option func(*config)
 // to outnumber live rows 2 to 1. n < 1 means 1.
 func WithCompactAfter(n int) Option {
 	return func(c *config) { c.compactMin = max(n, 1) }
+}
+
+// WithRetention makes the journal forget finished runs (completed or
+// failed) once d has passed since they finished: their steps, their dedupe
+// key and the business keys they claimed go with them, so a duplicate that
+// arrives later starts over. Runs are dropped by the journal's next write
+// after they pass d, and at Open. d <= 0 (the default) keeps every run.
+func WithRetention(d time.Duration) Option {
+	return func(c *config) { c.retention = d }
 }
 
 // Open opens the store in dir, creating dir and an empty log if needed, and
@@ -90,66 +92,23 @@ func Open(dir string, opts ...Option) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{dir: dir, path: filepath.Join(dir, logName), cfg: cfg, unlock: unlock}
-	d.commit.cond.L = &d.commit.mu
-	if err := d.load(); err != nil {
-		if d.f != nil {
-			_ = d.f.Close()
-		}
+	d := &Driver{dir: dir, cfg: cfg, unlock: unlock}
+	d.initLog(dir, logName, &d.fault)
+	rows, err := replayRows(&d.logFile)
+	if err != nil {
 		_ = unlock()
 		return nil, err
 	}
-	return d, nil
-}
-
-// load replays the log, repairs a torn tail and makes everything durable.
-func (d *Driver) load() error {
-	if err := os.Remove(filepath.Join(d.dir, compactName)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("oke file driver: remove unfinished compaction: %w", err)
+	d.rows = rows
+	if err := d.jr.open(dir, &d.fault, cfg); err != nil {
+		_ = d.f.Close()
+		_ = unlock()
+		return nil, err
 	}
-	f, err := os.OpenFile(d.path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("oke file driver: %w", err)
-	}
-	d.f = f
-	st, err := replay(f, d.path)
-	if err != nil {
-		var ce *CorruptError
-		if errors.As(err, &ce) {
-			return err
-		}
-		return fmt.Errorf("oke file driver: read %s: %w", d.path, err)
-	}
-	d.rows, d.size, d.records = st.rows, st.size, st.records
-	if st.torn {
-		if err := f.Truncate(st.size); err != nil {
-			return fmt.Errorf("oke file driver: truncate torn tail of %s: %w", d.path, err)
-		}
-	}
-	if st.records == 0 {
-		// New (or emptied) log: start it with the format record.
-		line, err := appendRecord(nil, formatRecord())
-		if err != nil {
-			return err
-		}
-		if _, err := f.WriteAt(line, 0); err != nil {
-			return fmt.Errorf("oke file driver: write %s: %w", d.path, err)
-		}
-		d.size, d.records = int64(len(line)), 1
-	}
-	// What an earlier process wrote may still be only in the page cache; make
-	// it durable before serving it, and make the file's creation durable.
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("oke file driver: fsync %s: %w", d.path, err)
-	}
-	if err := syncDir(d.dir); err != nil {
-		return fmt.Errorf("oke file driver: fsync folder %s: %w", d.dir, err)
-	}
-	d.file.Store(f)
 	d.mu.Lock()
 	d.maybeCompact()
 	d.mu.Unlock()
-	return nil
+	return d, nil
 }
 
 // now is the store's clock: the wall clock in UTC, as stored in the log.
@@ -166,16 +125,6 @@ func (d *Driver) usable(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// fail stops the driver: every later call returns err.
-func (d *Driver) fail(err error) {
-	d.fault.CompareAndSwap(nil, &faultErr{err})
-}
-
-// unavailable wraps an I/O error as driver.ErrUnavailable.
-func (d *Driver) unavailable(what string, err error) error {
-	return fmt.Errorf("oke file driver: %s %s: %w: %w", what, d.path, driver.ErrUnavailable, err)
-}
-
 // write appends recs to the log in one write and returns its sequence number.
 // mu held. On error nothing was appended (or the driver is stopped).
 func (d *Driver) write(recs ...*record) (uint64, error) {
@@ -186,26 +135,7 @@ func (d *Driver) write(recs ...*record) (uint64, error) {
 			return 0, err
 		}
 	}
-	if _, err := d.f.WriteAt(buf, d.size); err != nil {
-		// Take back any part that reached the file, so the log never holds a
-		// torn record followed by later ones.
-		if terr := d.f.Truncate(d.size); terr != nil {
-			d.fail(d.unavailable("truncate after failed write to", errors.Join(err, terr)))
-		} else if serr := d.f.Sync(); serr != nil {
-			d.fail(d.unavailable("fsync after failed write to", errors.Join(err, serr)))
-		}
-		return 0, d.unavailable("append to", err)
-	}
-	d.size += int64(len(buf))
-	d.records += len(recs)
-	d.seq++
-	d.written.Store(d.seq)
-	if cap(buf) <= maxKeptBuf {
-		d.buf = buf
-	} else {
-		d.buf = nil
-	}
-	return d.seq, nil
+	return d.appendLines(buf, len(recs))
 }
 
 // Claim implements driver.Driver.
@@ -456,7 +386,7 @@ func (d *Driver) Sweep(ctx context.Context, limit int) (int, error) {
 	return len(dels), nil
 }
 
-// Close fsyncs the log, closes it and releases the folder lock. Later calls
+// Close fsyncs both logs, closes them and releases the folder lock. Later calls
 // fail with driver.ErrClosed. Closing twice is a no-op.
 func (d *Driver) Close() error {
 	d.mu.Lock()
@@ -465,16 +395,10 @@ func (d *Driver) Close() error {
 		return nil
 	}
 	d.closed = true
-	d.commit.pause()
-	var syncErr error
-	if fe := d.fault.Load(); fe != nil {
-		syncErr = fe.err // what was written since the fault is not durable
-	} else if err := d.f.Sync(); err != nil {
-		syncErr = d.unavailable("fsync", err)
-	}
-	d.commit.resume(d.seq, syncErr)
+	rowsErr := d.closeLog()
 	d.rows = nil
-	return errors.Join(syncErr, d.f.Close(), d.unlock())
+	journalErr := d.jr.close()
+	return errors.Join(rowsErr, journalErr, d.unlock())
 }
 
 // copyRow returns a copy that shares no memory with the stored row.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"strconv"
 	"time"
 
@@ -102,30 +101,40 @@ func (r *record) row() (driver.Row, error) {
 // appendRecord appends rec's line to dst.
 func appendRecord(dst []byte, rec *record) ([]byte, error) {
 	start := len(dst)
-	dst = append(dst, linePrefix...)
-	dst = append(dst, "00000000"...)
-	dst = append(dst, lineMid...)
-	dst, err := appendPayload(dst, rec)
+	dst, err := appendPayload(beginLine(dst), rec)
 	if err != nil {
 		return dst[:start], err
 	}
+	return endLine(dst, start), nil
+}
+
+// beginLine appends the start of a record line, up to where its payload
+// goes; endLine finishes it once the payload is appended.
+func beginLine(dst []byte) []byte {
+	dst = append(dst, linePrefix...)
+	dst = append(dst, "00000000"...)
+	return append(dst, lineMid...)
+}
+
+// endLine fills in the checksum of the payload of the line that starts at
+// dst[start:] and closes the line.
+func endLine(dst []byte, start int) []byte {
 	crc := crc32.Checksum(dst[start+headerLen:], castagnoli)
 	hex := dst[start+len(linePrefix) : start+len(linePrefix)+8]
 	for i := 7; i >= 0; i-- {
 		hex[i] = hexDigits[crc&0xf]
 		crc >>= 4
 	}
-	return append(dst, lineSuffix...), nil
+	return append(dst, lineSuffix...)
 }
 
 // errTorn marks a line that a torn write could have produced: not a record
 // line, or a checksum that does not match.
 var errTorn = errors.New("torn")
 
-// parseLine decodes one line (without its newline). An error wrapping errTorn
-// means the line is damaged; any other error means an intact record (its
-// checksum matches) that this version cannot use.
-func parseLine(line []byte) (*record, error) {
+// checkLine returns the payload of one line (without its newline). An error
+// (wrapping errTorn) means the line is damaged.
+func checkLine(line []byte) ([]byte, error) {
 	n := len(line)
 	if n < headerLen+2 || string(line[:len(linePrefix)]) != linePrefix ||
 		string(line[len(linePrefix)+8:headerLen]) != lineMid || line[n-1] != '}' {
@@ -139,70 +148,24 @@ func parseLine(line []byte) (*record, error) {
 	if got := crc32.Checksum(payload, castagnoli); uint64(got) != want {
 		return nil, fmt.Errorf("%w: checksum mismatch (stored %08x, computed %08x)", errTorn, want, got)
 	}
-	rec, err := decode(payload)
+	return payload, nil
+}
+
+// replayRows replays the rows log of l into a map.
+func replayRows(l *logFile) (map[driver.Key]*entry, error) {
+	rows := make(map[driver.Key]*entry)
+	line, err := appendRecord(nil, formatRecord())
 	if err != nil {
-		return nil, fmt.Errorf("checksum matches but the record does not decode: %v", err)
+		return nil, err
 	}
-	return rec, nil
-}
-
-// replayed is the state a log describes.
-type replayed struct {
-	rows    map[driver.Key]*entry
-	records int   // intact records, live and dead (the format record too)
-	size    int64 // bytes of intact records; a torn tail starts here
-	torn    bool  // bytes after size must be truncated
-}
-
-// replay reads a log. A damaged tail (lines after the last intact record that
-// are damaged, and a last line without its newline) is reported in torn; a
-// damaged line followed by an intact record is a *CorruptError.
-func replay(r io.Reader, path string) (replayed, error) {
-	st := replayed{rows: make(map[driver.Key]*entry)}
-	br := bufio.NewReaderSize(r, 1<<20)
-	var (
-		off    int64 // offset of the current line
-		lineNo int
-		bad    *CorruptError // first damaged line not (yet) followed by an intact one
-	)
-	for {
-		line, err := readLine(br)
-		if len(line) == 0 && err == io.EOF {
-			break
+	err = l.load(line, func(payload []byte, _ int) error {
+		rec, err := decode(payload)
+		if err != nil {
+			return fmt.Errorf("checksum matches but the record does not decode: %v", err)
 		}
-		if err != nil && err != io.EOF {
-			return st, err
-		}
-		lineNo++
-		start := off
-		off += int64(len(line))
-		if err == io.EOF { // no newline: an unfinished write
-			st.torn = true
-			break
-		}
-		rec, perr := parseLine(line[:len(line)-1])
-		if errors.Is(perr, errTorn) {
-			if bad == nil {
-				bad = &CorruptError{Path: path, Line: lineNo, Offset: start, Reason: perr.Error()}
-			}
-			continue
-		}
-		if bad != nil {
-			return st, bad
-		}
-		if perr == nil {
-			perr = st.apply(rec)
-		}
-		if perr != nil {
-			return st, &CorruptError{Path: path, Line: lineNo, Offset: start, Reason: perr.Error()}
-		}
-		st.records++
-		st.size = off
-	}
-	if bad != nil {
-		st.torn = true
-	}
-	return st, nil
+		return applyRow(rows, rec)
+	})
+	return rows, err
 }
 
 // readLine is bufio.Reader.ReadBytes('\n') without a copy for lines that fit
@@ -221,7 +184,7 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 	return long, err
 }
 
-func (st *replayed) apply(rec *record) error {
+func applyRow(rows map[driver.Key]*entry, rec *record) error {
 	switch rec.Op {
 	case opFormat:
 		if rec.V != formatVersion {
@@ -232,12 +195,12 @@ func (st *replayed) apply(rec *record) error {
 		if err != nil {
 			return err
 		}
-		st.rows[row.Key] = &entry{row: row}
+		rows[row.Key] = &entry{row: row}
 	case opDel:
 		if rec.Key == nil {
 			return errors.New("del record without a key")
 		}
-		delete(st.rows, *rec.Key)
+		delete(rows, *rec.Key)
 	default:
 		return fmt.Errorf("unknown record op %q (written by a newer oke?)", rec.Op)
 	}
@@ -245,11 +208,12 @@ func (st *replayed) apply(rec *record) error {
 }
 
 // ErrCorrupt is matched by every *CorruptError.
-var ErrCorrupt = errors.New("file driver: idempotency log is damaged")
+var ErrCorrupt = errors.New("file driver: log is damaged")
 
-// CorruptError reports a damaged line in the middle of the log: intact records
-// follow it, so it is not a torn write at the end and Open will not drop it on
-// its own.
+// CorruptError reports a damaged line in the middle of a log (idempotency.json
+// or journal.json) — intact records follow it, so it is not a torn write at
+// the end and Open will not drop it on its own — or an intact record that this
+// version cannot use.
 type CorruptError struct {
 	Path   string
 	Line   int   // 1-based
@@ -259,7 +223,7 @@ type CorruptError struct {
 
 func (e *CorruptError) Error() string {
 	return fmt.Sprintf("oke file driver: %s line %d (byte %d) is damaged: %s. "+
-		"It is not a torn write at the end of the file, so the driver will not drop it and the rows after it; "+
+		"It is not a torn write at the end of the file, so the driver will not drop it and the records after it; "+
 		"restore the file from a backup, or repair or remove that line by hand, then open again",
 		e.Path, e.Line, e.Offset, e.Reason)
 }

@@ -1,0 +1,219 @@
+package file
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/okengine/oke/driver"
+)
+
+// journal.json records. Each line has the same frame as idempotency.json (a
+// CRC-32C and the payload, see log.go); the payload is one jrecord. Ops:
+//
+//	format  first record; v is the format version (1)
+//	run     a run's whole state: written by CreateRun, and by compaction
+//	        (with "starts", its unsaved steps' attempt counts)
+//	lease   AcquireRun, RenewRun: status running, owner, leaseUntil, attempts
+//	finish  FinishRun: status, wakeAt, result, error; the owner is cleared
+//	start   StartStep: a step's attempt count so far
+//	step    SaveStep: one saved step
+//	claim   ClaimKey: key is held by run id
+//	drop    retention removed a finished run, its steps and its claims
+const (
+	jopFormat = "format"
+	jopRun    = "run"
+	jopLease  = "lease"
+	jopFinish = "finish"
+	jopStart  = "start"
+	jopStep   = "step"
+	jopClaim  = "claim"
+	jopDrop   = "drop"
+)
+
+// jrecord is one journal record's payload. Byte fields are base64 (as
+// encoding/json writes []byte), so saved inputs and results come back byte
+// for byte, whitespace included; times are RFC 3339 in UTC.
+type jrecord struct {
+	Op         string           `json:"op"`
+	V          int              `json:"v,omitzero"`
+	ID         string           `json:"id,omitempty"`
+	Flow       string           `json:"flow,omitempty"`
+	Input      []byte           `json:"input,omitempty"`
+	Tenant     string           `json:"tenant,omitempty"`
+	Principal  string           `json:"principal,omitempty"`
+	Status     string           `json:"status,omitempty"`
+	Owner      string           `json:"owner,omitempty"`
+	LeaseUntil time.Time        `json:"leaseUntil,omitzero"`
+	WakeAt     time.Time        `json:"wakeAt,omitzero"`
+	Attempts   int              `json:"attempts,omitzero"`
+	ReplayOf   string           `json:"replayOf,omitempty"`
+	Parent     string           `json:"parent,omitempty"`
+	Event      string           `json:"event,omitempty"`
+	DedupeKey  string           `json:"dedupeKey,omitempty"`
+	IdemKey    *driver.Key      `json:"idemKey,omitempty"`
+	Result     *driver.Response `json:"result,omitempty"`
+	Error      string           `json:"error,omitempty"`
+	CreatedAt  time.Time        `json:"createdAt,omitzero"`
+	At         time.Time        `json:"at,omitzero"` // the run's UpdatedAt after this record
+	Starts     []jstart         `json:"starts,omitempty"`
+	Seq        int              `json:"seq,omitzero"`
+	Name       string           `json:"name,omitempty"`
+	Out        []byte           `json:"out,omitempty"`  // a step's Result
+	Fail       []byte           `json:"fail,omitempty"` // a step's Failure
+	StartedAt  time.Time        `json:"startedAt,omitzero"`
+	FinishedAt time.Time        `json:"finishedAt,omitzero"`
+	Key        string           `json:"key,omitempty"` // a claimed business key
+}
+
+// jstart is the attempt count of a step that started and is not saved.
+type jstart struct {
+	Seq      int    `json:"seq"`
+	Name     string `json:"name"`
+	Attempts int    `json:"attempts"`
+}
+
+func jformatRecord() *jrecord { return &jrecord{Op: jopFormat, V: formatVersion} }
+
+// runRecord is the whole state of e.
+func runRecord(e *jrun) *jrecord {
+	r := &e.run
+	rec := &jrecord{
+		Op: jopRun, ID: r.ID, Flow: r.Flow, Input: r.Input, Tenant: r.Tenant, Principal: r.Principal,
+		Status: r.Status.String(), Owner: r.Owner, LeaseUntil: r.LeaseUntil, WakeAt: r.WakeAt,
+		Attempts: r.Attempts, ReplayOf: r.ReplayOf, Parent: r.Parent, Event: r.Event,
+		DedupeKey: r.DedupeKey, IdemKey: r.IdemKey, Result: r.Result, Error: r.Error,
+		CreatedAt: r.CreatedAt, At: r.UpdatedAt,
+	}
+	for seq, s := range e.starts {
+		rec.Starts = append(rec.Starts, jstart{Seq: seq, Name: s.Name, Attempts: s.Attempts})
+	}
+	return rec
+}
+
+func leaseRecord(r *driver.Run) *jrecord {
+	return &jrecord{Op: jopLease, ID: r.ID, Owner: r.Owner, LeaseUntil: r.LeaseUntil, Attempts: r.Attempts, At: r.UpdatedAt}
+}
+
+func finishRecord(r *driver.Run) *jrecord {
+	return &jrecord{Op: jopFinish, ID: r.ID, Status: r.Status.String(), WakeAt: r.WakeAt,
+		Result: r.Result, Error: r.Error, At: r.UpdatedAt}
+}
+
+func stepRecord(id string, s *driver.Step, at time.Time) *jrecord {
+	return &jrecord{Op: jopStep, ID: id, Seq: s.Seq, Name: s.Name, Out: s.Result, Fail: s.Failure,
+		Attempts: s.Attempts, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt, At: at}
+}
+
+// appendJRecord appends rec's line to dst.
+func appendJRecord(dst []byte, rec *jrecord) ([]byte, error) {
+	p, err := json.Marshal(rec)
+	if err != nil {
+		return dst, fmt.Errorf("oke file driver: encode journal record: %w", err)
+	}
+	start := len(dst)
+	return endLine(append(beginLine(dst), p...), start), nil
+}
+
+func parseRunStatus(s string) (driver.RunStatus, error) {
+	for _, st := range []driver.RunStatus{driver.RunRunning, driver.RunSleeping, driver.RunCompleted, driver.RunFailed} {
+		if s == st.String() {
+			return st, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown run status %q", s)
+}
+
+// replayRecord applies one record read at Open; size is its line's length.
+// An error names what is wrong with an intact record (Open then refuses the
+// file with a *CorruptError).
+func (j *journal) replayRecord(payload []byte, size int) error {
+	var rec jrecord
+	if err := json.Unmarshal(payload, &rec); err != nil {
+		return fmt.Errorf("checksum matches but the record does not decode: %v", err)
+	}
+	if rec.Op == jopFormat {
+		if rec.V != formatVersion {
+			return fmt.Errorf("format version %d; this oke reads version %d (written by a newer oke?)", rec.V, formatVersion)
+		}
+		return nil
+	}
+	if rec.Op == jopClaim {
+		e := j.runs[rec.ID]
+		if e == nil {
+			return fmt.Errorf("claim of %q by run %q, which does not exist", rec.Key, rec.ID)
+		}
+		if _, ok := j.claims[rec.Key]; ok {
+			return fmt.Errorf("key %q claimed twice", rec.Key)
+		}
+		j.addClaim(e, rec.Key, 0, size)
+		return nil
+	}
+	if rec.Op == jopRun {
+		if _, ok := j.runs[rec.ID]; ok || rec.ID == "" {
+			return fmt.Errorf("run %q created twice (or without an ID)", rec.ID)
+		}
+		if o, ok := j.dedupe[rec.DedupeKey]; ok && rec.DedupeKey != "" {
+			return fmt.Errorf("run %q has the dedupe key %q of run %q", rec.ID, rec.DedupeKey, o.run.ID)
+		}
+		status, err := parseRunStatus(rec.Status)
+		if err != nil {
+			return err
+		}
+		e := &jrun{idx: -1, head: int64(size)}
+		e.run = driver.Run{
+			ID: rec.ID, Flow: rec.Flow, Input: rec.Input, Tenant: rec.Tenant, Principal: rec.Principal,
+			Status: status, Owner: rec.Owner, LeaseUntil: rec.LeaseUntil, WakeAt: rec.WakeAt,
+			Attempts: rec.Attempts, ReplayOf: rec.ReplayOf, Parent: rec.Parent, Event: rec.Event,
+			DedupeKey: rec.DedupeKey, IdemKey: rec.IdemKey, Result: rec.Result, Error: rec.Error,
+			CreatedAt: rec.CreatedAt, UpdatedAt: rec.At,
+		}
+		for _, s := range rec.Starts {
+			e.setStart(s)
+		}
+		j.addRun(e)
+		return nil
+	}
+	e := j.runs[rec.ID]
+	if e == nil {
+		return fmt.Errorf("%s record for run %q, which does not exist", rec.Op, rec.ID)
+	}
+	r := &e.run
+	switch rec.Op {
+	case jopLease:
+		if r.Status.Finished() {
+			return fmt.Errorf("lease of run %q, which is finished", r.ID)
+		}
+		r.Status, r.Owner, r.LeaseUntil, r.Attempts = driver.RunRunning, rec.Owner, rec.LeaseUntil, rec.Attempts
+		if !rec.At.IsZero() {
+			r.UpdatedAt = rec.At
+		}
+	case jopFinish:
+		if r.Status.Finished() {
+			return fmt.Errorf("finish of run %q, which is finished", r.ID)
+		}
+		status, err := parseRunStatus(rec.Status)
+		if err != nil {
+			return err
+		}
+		j.applyFinish(e, status, rec.WakeAt, rec.Result, rec.Error, rec.At, 0, size)
+	case jopStart:
+		e.setStart(jstart{Seq: rec.Seq, Name: rec.Name, Attempts: rec.Attempts})
+	case jopStep:
+		if rec.Seq != len(e.steps)+1 {
+			return fmt.Errorf("step %d of run %q follows step %d", rec.Seq, r.ID, len(e.steps))
+		}
+		s := driver.Step{Seq: rec.Seq, Name: rec.Name, Result: rec.Out, Failure: rec.Fail,
+			Attempts: rec.Attempts, StartedAt: rec.StartedAt, FinishedAt: rec.FinishedAt}
+		j.addStep(e, s, rec.At, 0, size)
+	case jopDrop:
+		j.removeRun(e)
+	default:
+		return fmt.Errorf("unknown journal record op %q (written by a newer oke?)", rec.Op)
+	}
+	return nil
+}
+
+// errNoRunID is returned by CreateRun for a run without an ID.
+var errNoRunID = errors.New("oke file driver: create run: the run has no ID")
