@@ -83,3 +83,56 @@ func TestDurableRunOverHTTPWithoutKey(t *testing.T) {
 		t.Fatalf("admin: %d %s", adm.Code, adm.Body)
 	}
 }
+
+// TestCloseCutsRunsOffWithoutFailingThem: a run cut off by App.Close is
+// released for the next start, not marked failed.
+func TestCloseCutsRunsOffWithoutFailingThem(t *testing.T) {
+	d := memory.New()
+	started := make(chan struct{})
+	app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: 5 * time.Millisecond, Logger: quiet()})
+	long := oke.NewFlow("d.long", oke.Options{Durable: true},
+		func(ctx context.Context, in noIn, fx *oke.Fx) (oke.Response[int], error) {
+			return oke.Response[int]{}, func() error {
+				_, err := oke.Step(ctx, "wait", func(ctx context.Context) (int, error) {
+					close(started)
+					<-ctx.Done()
+					return 0, ctx.Err()
+				})
+				return err
+			}()
+		})
+	app.Handle(oke.Internal(), long)
+	app.Handle(oke.POST("/start"), oke.NewFlow("d.starter", oke.Options{Idempotency: oke.Off},
+		func(ctx context.Context, in noIn, fx *oke.Fx) (oke.Response[string], error) {
+			id, err := oke.Run(ctx, fx, long, noIn{})
+			return oke.OK(id), err
+		}))
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	do(app, "POST", "/start", "")
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run never started")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := app.Close(ctx); err == nil {
+		t.Fatal("Close must report that it cut work off")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		runs, _ := d.ListRuns(context.Background(), driver.RunFilter{Flow: "d.long"}, 0)
+		if len(runs) == 1 && runs[0].Status == driver.RunRunning && runs[0].Owner == "" {
+			return // released for the next start
+		}
+		if len(runs) == 1 && runs[0].Status.Finished() {
+			t.Fatalf("a run cut off by Close was marked %s: %s", runs[0].Status, runs[0].Error)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runs %+v", runs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -128,6 +128,15 @@ func (a *App) execute(ctx context.Context, f *flow, x *journal.Exec, in any) out
 	ctx = context.WithValue(ctx, runStateKey{}, &runState{x: x, fx: fx})
 	res, _, err := a.callUnary(ctx, f, in, fx)
 	o := outcome{res: res, err: err, nonRead: fx.hasNonRead() || x.Taken() > 0 || x.Saved() > 0}
+	if err != nil && ctx.Err() != nil && a.base.Err() != nil {
+		// The app is closing and cut the run off: it has not failed. Release
+		// it so that the next start picks it up at once.
+		o.err = nil
+		o.store = ErrShuttingDown
+		x.Stop()
+		a.journal.FinishRun(context.WithoutCancel(ctx), run.ID, x.Owner, driver.Finish{Status: driver.RunRunning, WakeAt: time.Now()})
+		return o
+	}
 	if ferr := x.Failure(); ferr != nil {
 		o.store = ferr
 	} else if _, parked := x.Parked(); parked {
