@@ -219,7 +219,9 @@ func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Ste
 	step.Result = slices.Clone(step.Result)
 	step.Failure = slices.Clone(step.Failure)
 	e.steps = append(e.steps, step)
-	e.run.UpdatedAt = d.now()
+	if e.run.UpdatedAt = step.FinishedAt; step.FinishedAt.IsZero() {
+		e.run.UpdatedAt = d.now()
+	}
 	return nil
 }
 

@@ -74,8 +74,9 @@ type Exec struct {
 
 	mu      sync.Mutex
 	saved   []driver.Step
-	next    int // steps taken so far in this execution
-	names   map[string]bool
+	next    int             // steps taken so far in this execution
+	taken   []string        // names taken so far (small runs)
+	names   map[string]bool // the same, once there are many
 	parked  bool
 	wakeAt  time.Time
 	failed  error // ErrSaveFailed / ErrLostLease once hit
@@ -86,7 +87,7 @@ type Exec struct {
 // Start wraps an acquired or created run for execution and starts renewing
 // its lease.
 func Start(j driver.Journal, run driver.Run, saved []driver.Step, owner string, lease time.Duration, report func(op string, err error)) *Exec {
-	x := &Exec{J: j, Run: run, Owner: owner, Lease: lease, saved: saved, names: map[string]bool{}, report: report}
+	x := &Exec{J: j, Run: run, Owner: owner, Lease: lease, saved: saved, report: report}
 	x.arm()
 	return x
 }
@@ -152,6 +153,32 @@ func (x *Exec) Parked() (time.Time, bool) {
 	return x.wakeAt, x.parked
 }
 
+// seen reports whether this execution already took a step named name, and
+// remembers it. Runs have few steps: a slice scan is cheaper than a map
+// until they have many.
+func (x *Exec) seen(name string) bool {
+	if x.names != nil {
+		if x.names[name] {
+			return true
+		}
+		x.names[name] = true
+		return false
+	}
+	for _, n := range x.taken {
+		if n == name {
+			return true
+		}
+	}
+	x.taken = append(x.taken, name)
+	if len(x.taken) > 16 {
+		x.names = make(map[string]bool, 32)
+		for _, n := range x.taken {
+			x.names[n] = true
+		}
+	}
+	return false
+}
+
 // StepKey is the stable key of step name in this run, the same on every
 // attempt: for providers' idempotency keys.
 func (x *Exec) StepKey(name string) string { return x.Run.ID + "/" + name }
@@ -170,12 +197,11 @@ func (x *Exec) Step(ctx context.Context, name string, fn func(ctx context.Contex
 		x.mu.Unlock()
 		return nil, nil, err
 	}
-	if x.names[name] {
+	if x.seen(name) {
 		x.mu.Unlock()
 		return nil, nil, &MismatchError{RunID: x.Run.ID, Seq: x.next + 1, Called: name,
 			Message: fmt.Sprintf("run %s: step %q is called twice; step names must be unique within a run", x.Run.ID, name)}
 	}
-	x.names[name] = true
 	x.next++
 	seq := x.next
 	if seq <= len(x.saved) {
