@@ -50,6 +50,13 @@ func (l *logFile) waitDurable(seq uint64) error {
 	return nil
 }
 
+// durable is the last write known to be durable.
+func (c *committer) durable() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.synced
+}
+
 // pause waits for an fsync in flight and keeps new leaders out, so the log
 // file can be swapped or closed. The caller holds the log owner's mutex, so
 // nothing is written meanwhile.

@@ -105,6 +105,13 @@ func Open(dir string, opts ...Option) (*Driver, error) {
 		_ = unlock()
 		return nil, err
 	}
+	// Make the logs' creation durable.
+	if err := syncDir(dir); err != nil {
+		_ = d.f.Close()
+		_ = d.jr.f.Close()
+		_ = unlock()
+		return nil, fmt.Errorf("oke file driver: fsync folder %s: %w", dir, err)
+	}
 	d.mu.Lock()
 	d.maybeCompact()
 	d.mu.Unlock()

@@ -58,7 +58,8 @@ func (l *logFile) unavailable(what string, err error) error {
 }
 
 // load opens the log (creating it), replays it through apply, truncates a
-// torn tail, starts an empty log with formatLine, and makes it all durable.
+// torn tail, starts an empty log with formatLine, and fsyncs it. The caller
+// fsyncs the folder.
 // apply gets each intact record's payload and the size of its line. A
 // leftover compaction file is deleted first. On error the file is closed.
 func (l *logFile) load(formatLine []byte, apply func(payload []byte, size int) error) (err error) {
@@ -89,19 +90,19 @@ func (l *logFile) load(formatLine []byte, apply func(payload []byte, size int) e
 		}
 	}
 	if sc.records == 0 {
-		// New (or emptied) log: start it with the format record.
+		// New (or emptied) log: start it with the format record. It need not
+		// be fsynced now: the first durable write fsyncs it with that write,
+		// and if an OS crash loses it first, the next Open finds an empty or
+		// torn file and writes it again. (Open fsyncs the folder, which makes
+		// the file's creation durable.)
 		if _, err := f.WriteAt(formatLine, 0); err != nil {
 			return fmt.Errorf("oke file driver: write %s: %w", l.path, err)
 		}
 		l.size, l.records = int64(len(formatLine)), 1
-	}
-	// What an earlier process wrote may still be only in the page cache; make
-	// it durable before serving it, and make the file's creation durable.
-	if err := f.Sync(); err != nil {
+	} else if err := f.Sync(); err != nil {
+		// What an earlier process wrote may still be only in the page cache;
+		// make it durable before serving it.
 		return fmt.Errorf("oke file driver: fsync %s: %w", l.path, err)
-	}
-	if err := syncDir(l.dir); err != nil {
-		return fmt.Errorf("oke file driver: fsync folder %s: %w", l.dir, err)
 	}
 	l.f = f
 	l.file.Store(f)
@@ -198,16 +199,19 @@ func (l *logFile) rewrite(fill func(add func(line []byte) error) error) error {
 	return nil
 }
 
-// closeLog fsyncs the log (unless the driver is stopped: what was written
-// since is not durable, and waiting callers get the fault) and closes it. The
+// closeLog fsyncs what is not yet durable in the log (unless the driver is
+// stopped: what was written since is not durable, and waiting callers get
+// the fault) and closes it. The
 // owner's mutex held.
 func (l *logFile) closeLog() error {
 	l.commit.pause()
 	var syncErr error
 	if fe := l.stop.Load(); fe != nil {
 		syncErr = fe.err
-	} else if err := l.f.Sync(); err != nil {
-		syncErr = l.unavailable("fsync", err)
+	} else if l.commit.durable() < l.seq {
+		if err := l.f.Sync(); err != nil {
+			syncErr = l.unavailable("fsync", err)
+		}
 	}
 	l.commit.resume(l.seq, syncErr)
 	return errors.Join(syncErr, l.f.Close())
