@@ -75,7 +75,67 @@ func TestHelperProcess(t *testing.T) {
 			})
 		}
 		wg.Wait()
+	case "journal":
+		journalChild(d)
 	}
+}
+
+// journalChild runs durable runs until killed: each run is created, saves
+// four steps (renewing its lease and counting attempts around each, which
+// leaves dead records so the journal compacts now and then), claims a key
+// and completes. It prints a line after each call that returned.
+func journalChild(d *Driver) {
+	base, _ := strconv.Atoi(os.Getenv("OKE_FILE_DRIVER_BASE"))
+	var mu sync.Mutex // one line at a time on stdout
+	say := func(format string, args ...any) {
+		mu.Lock()
+		fmt.Printf(format+"\n", args...)
+		mu.Unlock()
+	}
+	die := func(what string, err error) {
+		say("%s error: %v", what, err)
+		os.Exit(2)
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			ctx := context.Background()
+			for i := base + w; ; i += 4 {
+				id := fmt.Sprintf("run-%d", i)
+				if _, err := d.CreateRun(ctx, runOf(id, "child"), time.Minute); err != nil {
+					die("create", err)
+				}
+				say("created %d", i)
+				for seq := 1; seq <= 4; seq++ {
+					for range 10 {
+						if err := d.RenewRun(ctx, id, "child", time.Minute); err != nil {
+							die("renew", err)
+						}
+					}
+					if _, err := d.StartStep(ctx, id, "child", seq, fmt.Sprintf("step %d", seq)); err != nil {
+						die("start", err)
+					}
+					if err := d.SaveStep(ctx, id, "child", stepOf(i, seq)); err != nil {
+						die("save", err)
+					}
+					say("step %d %d", i, seq)
+				}
+				if holder, err := d.ClaimKey(ctx, fmt.Sprintf("order:%d", i), id); err != nil || holder != id {
+					die("claim", fmt.Errorf("holder %q, %v", holder, err))
+				}
+				say("claimed %d", i)
+				resp := response(i)
+				if err := d.FinishRun(ctx, id, "child", driver.Finish{Status: driver.RunCompleted, Result: &resp}); err != nil {
+					die("finish", err)
+				}
+				d.jr.mu.Lock()
+				c := d.jr.compactions
+				d.jr.mu.Unlock()
+				say("finished %d %d", i, c)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // child starts the helper in mode on dir and waits for it to be ready.
@@ -172,4 +232,91 @@ func TestLockHeldByAnotherProcess(t *testing.T) {
 		t.Fatalf("Open after the holder was killed: %v", err)
 	}
 	closeDriver(t, d)
+}
+
+func TestSIGKILLKeepsEverySavedStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	var (
+		created  = map[int]bool{}
+		saved    = map[int]int{} // run → last step acknowledged
+		claimed  = map[int]bool{}
+		finished = map[int]bool{}
+	)
+	compactions := 0
+	for round, killAfter := range []int{1, 30, 200, 500, 90} {
+		cmd, sc := child(t, "journal", dir, fmt.Sprintf("OKE_FILE_DRIVER_BASE=%d", round*1_000_000))
+		n := 0
+		for sc.Scan() {
+			var i, seq, c int
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "created "):
+				fmt.Sscanf(line, "created %d", &i)
+				created[i] = true
+			case strings.HasPrefix(line, "step "):
+				fmt.Sscanf(line, "step %d %d", &i, &seq)
+				saved[i] = seq
+			case strings.HasPrefix(line, "claimed "):
+				fmt.Sscanf(line, "claimed %d", &i)
+				claimed[i] = true
+			case strings.HasPrefix(line, "finished "):
+				fmt.Sscanf(line, "finished %d %d", &i, &c)
+				finished[i] = true
+				compactions += c
+			default:
+				t.Fatalf("round %d: child said %q", round, line)
+			}
+			if n++; n == killAfter {
+				if err := cmd.Process.Kill(); err != nil { // SIGKILL, mid-run
+					t.Fatal(err)
+				}
+			}
+		}
+		_ = cmd.Wait()
+
+		d, err := Open(dir)
+		if err != nil {
+			t.Fatalf("round %d: Open after SIGKILL: %v", round, err)
+		}
+		ctx := context.Background()
+		for i := range created {
+			id := fmt.Sprintf("run-%d", i)
+			run, steps, err := d.GetRun(ctx, id)
+			if err != nil {
+				t.Fatalf("round %d: %s was created, then lost: %v", round, id, err)
+			}
+			if len(steps) < saved[i] {
+				t.Fatalf("round %d: %s has %d steps, but step %d was acknowledged", round, id, len(steps), saved[i])
+			}
+			for k, s := range steps {
+				if diff := stepsDiff([]driver.Step{s}, []driver.Step{stepOf(i, k+1)}); diff != "" {
+					t.Fatalf("round %d: %s step %d: %s", round, id, k+1, diff)
+				}
+			}
+			d.jr.mu.Lock()
+			c := d.jr.claims[fmt.Sprintf("order:%d", i)]
+			d.jr.mu.Unlock()
+			if claimed[i] && (c == nil || c.id != id) {
+				t.Fatalf("round %d: %s's claim was acknowledged, then lost (%+v)", round, id, c)
+			}
+			if finished[i] {
+				want := response(i)
+				if run.Status != driver.RunCompleted || run.Result == nil || !bytes.Equal(run.Result.Body, want.Body) {
+					t.Fatalf("round %d: %s = %v %+v, want its completed response", round, id, run.Status, run.Result)
+				}
+			}
+		}
+		closeDriver(t, d)
+	}
+	if compactions == 0 {
+		t.Errorf("the children never compacted the journal; the test should crash around compactions too")
+	}
+	steps := 0
+	for _, n := range saved {
+		steps += n
+	}
+	t.Logf("%d runs, %d acknowledged steps and %d finishes survived 5 SIGKILLs", len(created), steps, len(finished))
 }
