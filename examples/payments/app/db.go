@@ -69,6 +69,16 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("create schema: %w", err)
 	}
+	// refunds.provider_id arrived with payments.refund.
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('refunds') WHERE name = 'provider_id'`).Scan(&n); err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
+	if n == 0 {
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE refunds ADD COLUMN provider_id TEXT NOT NULL DEFAULT ''`); err != nil {
+			return fmt.Errorf("create schema: add refunds.provider_id: %w", err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("create schema: %w", err)
 	}

@@ -552,58 +552,6 @@ func TestIdentity(t *testing.T) {
 	}
 }
 
-// The durable routes: 501 until durable execution exists; their reads are
-// real.
-func TestDurableRoutes(t *testing.T) {
-	e := setup(t)
-	for _, tc := range []struct{ path, body string }{
-		{"/refunds", `{"chargeId":"ch_1"}`},
-		{"/pipeline", `{"tag":"t","steps":3,"stepMs":1}`},
-		{"/reminders", `{"to":"a@example.com","delay":"2s"}`},
-	} {
-		t.Run("POST "+tc.path+" is 501 NotImplemented", func(t *testing.T) {
-			r := e.do("POST", tc.path, tc.body, "Idempotency-Key", newKey())
-			r.want(t, 501, "NotImplemented")
-			var env envelope
-			r.decode(t, &env)
-			if !strings.Contains(env.Error.Message, "durable execution") {
-				t.Fatalf("message %q does not say durable execution is missing", env.Error.Message)
-			}
-			e.do("POST", tc.path, tc.body, "Authorization", "Bearer bad").want(t, 401, "Unauthorized")
-		})
-	}
-	t.Run("GET /pipeline/{tag} shows each step's executions", func(t *testing.T) {
-		r := e.do("GET", "/pipeline/none", "")
-		r.want(t, 200, "")
-		if got := strings.TrimSpace(string(r.Body)); got != `{"tag":"none","steps":[]}` {
-			t.Fatalf("body = %s", got)
-		}
-		if _, err := e.srv.DB().Exec(`INSERT INTO pipeline_counts (tag, step, executions) VALUES ('t', 2, 1), ('t', 1, 3)`); err != nil {
-			t.Fatal(err)
-		}
-		r = e.do("GET", "/pipeline/t", "")
-		r.want(t, 200, "")
-		if got := strings.TrimSpace(string(r.Body)); got != `{"tag":"t","steps":[{"step":1,"executions":3},{"step":2,"executions":1}]}` {
-			t.Fatalf("body = %s", got)
-		}
-	})
-	t.Run("GET /reminders lists reminders", func(t *testing.T) {
-		r := e.do("GET", "/reminders", "")
-		r.want(t, 200, "")
-		if got := strings.TrimSpace(string(r.Body)); got != `{"reminders":[]}` {
-			t.Fatalf("body = %s", got)
-		}
-		if _, err := e.srv.DB().Exec(`INSERT INTO reminders (recipient, delay_ms, due_at, sent) VALUES ('a@example.com', 2000, '2026-01-01T00:00:00Z', 1)`); err != nil {
-			t.Fatal(err)
-		}
-		var list app.ReminderList
-		e.do("GET", "/reminders", "").decode(t, &list)
-		if len(list.Reminders) != 1 || list.Reminders[0].To != "a@example.com" || !list.Reminders[0].Sent {
-			t.Fatalf("reminders = %+v", list.Reminders)
-		}
-	})
-}
-
 // GET /metrics: oke's series with the right counts.
 func TestGetMetrics(t *testing.T) {
 	e := setup(t)

@@ -7,7 +7,8 @@
 //
 //	payments -addr 127.0.0.1:8080 -data .oke -lease 30s
 //
-// The idempotency rows live in oke's file driver in -data, and the business
+// The idempotency rows and the journal of durable runs live in oke's file
+// driver in -data, and the business
 // data (charges, notes, webhook events, ...) in SQLite in the same folder
 // (payments.db, WAL mode). -driver memory keeps the rows in memory instead,
 // for load tests. -postgres is accepted but fails: the Postgres driver is not
@@ -18,13 +19,14 @@
 //	POST /charges           payments.charge   Idempotency-Key required; 201 + Location
 //	GET  /charges           payments.list     {"charges":[…]}
 //	GET  /charges/{id}      payments.get      one charge, or 404 NotFound
-//	POST /refunds           payments.refund   501 NotImplemented (durable; not yet)
-//	POST /pipeline          demo.pipeline     501 NotImplemented (durable; not yet)
+//	POST /refunds           payments.refund   durable: {"chargeId":…}; 201 + Location /refunds/{id}
+//	GET  /refunds/{id}      payments.getRefund one refund, or 404 NotFound
+//	POST /pipeline          demo.pipeline     durable: {"tag":…,"steps":n,"stepMs":ms}; 201 when done
 //	GET  /pipeline/{tag}    demo.pipelineLog  {"tag":…,"steps":[{"step":1,"executions":1},…]}
 //	POST /slow              demo.slow         {"ms":int}: waits, then writes a row; 201
 //	POST /notes             demo.note         {"text":str}: TTL 2s; 201
 //	POST /fail              demo.fail         {"when":"before"|"after"|"declared"}
-//	POST /reminders         demo.remind       501 NotImplemented (durable; not yet)
+//	POST /reminders         demo.remind       durable sleep: {"to":…,"delay":"2s"}; 204 at once
 //	GET  /reminders         demo.reminders    {"reminders":[{"id":…,"to":…,"sent":bool},…]}
 //	POST /export            demo.export       chunked NDJSON; never stored
 //	GET  /events            demo.events       live SSE feed of emitted events
@@ -32,6 +34,20 @@
 //	GET  /whoami            demo.whoami       {"tenant":…,"principal":…}
 //	GET  /metrics                             Prometheus text
 //	GET  /healthz                             {"status":"ok"}
+//	     /_oke/…                              oke's AdminHandler: runs, steps, replay, rows
+//	     /_provider/refunds                   the fake refund provider (POST; GET lists)
+//
+// # Durable flows
+//
+// payments.refund, demo.pipeline and demo.remind are durable
+// (oke.Options{Durable: true}): each execution is a journal run in the file
+// driver, whose steps' results are saved. After a crash the run picks up
+// where it stopped — the app's scheduler resumes runs whose process died
+// (every -poll, once their -lease lapsed), a retried Idempotency-Key resumes
+// its own run, and a durable sleep wakes in whichever process holds the data
+// folder when it is due. Only a step cut off between its effect and the
+// save of its result runs again; see refundFlow for the rules that make that
+// harmless.
 //
 // # Identity
 //

@@ -3,34 +3,93 @@ package app
 import (
 	"context"
 	"fmt"
-	"net/http"
+	"net/url"
+	"time"
+	"unicode/utf8"
 
 	"github.com/okengine/oke"
 )
 
-// The durable routes of the demo (POST /refunds, POST /pipeline, POST
-// /reminders) need durable execution (oke.Step, durable sleep, the
-// journal), which oke does not have yet. Until then they answer 501
-// NotImplemented, after the gate, without running anything or storing an
-// Idempotency-Key row, so a retry after the upgrade runs for real. Their
-// reads (GET /pipeline/{tag}, GET /reminders) are real already.
+// The durable flows of the demo: POST /pipeline and POST /reminders (the
+// refund is in refunds.go). Each runs as a journal run (oke.Options{Durable:
+// true}): its steps' results are saved, and after a crash the run picks up
+// where it stopped — the steps saved before the crash are not run again. A
+// retried Idempotency-Key resumes its run; the app's scheduler picks up runs
+// whose process died, and wakes runs parked in a durable sleep.
 
-// errDurable is the 501 answer of a durable route.
-func errDurable(route, flow string) *oke.Error {
-	return oke.Fail(http.StatusNotImplemented, "NotImplemented",
-		fmt.Sprintf("%s runs the durable flow %s; durable execution arrives with the durable-execution work and is not available yet. Nothing was run or stored.", route, flow))
+// PipelineIn is the body of POST /pipeline.
+type PipelineIn struct {
+	Tag    string `json:"tag"`    // names the pipeline; 1–200 bytes of UTF-8
+	Steps  int    `json:"steps"`  // how many steps, 0–1000
+	StepMs int    `json:"stepMs"` // how long each step waits before it writes, 0–60000
 }
 
-// notImplemented answers a durable route: the gate's 401/403 first, then
-// 501.
-func notImplemented(route, flow string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := Gate(r, flow); err != nil {
-			oke.WriteError(w, err)
-			return
+// Validate checks the input.
+func (in PipelineIn) Validate() error {
+	if len(in.Tag) == 0 || len(in.Tag) > 200 || !utf8.ValidString(in.Tag) {
+		return fmt.Errorf("tag must be 1–200 bytes of UTF-8, got %q", in.Tag)
+	}
+	if in.Steps < 0 || in.Steps > 1000 {
+		return fmt.Errorf("steps must be between 0 and 1000, got %d", in.Steps)
+	}
+	if in.StepMs < 0 || in.StepMs > 60_000 {
+		return fmt.Errorf("stepMs must be between 0 and 60000, got %d", in.StepMs)
+	}
+	return nil
+}
+
+// Pipeline is the answer of POST /pipeline once every step is done.
+type Pipeline struct {
+	Tag   string `json:"tag"`
+	Steps int    `json:"steps"`
+}
+
+// pipelineFlow is demo.pipeline: steps 1…n, each of which waits stepMs and
+// then adds 1 to the execution count of (tag, i) in SQLite. GET
+// /pipeline/{tag} shows the counts: after any number of crashes every count
+// is 1, except that the step a crash cut off after its write (but before its
+// result was saved) shows 2 — the one thing that runs again.
+func (s *Server) pipelineFlow() *oke.Flow[PipelineIn, Pipeline] {
+	return oke.NewFlow("demo.pipeline", oke.Options{
+		Durable:     true,
+		Description: "Run steps durably: step i waits stepMs, then counts its execution for (tag, i).",
+	}, func(ctx context.Context, in PipelineIn, fx *oke.Fx) (oke.Response[Pipeline], error) {
+		for i := 1; i <= in.Steps; i++ {
+			_, err := oke.Step(ctx, fmt.Sprintf("step %d", i), func(ctx context.Context) (int, error) {
+				if err := wait(ctx, time.Duration(in.StepMs)*time.Millisecond); err != nil {
+					return 0, err
+				}
+				var n int
+				err := fx.Store(s.db).QueryRow(ctx,
+					`INSERT INTO pipeline_counts (tag, step, executions) VALUES ($1, $2, 1)
+					 ON CONFLICT (tag, step) DO UPDATE SET executions = executions + 1
+					 RETURNING executions`, in.Tag, i).Scan(&n)
+				if err != nil {
+					return 0, fmt.Errorf("count step %d of pipeline %q: %w", i, in.Tag, err)
+				}
+				return n, nil
+			})
+			if err != nil {
+				return oke.Response[Pipeline]{}, err
+			}
 		}
-		oke.WriteError(w, errDurable(route, flow))
+		return oke.Created(Pipeline{Tag: in.Tag, Steps: in.Steps}, "/pipeline/"+url.PathEscape(in.Tag)), nil
 	})
+}
+
+// wait waits d, or until ctx ends.
+func wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // PipelineLogIn holds GET /pipeline/{tag}'s path parameter.
@@ -77,6 +136,83 @@ func (s *Server) pipelineLogFlow() *oke.Flow[PipelineLogIn, PipelineLog] {
 		return oke.OK(out), nil
 	})
 }
+
+// MaxReminderDelay is the longest delay POST /reminders accepts.
+const MaxReminderDelay = 30 * 24 * time.Hour
+
+// RemindIn is the body of POST /reminders.
+type RemindIn struct {
+	To    string `json:"to"`    // who to remind; 1–320 characters
+	Delay string `json:"delay"` // a Go duration, e.g. "2s", "1h30m"; 0s–720h
+}
+
+// Validate checks the input and writes the delay in its canonical form, so
+// "2000ms" and "2s" are the same request (and the same fingerprint).
+func (in *RemindIn) Validate() error {
+	if in.To == "" || len(in.To) > 320 {
+		return fmt.Errorf("to must be 1–320 characters, got %d", len(in.To))
+	}
+	d, err := time.ParseDuration(in.Delay)
+	if err != nil || d < 0 || d > MaxReminderDelay {
+		return fmt.Errorf(`delay must be a duration between 0s and 720h, such as "2s" or "1h30m", got %q`, in.Delay)
+	}
+	in.Delay = d.String()
+	return nil
+}
+
+// scheduled is what the first step of demo.remind saves.
+type scheduled struct {
+	ID  int64     `json:"id"`
+	Due time.Time `json:"due"`
+}
+
+// remindFlow is demo.remind: it records the reminder, sleeps durably until
+// it is due — the request gets 204 at once, and a retry replays the 204 —
+// and then a step marks it sent (and emits reminder.sent). The sleep
+// survives restarts: the app's scheduler wakes the run when it is due, in
+// whichever process holds the data folder then. The run's own answer is 204
+// too, so a reminder due at once answers the same.
+func (s *Server) remindFlow() *oke.Flow[RemindIn, struct{}] {
+	return oke.NewFlow("demo.remind", oke.Options{
+		Durable:     true,
+		Description: "Remind someone after a delay: a durable sleep (204 at once), then a step marks the reminder sent.",
+	}, func(ctx context.Context, in RemindIn, fx *oke.Fx) (oke.Response[struct{}], error) {
+		delay, _ := time.ParseDuration(in.Delay) // validated
+		r, err := oke.Step(ctx, "schedule", func(ctx context.Context) (scheduled, error) {
+			due := time.Now().UTC().Add(delay)
+			var id int64
+			err := fx.Store(s.db).QueryRow(ctx,
+				`INSERT INTO reminders (recipient, delay_ms, due_at) VALUES ($1, $2, $3) RETURNING id`,
+				in.To, delay.Milliseconds(), due.Format(timeLayout)).Scan(&id)
+			if err != nil {
+				return scheduled{}, fmt.Errorf("insert reminder: %w", err)
+			}
+			return scheduled{ID: id, Due: due}, nil
+		})
+		if err != nil {
+			return oke.Response[struct{}]{}, err
+		}
+		if err := oke.SleepUntil(ctx, "wait until due", r.Due); err != nil {
+			return oke.Response[struct{}]{}, err // oke.ErrSleeping: parked, 204
+		}
+		_, err = oke.Step(ctx, "send", func(ctx context.Context) (bool, error) {
+			if _, err := fx.Store(s.db).Exec(ctx,
+				`UPDATE reminders SET sent = 1, sent_at = $2 WHERE id = $1 AND sent = 0`,
+				r.ID, time.Now().UTC().Format(timeLayout)); err != nil {
+				return false, fmt.Errorf("mark reminder %d sent: %w", r.ID, err)
+			}
+			return true, fx.Emit(ctx, "reminder.sent", Reminder{ID: r.ID, To: in.To, Sent: true})
+		})
+		if err != nil {
+			return oke.Response[struct{}]{}, err
+		}
+		return oke.NoContent[struct{}](), nil
+	})
+}
+
+// timeLayout is how the demo writes times in SQLite: RFC 3339, UTC,
+// milliseconds, like the schema's defaults.
+const timeLayout = "2006-01-02T15:04:05.000Z"
 
 // Reminder is one reminder as GET /reminders shows it.
 type Reminder struct {

@@ -20,6 +20,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Postgres, "postgres", c.Postgres, "use the Postgres driver and business data in this database `DSN` (not available yet)")
 	fs.DurationVar(&c.Lease, "lease", c.Lease, "the `duration` of the in-progress lease of an Idempotency-Key (a retry meanwhile gets 409 with Retry-After)")
 	fs.StringVar(&c.Driver, "driver", c.Driver, "the idempotency store `kind`: file (in -data) or memory (lost on exit; for load tests)")
+	fs.StringVar(&c.Provider, "provider", c.Provider, "the refund provider's `URL` (default: the demo's own fake provider, called in-process and also served at "+ProviderPath+")")
+	fs.DurationVar(&c.PollInterval, "poll", c.PollInterval, "how often (`duration`) the scheduler looks for durable runs to pick up (a dead process's, woken sleeps)")
+	fs.DurationVar(&c.RetryDelay, "retry-delay", c.RetryDelay, "how long (`duration`) a durable run whose step could not be saved waits before it runs again")
 	fs.BoolVar(&c.Unprotected, "unprotected", c.Unprotected, "benchmarks only: bind POST /charges with Idempotency-Key handling off, to measure its cost side by side")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long (`duration`) a graceful shutdown waits for running requests")
 }
@@ -44,10 +47,13 @@ func Main(ctx context.Context, name string, args []string, stdout, stderr io.Wri
 		fmt.Fprintf(fs.Output(), `Usage: %s [flags]
 
 Runs the oke payments demo: a small payments API that shows every
-Idempotency-Key rule. Try:
+Idempotency-Key rule and durable execution. Try:
 
   curl -si localhost:8080/charges -H 'Idempotency-Key: demo-key-0000000001' \
        -d '{"amount":1000,"currency":"usd"}'
+  curl -si localhost:8080/pipeline -H 'Idempotency-Key: demo-key-0000000002' \
+       -d '{"tag":"p1","steps":5,"stepMs":500}'
+  oke runs ls -addr http://127.0.0.1:8080
 
 Flags:
 `, name)

@@ -34,6 +34,9 @@ func TestMainFlags(t *testing.T) {
 		{"-postgres fails: the driver is not available yet", []string{"-postgres", "postgres://localhost/x"}, 1, app.ErrPostgres, "the Postgres driver is not available yet"},
 		{"-lease 0 fails", []string{"-lease", "0s"}, 1, nil, "-lease must be positive"},
 		{"-lease must be a duration", []string{"-lease", "30"}, 2, nil, "invalid value"},
+		{"-poll 0 fails", []string{"-poll", "0s"}, 1, nil, "-poll must be positive"},
+		{"-retry-delay 0 fails", []string{"-retry-delay", "0s"}, 1, nil, "-retry-delay must be positive"},
+		{"-provider must be an http URL", []string{"-provider", "ftp://x"}, 1, nil, "-provider must be an http(s) URL"},
 		{"-driver must be file or memory", []string{"-driver", "redis"}, 1, nil, `-driver must be "file" or "memory"`},
 	}
 	for _, tc := range cases {

@@ -10,11 +10,29 @@ CREATE TABLE IF NOT EXISTS charges (
 	created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 
+-- Refunds, written by payments.refund with the id it drew in a step of its
+-- own: INSERT … ON CONFLICT (id) DO NOTHING adds one row however often the
+-- step runs. (A folder made before provider_id existed gets the column from
+-- migrate.)
 CREATE TABLE IF NOT EXISTS refunds (
-	id         TEXT PRIMARY KEY,
-	charge_id  TEXT NOT NULL REFERENCES charges (id),
-	amount     INTEGER NOT NULL,
-	created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+	id          TEXT PRIMARY KEY,
+	charge_id   TEXT NOT NULL REFERENCES charges (id),
+	amount      INTEGER NOT NULL,
+	provider_id TEXT NOT NULL DEFAULT '',
+	created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+
+-- The fake refund provider's own books (served at /_provider/refunds): one
+-- refund per Idempotency-Key; requests counts how many calls carried the key.
+CREATE TABLE IF NOT EXISTS provider_refunds (
+	idempotency_key TEXT PRIMARY KEY,
+	id              TEXT NOT NULL UNIQUE DEFAULT ('pr_' || lower(hex(randomblob(12)))),
+	charge_id       TEXT NOT NULL,
+	amount          INTEGER NOT NULL,
+	currency        TEXT NOT NULL,
+	reference       TEXT NOT NULL,
+	requests        INTEGER NOT NULL DEFAULT 1,
+	created_at      TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 
 CREATE TABLE IF NOT EXISTS slow_rows (

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -34,6 +35,17 @@ type Config struct {
 	Driver string
 	// ShutdownTimeout bounds a graceful shutdown.
 	ShutdownTimeout time.Duration
+	// Provider is the URL of the refund provider payments.refund calls (POST,
+	// JSON, deduped on its Idempotency-Key header). Empty means the demo's own
+	// fake provider, called in-process (it is also served at
+	// /_provider/refunds).
+	Provider string
+	// PollInterval is how often oke's scheduler looks for due journal runs
+	// (oke.Config.PollInterval): runs whose process died, woken sleeps.
+	PollInterval time.Duration
+	// RetryDelay is how long a run whose step result could not be saved
+	// waits before it is picked up again (oke.Config.RetryDelay).
+	RetryDelay time.Duration
 	// Unprotected binds payments.charge with oke.Off: the same handler with
 	// no Idempotency-Key handling at all. It exists only to measure what
 	// idempotency costs, side by side (scripts/loadbench); never use it to
@@ -52,6 +64,8 @@ func DefaultConfig() Config {
 		Lease:           30 * time.Second,
 		Driver:          "file",
 		ShutdownTimeout: 10 * time.Second,
+		PollInterval:    250 * time.Millisecond,
+		RetryDelay:      5 * time.Minute,
 	}
 }
 
@@ -64,6 +78,18 @@ func (c Config) validate() error {
 	}
 	if c.Lease <= 0 {
 		return fmt.Errorf("-lease must be positive, got %s", c.Lease)
+	}
+	if c.PollInterval <= 0 {
+		return fmt.Errorf("-poll must be positive, got %s", c.PollInterval)
+	}
+	if c.RetryDelay <= 0 {
+		return fmt.Errorf("-retry-delay must be positive, got %s", c.RetryDelay)
+	}
+	if c.Provider != "" {
+		u, err := url.Parse(c.Provider)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("-provider must be an http(s) URL, got %q", c.Provider)
+		}
 	}
 	switch c.Driver {
 	case "file", "memory":
@@ -86,6 +112,8 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
+	providerURL string // where payments.refund calls the provider
+
 	quit      chan struct{} // closed when the server begins shutting down
 	quitOnce  sync.Once
 	closeOnce sync.Once
@@ -102,7 +130,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, quit: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, quit: make(chan struct{}), providerURL: providerURL(cfg)}
 	drv, err := openDriver(cfg)
 	if err != nil {
 		return nil, err
@@ -112,7 +140,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		drv.Close()
 		return nil, err
 	}
-	s.app = oke.New(oke.Config{Driver: drv, Gate: Gate, Lease: cfg.Lease, Logger: log})
+	s.app = oke.New(oke.Config{Driver: drv, Gate: Gate, Lease: cfg.Lease, Logger: log,
+		HTTPClient: httpClient(s.provider()), PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay})
 	s.routes()
 	if err := s.app.Start(ctx); err != nil {
 		s.rdb.Close()
@@ -144,13 +173,14 @@ func (s *Server) routes() {
 	a.Handle(oke.POST("/charges"), s.chargeFlow())
 	a.Handle(oke.GET("/charges"), s.listFlow())
 	a.Handle(oke.GET("/charges/{id}"), s.getFlow())
-	a.HandleHTTP("POST /refunds", notImplemented("POST /refunds", "payments.refund"))
-	a.HandleHTTP("POST /pipeline", notImplemented("POST /pipeline", "demo.pipeline"))
+	a.Handle(oke.POST("/refunds"), s.refundFlow())
+	a.Handle(oke.GET("/refunds/{id}"), s.getRefundFlow())
+	a.Handle(oke.POST("/pipeline"), s.pipelineFlow())
 	a.Handle(oke.GET("/pipeline/{tag}"), s.pipelineLogFlow())
 	a.Handle(oke.POST("/slow"), s.slowFlow())
 	a.Handle(oke.POST("/notes"), s.noteFlow())
 	a.Handle(oke.POST("/fail"), s.failFlow())
-	a.HandleHTTP("POST /reminders", notImplemented("POST /reminders", "demo.remind"))
+	a.Handle(oke.POST("/reminders"), s.remindFlow())
 	a.Handle(oke.GET("/reminders"), s.remindersFlow())
 	a.Handle(oke.POST("/export"), s.exportFlow())
 	a.Handle(oke.GET("/events"), s.eventsFlow())
@@ -158,7 +188,15 @@ func (s *Server) routes() {
 	a.Handle(oke.GET("/whoami"), s.whoamiFlow())
 	a.HandleHTTP("GET /metrics", a.MetricsHandler())
 	a.HandleHTTP("GET /healthz", http.HandlerFunc(s.healthz))
+	// The journal's JSON API, for `oke runs -addr` and consoles. The demo
+	// listens on loopback by default; a real app mounts it behind its own
+	// authentication (it shows stored responses).
+	a.HandleHTTP(AdminPrefix+"/", http.StripPrefix(AdminPrefix, a.AdminHandler()))
+	a.HandleHTTP(ProviderPath, s.provider())
 }
+
+// AdminPrefix is where the demo mounts oke's AdminHandler.
+const AdminPrefix = "/_oke"
 
 // healthz answers 200 {"status":"ok"} when the database answers.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
