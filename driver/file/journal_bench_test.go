@@ -50,7 +50,7 @@ func journalSyncs(d *Driver) uint64 {
 func benchStep(seq int) driver.Step {
 	t := time.Now()
 	return driver.Step{Seq: seq, Name: fmt.Sprintf("step %d", seq),
-		Result: []byte(`{"id":"re_3MmlLrLkdIwHu7ix0snN0B15","amount":500,"currency":"usd","status":"succeeded"}`),
+		Result:   []byte(`{"id":"re_3MmlLrLkdIwHu7ix0snN0B15","amount":500,"currency":"usd","status":"succeeded"}`),
 		Attempts: 1, StartedAt: t, FinishedAt: t}
 }
 
