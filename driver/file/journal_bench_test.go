@@ -207,3 +207,31 @@ func BenchmarkJournalOpen(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkJournalCompact measures one compaction of a journal of 20 000
+// finished runs of 4 steps each (the pause journal writes see while it runs).
+func BenchmarkJournalCompact(b *testing.B) {
+	d := open(b, b.TempDir())
+	ids := preloadRuns(b, d, 20_000, time.Now().Add(-time.Hour), true)
+	j := &d.jr
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, id := range ids {
+		e := j.runs[id]
+		for seq := 1; seq <= 4; seq++ {
+			s := benchStep(seq)
+			_, size, err := j.write(stepRecord(id, &s, now()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			j.addStep(e, s, now(), 0, size)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := j.compactLocked(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
