@@ -109,7 +109,9 @@ type RunFilter struct {
 //
 // Fenced methods (RenewRun, StartStep, SaveStep, FinishRun) succeed only for
 // the run's current owner and return ErrNotOwner otherwise. SaveStep and
-// FinishRun return only once durable; CreateRun too when it returns.
+// FinishRun return only once durable; CreateRun and ClaimKey too when they
+// return. A limit of zero or less in ListRuns and DueRuns means no limit, as
+// in Driver's List and Sweep.
 type Journal interface {
 	// CreateRun inserts run. Its ID is chosen by the caller and unique.
 	// When run.Owner is set the run is created held by it for lease, with
