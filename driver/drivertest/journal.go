@@ -74,7 +74,7 @@ var journalRules = []journalRule{
 	{"FinishRunSleepingParksUntilWakeAt", testFinishSleeping},
 	{"FinishRunRunningReleasesForRetryAtWakeAt", testFinishRelease},
 	{"DueRunsListsExactlyTheDueRunsLongestDueFirst", testDueRuns},
-	{"DueRunsHonoursLimit", testDueRunsLimit},
+	{"DueRunsHonoursLimitAndZeroIsNoLimit", testDueRunsLimit},
 	{"ClaimKeyFirstRunWins", testClaimKey},
 	{"ClaimKeyIsAtomicUnderConcurrency", testClaimKeyConcurrent},
 	{"RunsAndStepsShareNoMemoryWithCallers", testRunCopies},
@@ -562,6 +562,8 @@ func testListRuns(t *testing.T, j journal) {
 		want   []string
 	}{
 		{"all", driver.RunFilter{}, many, []string{"run-01", "run-02", "run-03", "run-04", "run-05", "run-06"}},
+		{"limit 0 is no limit", driver.RunFilter{}, 0, []string{"run-01", "run-02", "run-03", "run-04", "run-05", "run-06"}},
+		{"limit -1 is no limit", driver.RunFilter{After: "run-03"}, -1, []string{"run-04", "run-05", "run-06"}},
 		{"after run-02", driver.RunFilter{After: "run-02"}, many, []string{"run-03", "run-04", "run-05", "run-06"}},
 		{"after a missing ID", driver.RunFilter{After: "run-025"}, many, []string{"run-03", "run-04", "run-05", "run-06"}},
 		{"limit 2", driver.RunFilter{}, 2, []string{"run-01", "run-02"}},
@@ -1025,9 +1027,13 @@ func testDueRunsLimit(t *testing.T, j journal) {
 		want = append(want, id)
 	}
 	createWaking(t, j, "run-later", now.Add(hold))
-	for _, limit := range []int{1, 2, 5, 6} {
+	for _, limit := range []int{1, 2, 5, 6, 0, -1} {
 		got := dueRuns(t, j, limit)
-		if w := want[:min(limit, len(want))]; !slices.Equal(got, w) {
+		w := want
+		if limit > 0 {
+			w = want[:min(limit, len(want))]
+		}
+		if !slices.Equal(got, w) {
 			t.Errorf("DueRuns(%d) = %v, want %v", limit, got, w)
 		}
 	}
