@@ -32,12 +32,45 @@ func crashRounds(t *testing.T) int {
 	return 20
 }
 
+var (
+	binOnce sync.Once
+	binDir  string
+	binErr  error
+)
+
+// demoBinary builds the demo once for every test of the package.
+func demoBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "oke-payments-"); binErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "payments"), ".").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("build the demo: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return filepath.Join(binDir, "payments")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 var listening = regexp.MustCompile(`listening on (http://\S+)`)
 
-// startDemo runs the demo binary on data and returns its base URL.
-func startDemo(t *testing.T, bin, data string) (*exec.Cmd, string) {
+// startDemo runs the demo binary on data, with more flags if given, and
+// returns its base URL.
+func startDemo(t *testing.T, bin, data string, flags ...string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-data", data)
+	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-data", data}, flags...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -101,10 +134,7 @@ func postCharge(ctx context.Context, c *http.Client, base, key string, amount in
 // acknowledged (201 received) must replay byte for byte with
 // Idempotent-Replayed: true — never run again, never lost.
 func TestSIGKILLMidWriteKeepsEveryAcknowledgedResponse(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "payments")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build the demo: %v\n%s", err, out)
-	}
+	bin := demoBinary(t)
 	data := t.TempDir()
 	client := &http.Client{Timeout: 10 * time.Second}
 	acked := map[string]ack{}
