@@ -144,7 +144,7 @@ func TestSIGKILLMidPipelineRunsOnlyTheCutStepAgain(t *testing.T) {
 
 	cmd, base := startDemo(t, bin, data, flags...)
 	var (
-		ackedBeforeKill int            // the first request got its 201 before the kill
+		ackedBeforeKill int             // the first request got its 201 before the kill
 		cut             = map[int]int{} // step that ran twice (0: none) → how often
 	)
 	for i := 0; i < kills; i++ {
