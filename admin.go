@@ -109,6 +109,13 @@ type RowView struct {
 	Response  *StoredView `json:"response,omitempty"`
 }
 
+// ViewRow turns an idempotency row into a RowView.
+func ViewRow(row driver.Row) RowView {
+	return RowView{Tenant: row.Key.Tenant, Principal: row.Key.Principal, Flow: row.Key.Flow, Key: row.Key.Key,
+		State: row.State.String(), RunID: row.RunID, ExpiresAt: row.ExpiresAt, CreatedAt: row.CreatedAt,
+		Response: viewStored(row.Response)}
+}
+
 // AdminHandler serves a small JSON API over the app's journal and
 // idempotency rows, for the CLI and consoles. Mount it behind your own
 // authentication (it shows stored responses, which may hold personal data):
@@ -190,9 +197,7 @@ func (a *App) AdminHandler() http.Handler {
 		}
 		out := make([]RowView, len(rows))
 		for i, row := range rows {
-			out[i] = RowView{Tenant: row.Key.Tenant, Principal: row.Key.Principal, Flow: row.Key.Flow, Key: row.Key.Key,
-				State: row.State.String(), RunID: row.RunID, ExpiresAt: row.ExpiresAt, CreatedAt: row.CreatedAt,
-				Response: viewStored(row.Response)}
+			out[i] = ViewRow(row)
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"rows": out})
 	})
