@@ -1,6 +1,10 @@
 package file
 
-import "github.com/okengine/oke/driver"
+import (
+	"context"
+
+	"github.com/okengine/oke/driver"
+)
 
 // maybeCompact compacts the log when dead records dominate: at least
 // cfg.compactMin of them and more than twice the live rows. mu held. A failed
@@ -17,11 +21,26 @@ func (d *Driver) maybeCompact() {
 	}
 }
 
-// Compact rewrites the log with only the live rows, now. The driver compacts
+// Compact rewrites both logs with only what is live, now. The driver compacts
 // on its own when dead records dominate; Compact is for tools and tests.
 func (d *Driver) Compact() error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	err := d.compactRows()
+	d.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	j := &d.jr
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.usable(context.Background()); err != nil {
+		return err
+	}
+	return j.compactLocked()
+}
+
+// compactRows compacts idempotency.json now. mu held.
+func (d *Driver) compactRows() error {
 	if d.closed {
 		return driver.ErrClosed
 	}

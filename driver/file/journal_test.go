@@ -247,11 +247,6 @@ func TestJournalReopenKeepsRunsStepsAndClaimsExactly(t *testing.T) {
 	if err := d.Compact(); err != nil {
 		t.Fatal(err)
 	}
-	d.jr.mu.Lock()
-	if err := d.jr.compactLocked(); err != nil {
-		t.Fatal(err)
-	}
-	d.jr.mu.Unlock()
 	sameJournal(t, "after compacting", journalSnapshot(t, d), want)
 	closeDriver(t, d)
 	d = open(t, dir)
@@ -427,11 +422,8 @@ func TestJournalCompactionKeepsEverythingLiveAndShrinksFile(t *testing.T) {
 		t.Errorf("journal holds %d records after compacting, want about the live ones", records)
 	}
 	want := journalSnapshot(t, d)
-	d.jr.mu.Lock()
-	err := d.jr.compactLocked()
-	d.jr.mu.Unlock()
-	if err != nil {
-		t.Fatalf("compact: %v", err)
+	if err := d.Compact(); err != nil {
+		t.Fatalf("Compact: %v", err)
 	}
 	if size := fileSize(t, path); size >= peak/2 {
 		t.Errorf("compacted journal is %d bytes, want well under the peak %d", size, peak)
