@@ -31,7 +31,8 @@ import (
 // Run runs every conformance rule as a parallel subtest: the row primitives
 // (rows.go); under "HTTP", every Idempotency-Key rule end to end through an
 // oke.App on the driver (RunHTTP); and, when the driver implements the
-// optional driver.Journal, under "Journal", every journal rule (RunJournal).
+// optional driver.Journal, under "Journal", every journal rule (RunJournal)
+// and, under "Durable", every durable-execution rule end to end (RunDurable).
 // newDriver must return a fresh, empty driver each time it is called (a new
 // folder, a new schema); Run calls it once per subtest, and once up front to
 // see whether the driver is a driver.Journal, and closes the driver when the
@@ -56,6 +57,10 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		t.Run("Journal", func(t *testing.T) {
 			t.Parallel()
 			RunJournal(t, newDriver)
+		})
+		t.Run("Durable", func(t *testing.T) {
+			t.Parallel()
+			RunDurable(t, newDriver)
 		})
 	}
 }
