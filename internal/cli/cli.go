@@ -30,6 +30,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the payments demo API (same flags as examples/payments)", runServe},
+		{"runs", "list, show and replay durable runs (ls, show, replay)", runRuns},
+		{"idempotency", "list Idempotency-Key rows (ls)", runIdempotency},
 		{"version", "print the version of oke", runVersion},
 		{"help", "show help for oke or for a command", runHelp},
 	}
@@ -80,10 +82,13 @@ Commands:
 
 `)
 	for _, c := range commands() {
-		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "  %-12s %s\n", c.name, c.summary)
 	}
 	b.WriteString(`
 Run 'oke help <command>' for more about a command.
+
+runs and idempotency read a running app's admin API (-addr URL, default
+http://127.0.0.1:8080) or, while no app holds it, a data folder (-data DIR).
 `)
 	io.WriteString(w, b.String())
 }

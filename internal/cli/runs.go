@@ -1,0 +1,416 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/okengine/oke"
+)
+
+const whereHelp = `Where it reads:
+
+  -addr URL  asks a running app over HTTP, through oke's admin API
+             (App.AdminHandler; the demo mounts it at /_oke/, and a URL
+             without a path means that). This is the way while the app
+             runs: it owns its data folder. The default is
+             http://127.0.0.1:8080.
+  -data DIR  opens the data folder itself with the file driver, only while
+             no app holds it (the file driver allows one process at a time;
+             a locked folder fails, and says to use -addr).
+`
+
+func runsUsage(w io.Writer) {
+	io.WriteString(w, `Usage:
+
+  oke runs ls     [-addr URL | -data DIR] [-flow NAME] [-status S] [-after ID] [-limit N] [-json]
+  oke runs show   [-addr URL | -data DIR] [-json] ID
+  oke runs replay [-addr URL | -data DIR] ID
+
+Lists, shows and replays the journal runs of durable flows: one run per
+execution of a flow with oke.Options{Durable: true}, with the saved result
+of each step.
+
+  ls      one line per run, oldest first: id, flow, status, attempts (how
+          many times the run was picked up), created, and its saved steps
+  show    one run: its input, status, result, and each saved step with its
+          attempts, result and timing (-json: the admin API's JSON)
+  replay  starts a new run of the same flow with the same input, in which
+          every step runs again (a replay is a new run), and prints its id.
+          With -addr the app runs it at once; with -data it is picked up
+          when an app next opens the folder.
+
+`+whereHelp+`
+Run 'oke runs <command> -h' for a command's flags.
+`)
+}
+
+// runRuns is `oke runs`.
+func runRuns(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		runsUsage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		runsUsage(stderr)
+		return 0
+	case "ls", "list":
+		return runsLs(ctx, name+" ls", args[1:], stdout, stderr)
+	case "show":
+		return runsShow(ctx, name+" show", args[1:], stdout, stderr)
+	case "replay":
+		return runsReplay(ctx, name+" replay", args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "%s: unknown command %q (want ls, show or replay)\n", name, args[0])
+	return 2
+}
+
+// newFlags returns a flag set for a command with the -addr/-data flags.
+func newFlags(name, synopsis, about string, stderr io.Writer, t *target) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	t.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s %s\n\n%s\n\n%s\nFlags:\n", name, synopsis, about, whereHelp)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags and positional arguments in any order, and checks the
+// number of positional arguments.
+func parse(fs *flag.FlagSet, args []string, want int, stderr io.Writer) ([]string, int, bool) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, parseExit(err), false
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) != want {
+		if want == 0 {
+			fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), pos[0])
+		} else {
+			fmt.Fprintf(stderr, "%s: want %d run id, got %d arguments\n", fs.Name(), want, len(pos))
+		}
+		fs.Usage()
+		return nil, 2, false
+	}
+	return pos, 0, true
+}
+
+// fail reports err and returns the exit code: 2 for a usage mistake, else 1.
+func fail(stderr io.Writer, name string, err error) int {
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+func runsLs(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	var (
+		t   target
+		f   runFilter
+		js  bool
+		err error
+	)
+	fs := newFlags(name, "[-addr URL | -data DIR] [-flow NAME] [-status S] [-after ID] [-limit N] [-json]",
+		"Lists journal runs, oldest first: id, flow, status, attempts, created, saved steps.", stderr, &t)
+	fs.StringVar(&f.flow, "flow", "", "only runs of this flow (`NAME`, e.g. demo.pipeline)")
+	fs.StringVar(&f.status, "status", "", "only runs in this `status`: running, sleeping, completed or failed")
+	fs.StringVar(&f.after, "after", "", "only runs after this run `ID` (the next page)")
+	fs.IntVar(&f.limit, "limit", 100, "list at most `N` runs (1–1000)")
+	fs.BoolVar(&js, "json", false, "print the runs as JSON")
+	if _, code, ok := parse(fs, args, 0, stderr); !ok {
+		return code
+	}
+	if f.limit < 1 || f.limit > 1000 {
+		return fail(stderr, name, &usageError{fmt.Errorf("-limit must be between 1 and 1000, got %d", f.limit)})
+	}
+	if f.status != "" {
+		if _, ok := parseStatus(f.status); !ok {
+			return fail(stderr, name, &usageError{fmt.Errorf("-status must be running, sleeping, completed or failed, got %q", f.status)})
+		}
+	}
+	src, err := t.open()
+	if err != nil {
+		return fail(stderr, name, err)
+	}
+	defer src.close()
+	runs, err := src.listRuns(ctx, f)
+	if err != nil {
+		return fail(stderr, name, err)
+	}
+	if js {
+		if runs == nil {
+			runs = []oke.RunView{}
+		}
+		return printJSON(stdout, stderr, name, map[string]any{"runs": runs})
+	}
+	if len(runs) == 0 {
+		fmt.Fprintln(stdout, "no runs")
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tFLOW\tSTATUS\tATTEMPTS\tCREATED\tSTEPS")
+	for _, r := range runs {
+		full, err := src.getRun(ctx, r.ID) // the list carries no steps
+		if err != nil {
+			return fail(stderr, name, err)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\n", r.ID, r.Flow, r.Status, r.Attempts, stamp(r.CreatedAt), len(full.Steps))
+	}
+	tw.Flush()
+	if len(runs) == f.limit {
+		fmt.Fprintf(stderr, "(%d runs shown; the next ones with -after %s)\n", len(runs), runs[len(runs)-1].ID)
+	}
+	return 0
+}
+
+func runsShow(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	var (
+		t  target
+		js bool
+	)
+	fs := newFlags(name, "[-addr URL | -data DIR] [-json] ID",
+		"Shows one journal run: its input, status and result, and each saved step with its attempts, result and timing.", stderr, &t)
+	fs.BoolVar(&js, "json", false, "print the run as JSON (the admin API's shape)")
+	pos, code, ok := parse(fs, args, 1, stderr)
+	if !ok {
+		return code
+	}
+	src, err := t.open()
+	if err != nil {
+		return fail(stderr, name, err)
+	}
+	defer src.close()
+	run, err := src.getRun(ctx, pos[0])
+	if err != nil {
+		return fail(stderr, name, err)
+	}
+	if js {
+		return printJSON(stdout, stderr, name, run)
+	}
+	printRun(stdout, run)
+	return 0
+}
+
+// printRun writes a run for people.
+func printRun(w io.Writer, r oke.RunView) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	line := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s\t%s\n", k, v)
+		}
+	}
+	line("run", r.ID)
+	line("flow", r.Flow)
+	line("status", r.Status)
+	line("attempts", fmt.Sprint(r.Attempts))
+	line("created", stamp(r.CreatedAt))
+	line("updated", stamp(r.UpdatedAt))
+	line("identity", strings.Trim(r.Tenant+" "+r.Principal, " "))
+	line("input", compact(r.Input, 0))
+	line("replay of", r.ReplayOf)
+	line("parent", r.Parent)
+	line("event", r.Event)
+	if r.Owner != "" {
+		lease := ""
+		if r.LeaseUntil != nil {
+			lease = ", lease until " + stamp(*r.LeaseUntil)
+		}
+		line("owner", r.Owner+lease)
+	}
+	if r.WakeAt != nil {
+		line("wakes at", stamp(*r.WakeAt))
+	}
+	line("error", r.Error)
+	if res := r.Result; res != nil {
+		head := fmt.Sprint(res.Status)
+		if res.Location != "" {
+			head += ", Location " + res.Location
+		}
+		if b := compact(res.Body, 0); b != "" {
+			head += ": " + b
+		}
+		line("result", head)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	if len(r.Steps) == 0 {
+		fmt.Fprintln(w, "no saved steps")
+		return
+	}
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tSTEP\tATTEMPTS\tSTARTED\tMS\tRESULT")
+	for _, s := range r.Steps {
+		res := compact(s.Result, 60)
+		if s.Failure != nil {
+			res = "failed: " + compact(s.Failure, 60)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.1f\t%s\n", s.Seq, s.Name, s.Attempts, stamp(s.StartedAt), s.Millis, res)
+	}
+	tw.Flush()
+}
+
+func runsReplay(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	var t target
+	fs := newFlags(name, "[-addr URL | -data DIR] ID",
+		`Starts a new run of the run's flow with the same input, in which every step
+runs again (a replay is a new run), and prints the new run's id. With -addr the
+app runs it at once; with -data it is picked up when an app next opens the
+folder (its scheduler runs due runs on start).`, stderr, &t)
+	pos, code, ok := parse(fs, args, 1, stderr)
+	if !ok {
+		return code
+	}
+	src, err := t.open()
+	if err != nil {
+		return fail(stderr, name, err)
+	}
+	defer src.close()
+	id, err := src.replay(ctx, pos[0])
+	if err != nil {
+		return fail(stderr, name, err)
+	}
+	fmt.Fprintln(stdout, id)
+	if t.data != "" {
+		fmt.Fprintf(stderr, "%s replays %s. No app holds %s now, so the new run waits: it is picked up when an app next opens the folder.\n", id, pos[0], t.data)
+	} else {
+		fmt.Fprintf(stderr, "%s replays %s; the app runs it now (see: oke runs show %s).\n", id, pos[0], id)
+	}
+	return 0
+}
+
+func idempotencyUsage(w io.Writer) {
+	io.WriteString(w, `Usage:
+
+  oke idempotency ls [-addr URL | -data DIR] [-limit N] [-json]
+
+Lists the Idempotency-Key rows: scope (tenant, principal, flow), key, state
+(running or completed), the stored status, the journal run a durable flow's
+row links, and when the row expires.
+
+`+whereHelp)
+}
+
+// runIdempotency is `oke idempotency`.
+func runIdempotency(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		idempotencyUsage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		idempotencyUsage(stderr)
+		return 0
+	case "ls", "list":
+	default:
+		fmt.Fprintf(stderr, "%s: unknown command %q (want ls)\n", name, args[0])
+		return 2
+	}
+	name += " ls"
+	var (
+		t     target
+		limit int
+		js    bool
+	)
+	fs := newFlags(name, "[-addr URL | -data DIR] [-limit N] [-json]", "Lists the Idempotency-Key rows in key order.", stderr, &t)
+	fs.IntVar(&limit, "limit", 100, "list at most `N` rows (1–1000)")
+	fs.BoolVar(&js, "json", false, "print the rows as JSON")
+	if _, code, ok := parse(fs, args[1:], 0, stderr); !ok {
+		return code
+	}
+	if limit < 1 || limit > 1000 {
+		return fail(stderr, name, &usageError{fmt.Errorf("-limit must be between 1 and 1000, got %d", limit)})
+	}
+	src, err := t.open()
+	if err != nil {
+		return fail(stderr, name, err)
+	}
+	defer src.close()
+	rows, err := src.listRows(ctx, limit)
+	if err != nil {
+		return fail(stderr, name, err)
+	}
+	if js {
+		if rows == nil {
+			rows = []oke.RowView{}
+		}
+		return printJSON(stdout, stderr, name, map[string]any{"rows": rows})
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(stdout, "no rows")
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENANT\tPRINCIPAL\tFLOW\tKEY\tSTATE\tSTATUS\tRUN\tEXPIRES")
+	for _, r := range rows {
+		status := "-"
+		if r.Response != nil {
+			status = fmt.Sprint(r.Response.Status)
+		}
+		run := r.RunID
+		if run == "" {
+			run = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Tenant, r.Principal, r.Flow, r.Key, r.State, status, run, stamp(r.ExpiresAt))
+	}
+	tw.Flush()
+	return 0
+}
+
+func printJSON(stdout, stderr io.Writer, name string, v any) int {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fail(stderr, name, err)
+	}
+	stdout.Write(append(b, '\n'))
+	return 0
+}
+
+// stamp writes a time for a table: local time to the millisecond.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05.000")
+}
+
+// compact writes a JSON value on one line, cut to max runes (0: no limit).
+func compact(v any, max int) string {
+	if v == nil {
+		return ""
+	}
+	var s string
+	switch x := v.(type) {
+	case json.RawMessage:
+		var buf bytes.Buffer
+		if json.Compact(&buf, x) == nil {
+			s = buf.String()
+		} else {
+			s = string(x)
+		}
+	default:
+		b, _ := json.Marshal(x)
+		s = string(b)
+	}
+	if r := []rune(s); max > 0 && len(r) > max {
+		s = string(r[:max-1]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,269 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/okengine/oke"
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/driver/file"
+	"github.com/okengine/oke/internal/journal"
+)
+
+// source is where the runs and idempotency commands read: a running app's
+// admin API (-addr) or a data folder opened with the file driver (-data).
+type source interface {
+	listRuns(ctx context.Context, f runFilter) ([]oke.RunView, error)
+	getRun(ctx context.Context, id string) (oke.RunView, error)
+	// replay starts a new run from run id's input and returns its ID.
+	replay(ctx context.Context, id string) (string, error)
+	listRows(ctx context.Context, limit int) ([]oke.RowView, error)
+	close() error
+}
+
+type runFilter struct {
+	flow, status, after string
+	limit               int
+}
+
+// errNoRun is returned for a run ID that does not exist.
+var errNoRun = errors.New("no such run")
+
+// DefaultAddr is where the commands look for an app when neither -addr nor
+// -data is given: the demo's default address.
+const DefaultAddr = "http://127.0.0.1:8080"
+
+// AdminPath is where an app mounts oke's AdminHandler unless -addr names
+// another path (the demo mounts it there).
+const AdminPath = "/_oke"
+
+// target holds the -addr and -data flags.
+type target struct {
+	addr, data string
+}
+
+func (t *target) register(fs interface {
+	StringVar(p *string, name, value, usage string)
+}) {
+	fs.StringVar(&t.addr, "addr", "", "ask the running app at this `URL` (its admin API, at "+AdminPath+"/ unless the URL has a path); the default is "+DefaultAddr)
+	fs.StringVar(&t.data, "data", "", "open this data folder (`DIR`) with the file driver instead; only while no app holds it")
+}
+
+// open returns the source the flags name.
+func (t target) open() (source, error) {
+	if t.addr != "" && t.data != "" {
+		return nil, &usageError{errors.New("give -addr or -data, not both")}
+	}
+	if t.data != "" {
+		return openData(t.data)
+	}
+	addr := t.addr
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	return newHTTPSource(addr)
+}
+
+// usageError is a command-line mistake: exit 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+
+// httpSource reads a running app's admin API.
+type httpSource struct {
+	base   string // e.g. http://127.0.0.1:8080/_oke
+	client *http.Client
+}
+
+func newHTTPSource(addr string) (*httpSource, error) {
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, &usageError{fmt.Errorf("-addr must be an http(s) URL such as %s, got %q", DefaultAddr, addr)}
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = AdminPath
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawQuery, u.Fragment = "", ""
+	return &httpSource{base: u.String(), client: &http.Client{Timeout: 30 * time.Second}}, nil
+}
+
+func (s *httpSource) close() error { return nil }
+
+// call sends a request to the admin API and decodes a 2xx JSON answer into
+// out. An error envelope becomes an error carrying its message; 404 on a run
+// becomes errNoRun.
+func (s *httpSource) call(ctx context.Context, method, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, s.base+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w\n(is the app running there? an app serves its runs only where it mounts oke's AdminHandler: the demo at %s/; or give -data to open a data folder no app holds)", err, AdminPath)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: read the answer: %w", method, s.base+path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var env struct {
+			Error struct{ Code, Message string }
+		}
+		if json.Unmarshal(body, &env) != nil || env.Error.Code == "" {
+			return fmt.Errorf("%s %s: %s (is the admin API mounted there?)", method, s.base+path, resp.Status)
+		}
+		if env.Error.Code == "NotFound" && strings.HasPrefix(path, "/runs/") {
+			return fmt.Errorf("%w: %s", errNoRun, env.Error.Message)
+		}
+		return fmt.Errorf("%s: %s", env.Error.Code, env.Error.Message)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("%s %s: unexpected answer: %w", method, s.base+path, err)
+	}
+	return nil
+}
+
+func (s *httpSource) listRuns(ctx context.Context, f runFilter) ([]oke.RunView, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"flow": f.flow, "status": f.status, "after": f.after} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	q.Set("limit", strconv.Itoa(f.limit))
+	var out struct {
+		Runs []oke.RunView `json:"runs"`
+	}
+	err := s.call(ctx, "GET", "/runs?"+q.Encode(), &out)
+	return out.Runs, err
+}
+
+func (s *httpSource) getRun(ctx context.Context, id string) (oke.RunView, error) {
+	var out oke.RunView
+	err := s.call(ctx, "GET", "/runs/"+url.PathEscape(id), &out)
+	return out, err
+}
+
+func (s *httpSource) replay(ctx context.Context, id string) (string, error) {
+	var out struct {
+		ID string `json:"id"`
+	}
+	err := s.call(ctx, "POST", "/runs/"+url.PathEscape(id)+"/replay", &out)
+	return out.ID, err
+}
+
+func (s *httpSource) listRows(ctx context.Context, limit int) ([]oke.RowView, error) {
+	var out struct {
+		Rows []oke.RowView `json:"rows"`
+	}
+	err := s.call(ctx, "GET", "/idempotency?limit="+strconv.Itoa(limit), &out)
+	return out.Rows, err
+}
+
+// dataSource reads a data folder with the file driver.
+type dataSource struct {
+	dir string
+	d   *file.Driver
+	j   driver.Journal
+}
+
+func openData(dir string) (*dataSource, error) {
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("no data folder at %s (-data names the folder an app keeps its file driver in, e.g. .oke)", dir)
+	}
+	d, err := file.Open(dir)
+	if errors.Is(err, file.ErrLocked) {
+		return nil, fmt.Errorf("%w\nAn app holds the data folder %s (the file driver allows one process at a time). Ask the app instead, e.g. -addr %s", err, dir, DefaultAddr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open the data folder %s: %w", dir, err)
+	}
+	return &dataSource{dir: dir, d: d, j: d}, nil
+}
+
+func (s *dataSource) close() error { return s.d.Close() }
+
+func (s *dataSource) listRuns(ctx context.Context, f runFilter) ([]oke.RunView, error) {
+	rf := driver.RunFilter{After: f.after, Flow: f.flow}
+	if f.status != "" {
+		st, ok := parseStatus(f.status)
+		if !ok {
+			return nil, &usageError{fmt.Errorf("-status must be running, sleeping, completed or failed, got %q", f.status)}
+		}
+		rf.Status = []driver.RunStatus{st}
+	}
+	runs, err := s.j.ListRuns(ctx, rf, f.limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]oke.RunView, len(runs))
+	for i, r := range runs {
+		out[i] = oke.ViewRun(r, nil)
+	}
+	return out, nil
+}
+
+func (s *dataSource) getRun(ctx context.Context, id string) (oke.RunView, error) {
+	run, steps, err := s.j.GetRun(ctx, id)
+	if errors.Is(err, driver.ErrNotFound) {
+		return oke.RunView{}, fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.dir)
+	}
+	if err != nil {
+		return oke.RunView{}, err
+	}
+	return oke.ViewRun(run, steps), nil
+}
+
+// replay creates the new run unowned and due now, as App.Replay does; the
+// app's scheduler executes it when an app next opens the folder.
+func (s *dataSource) replay(ctx context.Context, id string) (string, error) {
+	old, _, err := s.j.GetRun(ctx, id)
+	if errors.Is(err, driver.ErrNotFound) {
+		return "", fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.dir)
+	}
+	if err != nil {
+		return "", err
+	}
+	run, err := s.j.CreateRun(ctx, driver.Run{ID: journal.NewRunID(), Flow: old.Flow, Input: old.Input,
+		Tenant: old.Tenant, Principal: old.Principal, ReplayOf: old.ID}, 0)
+	if err != nil {
+		return "", fmt.Errorf("replay %s: %w", id, err)
+	}
+	return run.ID, nil
+}
+
+func (s *dataSource) listRows(ctx context.Context, limit int) ([]oke.RowView, error) {
+	rows, err := s.d.List(ctx, driver.Key{}, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]oke.RowView, len(rows))
+	for i, r := range rows {
+		out[i] = oke.ViewRow(r)
+	}
+	return out, nil
+}
+
+func parseStatus(s string) (driver.RunStatus, bool) {
+	for _, st := range []driver.RunStatus{driver.RunRunning, driver.RunSleeping, driver.RunCompleted, driver.RunFailed} {
+		if st.String() == s {
+			return st, true
+		}
+	}
+	return 0, false
+}
