@@ -108,12 +108,14 @@ type RunFilter struct {
 // that implements it (type assertion) can run durable flows.
 //
 // Fenced methods (RenewRun, StartStep, SaveStep, FinishRun) succeed only for
-// the run's current owner and return ErrNotOwner otherwise. SaveStep and
+// the run's current owner and return ErrNotOwner otherwise. An owner whose
+// lease lapsed still owns the run until another AcquireRun takes it. SaveStep and
 // FinishRun return only once durable; CreateRun and ClaimKey too when they
 // return. A limit of zero or less in ListRuns and DueRuns means no limit, as
 // in Driver's List and Sweep.
 type Journal interface {
-	// CreateRun inserts run. Its ID is chosen by the caller and unique.
+	// CreateRun inserts run. Its ID is chosen by the caller and unique (a
+	// taken ID is an error, not ErrDuplicate).
 	// When run.Owner is set the run is created held by it for lease, with
 	// Attempts 1; otherwise it is unowned and due at run.WakeAt (zero: now).
 	// When run.DedupeKey is set and another run has it, nothing is inserted
@@ -126,7 +128,8 @@ type Journal interface {
 	// AcquireRun takes a run that is due — not finished, not held by a live
 	// lease, and WakeAt reached — for owner: Status becomes RunRunning,
 	// Attempts grows by one. It returns the run and its saved steps, or
-	// ErrNotDue (ErrNotFound if there is no such run).
+	// ErrNotDue (ErrNotFound if there is no such run). owner must not be
+	// empty.
 	AcquireRun(ctx context.Context, id, owner string, lease time.Duration) (Run, []Step, error)
 	// RenewRun extends owner's lease to now+lease.
 	RenewRun(ctx context.Context, id, owner string, lease time.Duration) error
@@ -137,7 +140,8 @@ type Journal interface {
 	// SaveStep saves a finished step; step.Seq must be one more than the
 	// last saved step's (ErrStepOrder otherwise). Durable when it returns.
 	SaveStep(ctx context.Context, id, owner string, step Step) error
-	// FinishRun ends the run (RunCompleted, RunFailed) or parks it
+	// FinishRun ends the run (RunCompleted, RunFailed) or parks it — any
+	// other status is an error —
 	// (RunSleeping until WakeAt; RunRunning unowned until WakeAt, to be
 	// retried) and clears its owner. Durable when it returns.
 	FinishRun(ctx context.Context, id, owner string, f Finish) error

@@ -2,6 +2,8 @@ package memory
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -78,8 +80,11 @@ func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Durat
 			return copyRun(&d.runs[id].run), driver.ErrDuplicate
 		}
 	}
+	if run.ID == "" {
+		return driver.Run{}, errors.New("memory: create run: empty ID")
+	}
 	if _, ok := d.runs[run.ID]; ok {
-		return driver.Run{}, driver.ErrDuplicate
+		return driver.Run{}, fmt.Errorf("memory: create run: ID %q is taken", run.ID)
 	}
 	now := d.now()
 	run.CreatedAt, run.UpdatedAt = now, now
@@ -145,6 +150,9 @@ func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Du
 	defer d.mu.Unlock()
 	if err := d.check(ctx); err != nil {
 		return driver.Run{}, nil, err
+	}
+	if owner == "" {
+		return driver.Run{}, nil, errors.New("memory: acquire run: empty owner")
 	}
 	e, ok := d.runs[id]
 	if !ok {
@@ -231,6 +239,11 @@ func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finis
 	defer d.mu.Unlock()
 	if err := d.check(ctx); err != nil {
 		return err
+	}
+	switch f.Status {
+	case driver.RunRunning, driver.RunSleeping, driver.RunCompleted, driver.RunFailed:
+	default:
+		return fmt.Errorf("memory: finish run: unknown status %d", f.Status)
 	}
 	e, err := d.heldRun(id, owner)
 	if err != nil {
