@@ -109,6 +109,9 @@ type outcome struct {
 	parked  bool  // parked by a durable sleep: answer 204
 	store   error // the store failed: answer 503, the run is retried later
 	settled bool  // res is the run's stored final response: send and store it as is
+	// busy: the run is held elsewhere (the scheduler) or waits for a retry;
+	// answer 409 IdempotencyInProgress with this Retry-After.
+	busy time.Duration
 }
 
 // execute runs the flow's function as x's run and settles the run in the
@@ -219,10 +222,15 @@ func (a *App) runDurable(ctx context.Context, f *flow, in any, input []byte, id 
 	return a.execute(ctx, f, journal.Start(a.journal, run, nil, owner, a.cfg.Lease, a.runReporter(runID)), in)
 }
 
-// awaitRun waits for a run another owner (the scheduler) is executing to end
-// or park, and returns its outcome.
+// awaitWait bounds how long a request waits for a run held elsewhere
+// before it answers 409 IdempotencyInProgress.
+const awaitWait = 2 * time.Second
+
+// awaitRun waits briefly for a run another owner (the scheduler) is
+// executing to end or park, and returns its outcome; if it is still held, the
+// outcome is busy, with the time until its lease or wake time.
 func (a *App) awaitRun(ctx context.Context, id string) outcome {
-	deadline := time.Now().Add(2 * a.cfg.Lease)
+	deadline := time.Now().Add(min(awaitWait, a.cfg.Lease))
 	for {
 		run, _, err := a.journal.GetRun(ctx, id)
 		if err != nil {
@@ -236,11 +244,15 @@ func (a *App) awaitRun(ctx context.Context, id string) outcome {
 			res := result{status: r.Status, contentType: r.ContentType, location: r.Location, body: r.Body, storable: true}
 			return outcome{res: res, nonRead: true, settled: true}
 		}
-		if time.Now().After(deadline) {
-			return outcome{store: fmt.Errorf("run %s is still running elsewhere", id)}
+		if now := time.Now(); now.After(deadline) {
+			until := run.WakeAt
+			if run.Owner != "" && run.LeaseUntil.After(until) {
+				until = run.LeaseUntil
+			}
+			return outcome{busy: max(until.Sub(now), time.Second)}
 		}
 		select {
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(25 * time.Millisecond):
 		case <-a.stop:
 			return outcome{store: ErrShuttingDown}
 		}

@@ -52,6 +52,10 @@ func (a *App) notFound(w http.ResponseWriter, r *http.Request) {
 	writeEnvelope(w, ErrNotFound.WithMessage("No route matches %s %s.", r.Method, r.URL.Path))
 }
 
+// yieldLease is how long a request that found its run held elsewhere keeps
+// the key before the next retry may take it over and look again.
+const yieldLease = time.Second
+
 // headerKey is the request header carrying the client's key.
 const headerKey = "Idempotency-Key"
 
@@ -163,6 +167,9 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 		switch {
 		case o.store != nil:
 			writeEnvelope(w, ErrStoreUnavailable.WithCause(o.store))
+		case o.busy > 0:
+			w.Header().Set("Retry-After", idem.RetryAfterHeader(o.busy))
+			writeEnvelope(w, ErrIdempotencyInProgress)
 		case o.parked:
 			writeResult(w, result{status: http.StatusNoContent}, false)
 		case o.err != nil:
@@ -242,6 +249,14 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 			claim.Abandon()
 			m.notStored.Inc()
 			writeEnvelope(w, ErrStoreUnavailable.WithCause(o.store))
+			return
+		case o.busy > 0:
+			// The run is held elsewhere: hand the key back soon, so that a
+			// retry after Retry-After checks the run again.
+			claim.Yield(ctx, min(o.busy, yieldLease))
+			m.outcomes[OutcomeInProgress].Inc()
+			w.Header().Set("Retry-After", idem.RetryAfterHeader(o.busy))
+			writeEnvelope(w, ErrIdempotencyInProgress)
 			return
 		case o.parked:
 			res = result{status: http.StatusNoContent, storable: true}

@@ -41,6 +41,7 @@ var durableRules = []struct {
 }{
 	{"CutOffStepRunsAgainSavedStepsDoNot", testCutOffStep},
 	{"RetriedKeyResumesItsJournalRunAfterLeaseLapses", testRetriedKeyResumes},
+	{"RetryWhileTheRunIsHeldElsewhereIs409ThenItsResult", testRetryWhileHeld},
 	{"StoreUnreachableWhileSavingStepRunsItAgainLater", testSaveFailure},
 	{"ReplayIsANewRunThatRunsEveryStep", testReplay},
 	{"EventEmittedTwiceStartsTwoRunsUnlessDeduped", testEventTwice},
@@ -264,6 +265,47 @@ func testRetriedKeyResumes(t *testing.T, d driver.Driver) {
 	}
 	if w := h.req("POST", "/pipe", `{"tag":"k"}`, "Idempotency-Key", key1); !replayed(w) || w.Code != 201 {
 		t.Fatalf("the final response was not stored: %d", w.Code)
+	}
+}
+
+func testRetryWhileHeld(t *testing.T, d driver.Driver) {
+	h := newDurable(t, d, oke.Config{PollInterval: -1}, func(h *durableHarness, app *oke.App) {
+		app.Handle(oke.POST("/pipe"), h.twoSteps("t.held", nil))
+	})
+	ctx := context.Background()
+	// Another process (say, the restarted app's scheduler) holds the run;
+	// the request that started it died and its key's row lapsed.
+	run, err := h.jr.CreateRun(ctx, driver.Run{ID: "run_held", Flow: "t.held", Input: []byte(`{"tag":"h"}`),
+		Tenant: "default", Principal: "anon", Owner: "elsewhere"}, hold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := driver.Key{Tenant: "default", Principal: "anon", Flow: "t.held", Key: key1}
+	if _, err := h.d.Claim(ctx, driver.ClaimRequest{Key: k, Owner: "dead-process", Lease: short, TTL: day,
+		Fingerprint: idem.Fingerprint("t.held", []byte(`{"tag":"h"}`)), RunID: run.ID}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(after)
+	w := h.req("POST", "/pipe", `{"tag":"h"}`, "Idempotency-Key", key1)
+	wantCode(t, "retry while held", w, 409, "IdempotencyInProgress")
+	if ra := w.Header().Get("Retry-After"); ra == "" || ra == "0" {
+		t.Fatalf("409 without a Retry-After: %q", ra)
+	}
+	// The other owner finishes the run.
+	if err := h.jr.FinishRun(ctx, run.ID, "elsewhere", driver.Finish{Status: driver.RunCompleted,
+		Result: &driver.Response{Status: 201, ContentType: "application/json", Body: []byte("\"h:AB\"\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // the yielded key lapses
+	w = h.req("POST", "/pipe", `{"tag":"h"}`, "Idempotency-Key", key1)
+	if w.Code != 201 || w.Body.String() != "\"h:AB\"\n" {
+		t.Fatalf("retry after the run finished elsewhere: %d %q", w.Code, w.Body)
+	}
+	if w := h.req("POST", "/pipe", `{"tag":"h"}`, "Idempotency-Key", key1); !replayed(w) {
+		t.Fatal("the run's response was not stored under the key")
+	}
+	if h.ranStep("t.held/a") != 0 {
+		t.Fatal("the request ran the run itself while it was held elsewhere")
 	}
 }
 

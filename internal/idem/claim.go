@@ -219,6 +219,16 @@ func (c *Claim) Release(ctx context.Context) error {
 	return err
 }
 
+// Yield shortens the claim's lease to lease and stops renewing it: the row
+// stays claimed for that long (a retry meanwhile gets 409), then the next
+// request with the key takes it over.
+func (c *Claim) Yield(ctx context.Context, lease time.Duration) {
+	c.stop()
+	if err := c.e.Driver.Renew(context.WithoutCancel(ctx), c.Key, c.owner, lease); err != nil {
+		c.report("yield", err)
+	}
+}
+
 // Abandon stops renewing without touching the row: its lease lapses and the
 // next request with the key takes over (a durable flow resumes its run).
 func (c *Claim) Abandon() { c.stop() }
