@@ -15,7 +15,7 @@ import (
 type runEntry struct {
 	run      driver.Run
 	steps    []driver.Step
-	attempts map[int]int // seq → attempts started
+	attempts []int // attempts[seq-1]: attempts started of step seq
 }
 
 func copyRun(r *driver.Run) driver.Run {
@@ -95,7 +95,7 @@ func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Durat
 		run.LeaseUntil = now.Add(lease)
 		run.Attempts = 1
 	}
-	e := &runEntry{run: copyRun(&run), attempts: map[int]int{}}
+	e := &runEntry{run: copyRun(&run), steps: make([]driver.Step, 0, 8), attempts: make([]int, 0, 8)}
 	d.runs[run.ID] = e
 	if run.DedupeKey != "" {
 		d.dedupe[run.DedupeKey] = run.ID
@@ -206,8 +206,14 @@ func (d *Driver) StartStep(ctx context.Context, id, owner string, seq int, name 
 	if err != nil {
 		return 0, err
 	}
-	e.attempts[seq]++
-	return e.attempts[seq], nil
+	if seq < 1 {
+		return 0, fmt.Errorf("memory: start step: seq %d", seq)
+	}
+	for len(e.attempts) < seq {
+		e.attempts = append(e.attempts, 0)
+	}
+	e.attempts[seq-1]++
+	return e.attempts[seq-1], nil
 }
 
 // SaveStep implements driver.Journal.
