@@ -80,43 +80,47 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	if st == nil {
 		return fn(ctx)
 	}
-	var (
-		fresh T
-		ran   bool
-	)
-	res, failure, err := st.x.Step(ctx, name, func(ctx context.Context) ([]byte, []byte, error) {
-		v, err := fn(context.WithValue(ctx, stepInfoKey{}, &stepInfo{x: st.x, name: name}))
-		fresh, ran = v, true
-		if err != nil {
-			var e *Error
-			if errors.As(err, &e) {
-				b, merr := json.Marshal(storedError{Status: e.Status, Code: e.Code, Message: e.Message})
-				return nil, b, merr
-			}
-			return nil, nil, err
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, nil, fmt.Errorf("step %q: encode result: %w", name, err)
-		}
-		return b, nil, nil
-	})
+	saved, p, err := st.x.Next(ctx, name)
 	if err != nil {
 		return zero, err
 	}
+	if saved != nil {
+		return savedOutcome[T](name, saved.Result, saved.Failure)
+	}
+	v, err := fn(context.WithValue(ctx, stepInfoKey{}, &stepInfo{x: st.x, name: name}))
+	var result, failure []byte
+	if err != nil {
+		var e *Error
+		if !errors.As(err, &e) {
+			return zero, err // not saved: the step runs again on the next attempt
+		}
+		if failure, err = json.Marshal(storedError{Status: e.Status, Code: e.Code, Message: e.Message}); err != nil {
+			return zero, fmt.Errorf("step %q: encode failure: %w", name, err)
+		}
+	} else if result, err = json.Marshal(v); err != nil {
+		return zero, fmt.Errorf("step %q: encode result: %w", name, err)
+	}
+	if err := st.x.Save(ctx, p, result, failure); err != nil {
+		return zero, err
+	}
+	if failure != nil {
+		return savedOutcome[T](name, nil, failure)
+	}
+	return v, nil // this attempt ran the step: no need to decode what it saved
+}
+
+// savedOutcome decodes a saved step's result or declared failure.
+func savedOutcome[T any](name string, result, failure []byte) (T, error) {
+	var v T
 	if failure != nil {
 		var se storedError
 		if err := json.Unmarshal(failure, &se); err != nil {
-			return zero, fmt.Errorf("step %q: decode saved failure: %w", name, err)
+			return v, fmt.Errorf("step %q: decode saved failure: %w", name, err)
 		}
-		return zero, &Error{Status: se.Status, Code: se.Code, Message: se.Message}
+		return v, &Error{Status: se.Status, Code: se.Code, Message: se.Message}
 	}
-	if ran {
-		return fresh, nil // this attempt ran the step: no need to decode what it saved
-	}
-	var v T
-	if err := json.Unmarshal(res, &v); err != nil {
-		return zero, fmt.Errorf("step %q: decode saved result into %T: %w", name, v, err)
+	if err := json.Unmarshal(result, &v); err != nil {
+		return v, fmt.Errorf("step %q: decode saved result into %T: %w", name, v, err)
 	}
 	return v, nil
 }

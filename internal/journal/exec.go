@@ -42,12 +42,21 @@ type MismatchError struct {
 
 func (e *MismatchError) Error() string { return e.Message }
 
-// NewRunID returns a new run ID: "run_" + a time-ordered hex prefix + random.
+// NewRunID returns a new run ID: "run_", the time in milliseconds (hex, so
+// IDs sort roughly by creation), a random per-process part and a counter —
+// unique across processes without a random read per run.
 func NewRunID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return "run_" + strconv.FormatInt(time.Now().UnixMilli(), 16) + hex.EncodeToString(b[:])
+	return "run_" + strconv.FormatInt(time.Now().UnixMilli(), 16) + runPrefix + strconv.FormatUint(runSeq.Add(1), 36)
 }
+
+var (
+	runPrefix = func() string {
+		var b [6]byte
+		rand.Read(b[:])
+		return hex.EncodeToString(b[:]) + "_"
+	}()
+	runSeq atomic.Uint64
+)
 
 var (
 	ownerPrefix = func() string {
@@ -183,51 +192,80 @@ func (x *Exec) seen(name string) bool {
 // attempt: for providers' idempotency keys.
 func (x *Exec) StepKey(name string) string { return x.Run.ID + "/" + name }
 
-// Step runs fn as step name, or returns its saved outcome. fn returns the
-// JSON of the result, or the JSON of a declared failure (saved and replayed
-// too), or a plain error (not saved: the step runs again on a later attempt).
-func (x *Exec) Step(ctx context.Context, name string, fn func(ctx context.Context) (result, failure []byte, err error)) (result, failure []byte, err error) {
+// Pending is a step that Next found unsaved: run it, then Save it.
+type Pending struct {
+	Seq      int
+	Name     string
+	Attempts int
+	Started  time.Time
+}
+
+// Next takes the next step, named name. If the journal holds it, Next
+// returns the saved step; otherwise it records the attempt and returns the
+// step to run (then call Save). Steps are taken one at a time.
+func (x *Exec) Next(ctx context.Context, name string) (saved *driver.Step, p Pending, err error) {
 	x.mu.Lock()
 	if x.parked {
 		x.mu.Unlock()
-		return nil, nil, ErrParked
+		return nil, p, ErrParked
 	}
 	if x.failed != nil {
 		err := x.failed
 		x.mu.Unlock()
-		return nil, nil, err
+		return nil, p, err
 	}
 	if x.seen(name) {
 		x.mu.Unlock()
-		return nil, nil, &MismatchError{RunID: x.Run.ID, Seq: x.next + 1, Called: name,
+		return nil, p, &MismatchError{RunID: x.Run.ID, Seq: x.next + 1, Called: name,
 			Message: fmt.Sprintf("run %s: step %q is called twice; step names must be unique within a run", x.Run.ID, name)}
 	}
 	x.next++
 	seq := x.next
 	if seq <= len(x.saved) {
-		s := x.saved[seq-1]
+		s := &x.saved[seq-1]
 		x.mu.Unlock()
 		if s.Name != name {
-			return nil, nil, &MismatchError{RunID: x.Run.ID, Seq: seq, Saved: s.Name, Called: name,
+			return nil, p, &MismatchError{RunID: x.Run.ID, Seq: seq, Saved: s.Name, Called: name,
 				Message: fmt.Sprintf("run %s: step %d is %q in the journal, but the code now calls %q there; the flow's steps changed since the run began (replay the run to start it afresh)", x.Run.ID, seq, s.Name, name)}
 		}
-		return s.Result, s.Failure, nil
+		return s, p, nil
 	}
 	x.mu.Unlock()
-
 	attempts, err := x.J.StartStep(ctx, x.Run.ID, x.Owner, seq, name)
 	if err != nil {
-		return nil, nil, x.fail(err)
+		return nil, p, x.fail(err)
 	}
-	started := time.Now().UTC()
-	result, failure, err = fn(ctx)
+	return nil, Pending{Seq: seq, Name: name, Attempts: attempts, Started: time.Now().UTC()}, nil
+}
+
+// Save saves the outcome of a step Next returned as pending: the JSON of its
+// result, or the JSON of a declared failure.
+func (x *Exec) Save(ctx context.Context, p Pending, result, failure []byte) error {
+	step := driver.Step{Seq: p.Seq, Name: p.Name, Result: result, Failure: failure, Attempts: p.Attempts,
+		StartedAt: p.Started, FinishedAt: time.Now().UTC()}
+	if err := x.J.SaveStep(ctx, x.Run.ID, x.Owner, step); err != nil {
+		return x.fail(err)
+	}
+	return nil
+}
+
+// Step runs fn as step name, or returns its saved outcome: Next, fn, Save.
+// fn returns the JSON of the result, or the JSON of a declared failure
+// (saved and replayed too), or a plain error (not saved: the step runs again
+// on a later attempt).
+func (x *Exec) Step(ctx context.Context, name string, fn func(ctx context.Context) (result, failure []byte, err error)) (result, failure []byte, err error) {
+	saved, p, err := x.Next(ctx, name)
 	if err != nil {
 		return nil, nil, err
 	}
-	step := driver.Step{Seq: seq, Name: name, Result: result, Failure: failure, Attempts: attempts,
-		StartedAt: started, FinishedAt: time.Now().UTC()}
-	if err := x.J.SaveStep(ctx, x.Run.ID, x.Owner, step); err != nil {
-		return nil, nil, x.fail(err)
+	if saved != nil {
+		return saved.Result, saved.Failure, nil
+	}
+	if result, failure, err = fn(ctx); err != nil {
+		return nil, nil, err
+	}
+	if err := x.Save(ctx, p, result, failure); err != nil {
+		return nil, nil, err
 	}
 	return result, failure, nil
 }
