@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/lease"
 )
 
 // DefaultLease is the in-progress lease: how long a claim holds without being
@@ -125,10 +125,8 @@ type Claim struct {
 	lease    time.Duration
 	ttl      time.Duration
 
-	mu      sync.Mutex
-	timer   *time.Timer
-	stopped bool
-	lost    atomic.Bool
+	keeper *lease.Keeper
+	lost   atomic.Bool
 }
 
 // Lost reports whether a renewal found that another owner took the row: the
@@ -136,43 +134,15 @@ type Claim struct {
 func (c *Claim) Lost() bool { return c.lost.Load() }
 
 func (c *Claim) arm() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped {
-		return
-	}
-	c.timer = time.AfterFunc(c.lease/3, c.renew)
-}
-
-func (c *Claim) renew() {
-	ctx, cancel := context.WithTimeout(context.Background(), c.lease/3)
-	err := c.e.Driver.Renew(ctx, c.Key, c.owner, c.lease)
-	cancel()
-	c.mu.Lock()
-	stopped := c.stopped
-	c.mu.Unlock()
-	if stopped {
-		return
-	}
-	if errors.Is(err, driver.ErrNotOwner) {
+	c.keeper = lease.Keep(c.lease, func(ctx context.Context, d time.Duration) error {
+		return c.e.Driver.Renew(ctx, c.Key, c.owner, d)
+	}, func() {
 		c.lost.Store(true)
-		c.report("renew lease", err)
-		return
-	}
-	if err != nil {
-		c.report("renew lease", err)
-	}
-	c.arm()
+		c.report("renew lease", driver.ErrNotOwner)
+	}, func(err error) { c.report("renew lease", err) })
 }
 
-func (c *Claim) stop() {
-	c.mu.Lock()
-	c.stopped = true
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	c.mu.Unlock()
-}
+func (c *Claim) stop() { c.keeper.Stop() }
 
 func (c *Claim) report(op string, err error) {
 	if c.e.OnError != nil {

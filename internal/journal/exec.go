@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/lease"
 )
 
 // Errors of an execution.
@@ -81,16 +82,15 @@ type Exec struct {
 	Lease  time.Duration
 	report func(op string, err error)
 
-	mu      sync.Mutex
-	saved   []driver.Step
-	next    int             // steps taken so far in this execution
-	taken   []string        // names taken so far (small runs)
-	names   map[string]bool // the same, once there are many
-	parked  bool
-	wakeAt  time.Time
-	failed  error // ErrSaveFailed / ErrLostLease once hit
-	timer   *time.Timer
-	stopped bool
+	mu     sync.Mutex
+	saved  []driver.Step
+	next   int             // steps taken so far in this execution
+	taken  []string        // names taken so far (small runs)
+	names  map[string]bool // the same, once there are many
+	parked bool
+	wakeAt time.Time
+	failed error // ErrSaveFailed / ErrLostLease once hit
+	keeper *lease.Keeper
 }
 
 // Start wraps an acquired or created run for execution and starts renewing
@@ -102,40 +102,23 @@ func Start(j driver.Journal, run driver.Run, saved []driver.Step, owner string, 
 }
 
 func (x *Exec) arm() {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if !x.stopped {
-		x.timer = time.AfterFunc(x.Lease/3, x.renew)
-	}
-}
-
-func (x *Exec) renew() {
-	ctx, cancel := context.WithTimeout(context.Background(), x.Lease/3)
-	err := x.J.RenewRun(ctx, x.Run.ID, x.Owner, x.Lease)
-	cancel()
-	if errors.Is(err, driver.ErrNotOwner) {
+	x.keeper = lease.Keep(x.Lease, func(ctx context.Context, d time.Duration) error {
+		return x.J.RenewRun(ctx, x.Run.ID, x.Owner, d)
+	}, func() {
 		x.mu.Lock()
-		if x.failed == nil && !x.stopped {
+		if x.failed == nil {
 			x.failed = ErrLostLease
 		}
 		x.mu.Unlock()
-		return
-	}
-	if err != nil && x.report != nil {
-		x.report("renew run lease", err)
-	}
-	x.arm()
+	}, func(err error) {
+		if x.report != nil {
+			x.report("renew run lease", err)
+		}
+	})
 }
 
 // Stop ends lease renewal.
-func (x *Exec) Stop() {
-	x.mu.Lock()
-	x.stopped = true
-	if x.timer != nil {
-		x.timer.Stop()
-	}
-	x.mu.Unlock()
-}
+func (x *Exec) Stop() { x.keeper.Stop() }
 
 // Saved reports how many steps the journal held when this execution began.
 func (x *Exec) Saved() int { return len(x.saved) }
