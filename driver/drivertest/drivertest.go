@@ -44,14 +44,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 	probe := newDriver(t)
 	_, isJournal := probe.(driver.Journal)
 	_ = probe.Close()
-	for _, r := range rowRules {
-		t.Run(r.name, func(t *testing.T) {
-			t.Parallel()
-			d := newDriver(t)
-			t.Cleanup(func() { _ = d.Close() })
-			r.test(t, d)
-		})
-	}
+	runRules(t, newDriver, rowRules)
 	t.Run("HTTP", func(t *testing.T) { RunHTTP(t, newDriver) })
 	if isJournal {
 		t.Run("Journal", func(t *testing.T) {
@@ -61,6 +54,20 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		t.Run("Durable", func(t *testing.T) {
 			t.Parallel()
 			RunDurable(t, newDriver)
+		})
+	}
+}
+
+// runRules runs each rule as a parallel subtest named after it, on a fresh
+// driver that is closed when the subtest ends.
+func runRules(t *testing.T, newDriver func(t *testing.T) driver.Driver, rules []rowRule) {
+	t.Helper()
+	for _, r := range rules {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			d := newDriver(t)
+			t.Cleanup(func() { _ = d.Close() })
+			r.test(t, d)
 		})
 	}
 }

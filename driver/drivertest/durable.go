@@ -22,23 +22,10 @@ import (
 // driver under test, which must implement driver.Journal.
 func RunDurable(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 	t.Helper()
-	for _, r := range durableRules {
-		t.Run(r.name, func(t *testing.T) {
-			t.Parallel()
-			d := newDriver(t)
-			t.Cleanup(func() { _ = d.Close() })
-			if _, ok := d.(driver.Journal); !ok {
-				t.Fatalf("%T does not implement driver.Journal", d)
-			}
-			r.test(t, d)
-		})
-	}
+	runRules(t, newDriver, durableRules)
 }
 
-var durableRules = []struct {
-	name string
-	test func(t *testing.T, d driver.Driver)
-}{
+var durableRules = []rowRule{
 	{"CutOffStepRunsAgainSavedStepsDoNot", testCutOffStep},
 	{"RetriedKeyResumesItsJournalRunAfterLeaseLapses", testRetriedKeyResumes},
 	{"RetryWhileTheRunIsHeldElsewhereIs409ThenItsResult", testRetryWhileHeld},
@@ -81,7 +68,11 @@ type durableHarness struct {
 
 func newDurable(t *testing.T, d driver.Driver, cfg oke.Config, bind func(h *durableHarness, app *oke.App)) *durableHarness {
 	t.Helper()
-	dh := &durableHarness{jr: d.(driver.Journal)}
+	jr, ok := d.(driver.Journal)
+	if !ok {
+		t.Fatalf("%T does not implement driver.Journal", d)
+	}
+	dh := &durableHarness{jr: jr}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 10 * time.Millisecond
 	}

@@ -25,20 +25,10 @@ import (
 // named after the rule it proves.
 func RunHTTP(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 	t.Helper()
-	for _, r := range httpRules {
-		t.Run(r.name, func(t *testing.T) {
-			t.Parallel()
-			d := newDriver(t)
-			t.Cleanup(func() { _ = d.Close() })
-			r.test(t, d)
-		})
-	}
+	runRules(t, newDriver, httpRules)
 }
 
-var httpRules = []struct {
-	name string
-	test func(t *testing.T, d driver.Driver)
-}{
+var httpRules = []rowRule{
 	{"HonoredOnEveryMutatingMethodAndRPC", testHonoredMethods},
 	{"IgnoredOnGET", testIgnoredOnGET},
 	{"IgnoredForInProcessCall", testIgnoredForCall},
