@@ -1,0 +1,121 @@
+// Package postgres is oke's driver for PostgreSQL: idempotency rows and the
+// journal of durable runs in tables of one schema, shared safely by any
+// number of app instances. It implements driver.Driver and driver.Journal
+// on github.com/jackc/pgx/v5 (a pgxpool.Pool) and passes driver/drivertest
+// against a real server.
+//
+// # Open and Migrate
+//
+// Open connects and checks that the server answers; Migrate creates the
+// tables. Migrate is explicit — Open never changes the database — so that
+// an operator decides when a schema changes:
+//
+//	d, err := postgres.Open(ctx, os.Getenv("DATABASE_URL"))
+//	if err != nil {
+//		log.Fatal(err) // errors.Is(err, driver.ErrUnavailable) when the server does not answer
+//	}
+//	defer d.Close()
+//	if err := d.Migrate(ctx); err != nil {
+//		log.Fatal(err)
+//	}
+//
+// The DSN is anything pgx accepts: a postgres:// URL or a libpq key=value
+// string, with pgxpool's pool_max_conns and friends. WithPool hands the
+// driver a pool you built yourself (the driver then leaves closing it to you).
+//
+// # Schema
+//
+// Every table lives in one schema, "oke" unless WithSchema names another,
+// and every query names it (no search_path is needed, so the driver also
+// works through a transaction-mode pooler and on a shared pool). Several
+// apps, or the tests, share one database with a schema each. The tables:
+//
+//	oke_idempotency   one row per Idempotency-Key in its scope (tenant, principal, flow)
+//	oke_runs          one row per durable run; dedupe_key is unique
+//	oke_steps         saved steps, primary key (run_id, seq)
+//	oke_step_starts   attempts begun per step (StartStep)
+//	oke_claims        business keys claimed by runs (oke.Claim)
+//	oke_migrations    which migrations have been applied
+//
+// Migrations are the embedded files migrations/NNN_name.sql, applied in
+// order in one transaction under an advisory lock on the schema's name:
+// Migrate is safe to run twice, and from several processes at once (the later
+// ones wait, then find nothing to do). A failed migration leaves nothing
+// behind. Key columns are COLLATE "C", so List and ListRuns page in Go's
+// bytewise string order whatever the database's collation. Strings must be
+// valid UTF-8 without NUL bytes (Postgres text refuses others, and the driver
+// returns that error); inputs, results and response bodies are bytea and
+// come back byte for byte.
+//
+// # The database clock
+//
+// Every time the driver writes — lease deadlines, TTLs, created, completed
+// and updated times, and "is it due / expired / lapsed" — is computed from
+// the server's now() inside the statement that uses it, never from the
+// app's clock. Several instances with skewed clocks therefore agree on who
+// holds a lease. ClaimResult.Now is that now(), so the claim state machine
+// computes Retry-After from the same clock as the lease. now() is the start
+// of the statement's transaction; every statement here is its own
+// transaction, so now() is "when the statement ran". Durations become
+// intervals in microseconds, Postgres's precision.
+//
+// # Claims and leases
+//
+// Claim is one statement (no check-then-insert): it locks the existing row
+// if there is one (SELECT … FOR UPDATE in a CTE), then INSERT … ON CONFLICT
+// DO UPDATE … WHERE the row has expired, or is a lapsed Running row with the
+// same fingerprint, RETURNING the new row; the outer SELECT reports the new
+// row, the locked old row and now(). The primary key decides between
+// concurrent claims of a new key. One case needs a second read: when a
+// concurrent claim inserted the key after this statement's snapshot and its
+// row does not yield, the statement sees neither row; the decision (not
+// claimed) is made, and a plain SELECT reports the winner's row.
+//
+// Renew, Complete and Release are UPDATE/DELETE … WHERE owner = $owner AND
+// state = running: a stale holder whose row was taken over touches no row
+// and gets driver.ErrNotOwner. Sweep deletes expired rows in batches of at
+// most 1000 per statement (DELETE … WHERE ctid IN (SELECT … LIMIT n FOR
+// UPDATE SKIP LOCKED)), so concurrent sweepers split the work.
+//
+// The journal works the same way: AcquireRun is one UPDATE … WHERE the run is
+// due at now() (a concurrent acquirer waits for the row, re-checks it, and
+// gets ErrNotDue); RenewRun, StartStep, SaveStep and FinishRun are fenced by
+// owner; SaveStep updates the run and inserts the step in one statement only
+// when the step is the next one (ErrStepOrder otherwise); DueRuns reads due
+// runs longest-due first with FOR UPDATE SKIP LOCKED, so schedulers on
+// several instances do not hand out the same run; CreateRun and ClaimKey are
+// INSERT … ON CONFLICT DO NOTHING, then a read of the winner.
+//
+// # Round trips
+//
+// Per request with an Idempotency-Key: Claim is one round trip (two in the
+// rare lost race above), Renew one per lease period, Complete or Release
+// one. Each commits on its own (autocommit), so "durable when it returns"
+// is Postgres's commit. Per durable step: StartStep and SaveStep, one each;
+// AcquireRun and GetRun are two (the run, then its steps).
+//
+// # Errors
+//
+// One function translates pgx's errors: no rows is driver.ErrNotFound; a
+// lost or refused connection, a server shutting down, too many connections,
+// a serialization failure or deadlock is driver.ErrUnavailable (the
+// statement may or may not have committed; callers fail closed); a closed
+// driver is driver.ErrClosed; a cancelled context stays itself.
+//
+// # What is weak, and what is not done
+//
+//   - No LISTEN/NOTIFY yet: schedulers poll DueRuns.
+//   - No …Tx twins: a step's writes to the app's own tables cannot yet commit
+//     in the same transaction as SaveStep (exactly-once for same-database
+//     effects is future work).
+//   - GetRun and AcquireRun read the run and its steps in two statements; the
+//     steps are append-only and fenced, so they are consistent for the owner,
+//     but a reader may see a run a moment newer than its steps.
+//   - DueRuns takes and at once releases row locks: it writes lock marks to
+//     the rows it reads. On a busy journal prefer a bounded limit.
+//   - Rows and runs are not partitioned; Sweep keeps oke_idempotency small,
+//     but finished runs and their steps stay until something deletes them.
+//   - Tested against PostgreSQL 15 by one process; several processes
+//     sharing one schema rely on the same row locks but have no test of
+//     their own yet.
+package postgres

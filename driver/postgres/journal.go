@@ -1,0 +1,433 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/okengine/oke/driver"
+)
+
+// runCols are the columns of oke_runs in the order runScan reads them.
+var runCols = []string{"id", "flow", "input", "tenant", "principal", "status", "owner", "lease_until",
+	"wake_at", "attempts", "replay_of", "parent", "event", "dedupe_key", "idem_tenant", "idem_principal",
+	"idem_flow", "idem_key", "result_status", "result_content_type", "result_location", "result_body",
+	"error", "created_at", "updated_at"}
+
+// runColumns returns runCols, each qualified by alias when it is not empty.
+func runColumns(alias string) string {
+	s := ""
+	for i, c := range runCols {
+		if i > 0 {
+			s += ", "
+		}
+		if alias != "" {
+			s += alias + "."
+		}
+		s += c
+	}
+	return s
+}
+
+// runScan receives one run's columns, each nullable so that it can also read
+// the empty side of an outer join.
+type runScan struct {
+	id, flow                            *string
+	input                               []byte
+	tenant, principal                   *string
+	status                              *int16
+	owner                               *string
+	leaseUntil, wakeAt                  *time.Time
+	attempts                            *int32
+	replayOf, parent, event, dedupe     *string
+	idemTenant, idemPrincipal, idemFlow *string
+	idemKey                             *string
+	resultStatus                        *int32
+	resultContentType, resultLocation   *string
+	resultBody                          []byte
+	errText                             *string
+	createdAt, updatedAt                *time.Time
+}
+
+func (s *runScan) dest() []any {
+	return []any{&s.id, &s.flow, &s.input, &s.tenant, &s.principal, &s.status, &s.owner, &s.leaseUntil,
+		&s.wakeAt, &s.attempts, &s.replayOf, &s.parent, &s.event, &s.dedupe, &s.idemTenant, &s.idemPrincipal,
+		&s.idemFlow, &s.idemKey, &s.resultStatus, &s.resultContentType, &s.resultLocation, &s.resultBody,
+		&s.errText, &s.createdAt, &s.updatedAt}
+}
+
+// run returns the scanned run, and false when the columns were all NULL.
+func (s *runScan) run() (driver.Run, bool) {
+	if s.id == nil {
+		return driver.Run{}, false
+	}
+	r := driver.Run{
+		ID:         *s.id,
+		Flow:       derefText(s.flow),
+		Input:      s.input,
+		Tenant:     derefText(s.tenant),
+		Principal:  derefText(s.principal),
+		Status:     driver.RunStatus(*s.status),
+		Owner:      derefText(s.owner),
+		LeaseUntil: derefTime(s.leaseUntil),
+		WakeAt:     derefTime(s.wakeAt),
+		ReplayOf:   derefText(s.replayOf),
+		Parent:     derefText(s.parent),
+		Event:      derefText(s.event),
+		DedupeKey:  derefText(s.dedupe),
+		Error:      derefText(s.errText),
+		CreatedAt:  derefTime(s.createdAt),
+		UpdatedAt:  derefTime(s.updatedAt),
+	}
+	if s.attempts != nil {
+		r.Attempts = int(*s.attempts)
+	}
+	if s.idemTenant != nil {
+		r.IdemKey = &driver.Key{Tenant: *s.idemTenant, Principal: derefText(s.idemPrincipal),
+			Flow: derefText(s.idemFlow), Key: derefText(s.idemKey)}
+	}
+	if s.resultStatus != nil {
+		r.Result = &driver.Response{Status: int(*s.resultStatus), ContentType: derefText(s.resultContentType),
+			Location: derefText(s.resultLocation), Body: s.resultBody}
+	}
+	return r, true
+}
+
+// heldSQL is the fence of the journal's fenced calls for run alias r: $1 is
+// the run's ID, $2 the owner.
+const heldSQL = `r.id = $1 AND r.owner = $2 AND r.owner <> '' AND r.status IN (1, 2)`
+
+// dueSQL is driver.Journal's "due" for run alias r at the database's now():
+// not finished, not held by a live lease, and WakeAt reached.
+const dueSQL = `(r.status IN (1, 2) AND (r.owner = '' OR r.lease_until <= now())
+	AND (r.wake_at IS NULL OR r.wake_at <= now()))`
+
+// dueSinceSQL is when run r became due, for "longest due first".
+const dueSinceSQL = `coalesce(greatest(r.wake_at, CASE WHEN r.owner <> '' THEN r.lease_until END), r.created_at)`
+
+// CreateRun implements driver.Journal: one INSERT … ON CONFLICT (dedupe_key)
+// DO NOTHING; when it inserted nothing, a read returns the run that holds the
+// dedupe key (dedupe keys are never released, so it is there). A taken ID is
+// a unique violation: an error, not ErrDuplicate.
+func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Duration) (driver.Run, error) {
+	if err := d.check(); err != nil {
+		return driver.Run{}, err
+	}
+	if run.ID == "" {
+		return driver.Run{}, errors.New("postgres: create run: empty ID")
+	}
+	if run.Status == 0 {
+		run.Status = driver.RunRunning
+	}
+	var it, ip, ifl, ik any
+	if k := run.IdemKey; k != nil {
+		it, ip, ifl, ik = k.Tenant, k.Principal, k.Flow, k.Key
+	}
+	var rs, rct, rloc any
+	var rbody []byte
+	if res := run.Result; res != nil {
+		rs, rct, rloc, rbody = res.Status, res.ContentType, res.Location, res.Body
+	}
+	input := run.Input
+	if input == nil {
+		input = []byte{}
+	}
+	var s runScan
+	err := d.pool.QueryRow(ctx, d.sql(`INSERT INTO {s}.oke_runs AS r (`+runColumns("")+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7,
+			CASE WHEN $7 <> '' THEN now() + $8 * interval '1 microsecond' END,
+			$9, CASE WHEN $7 <> '' THEN 1 ELSE 0 END, $10, $11, $12, $13, $14, $15, $16, $17,
+			$18, $19, $20, $21, $22, now(), now())
+		ON CONFLICT (dedupe_key) DO NOTHING
+		RETURNING `+runColumns("r")),
+		run.ID, run.Flow, input, run.Tenant, run.Principal, int16(run.Status), run.Owner, micros(lease),
+		nullTime(run.WakeAt), run.ReplayOf, run.Parent, run.Event, nullText(run.DedupeKey),
+		it, ip, ifl, ik, rs, rct, rloc, rbody, run.Error).Scan(s.dest()...)
+	if err == nil {
+		r, _ := s.run()
+		return r, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return driver.Run{}, d.wrap("create run", err)
+	}
+	err = d.pool.QueryRow(ctx, d.sql(`SELECT `+runColumns("r")+` FROM {s}.oke_runs r WHERE r.dedupe_key = $1`),
+		run.DedupeKey).Scan(s.dest()...)
+	if err != nil {
+		return driver.Run{}, d.wrap("create run", err)
+	}
+	r, _ := s.run()
+	return r, fmt.Errorf("postgres: create run %q: %w", run.ID, driver.ErrDuplicate)
+}
+
+// steps reads the saved steps of run id in order.
+func (d *Driver) steps(ctx context.Context, op, id string) ([]driver.Step, error) {
+	rows, err := d.pool.Query(ctx, d.sql(`SELECT seq, name, result, failure, attempts, started_at, finished_at
+		FROM {s}.oke_steps WHERE run_id = $1 ORDER BY seq`), id)
+	if err != nil {
+		return nil, d.wrap(op, err)
+	}
+	defer rows.Close()
+	out := make([]driver.Step, 0, 8)
+	for rows.Next() {
+		var s driver.Step
+		var started, finished *time.Time
+		if err := rows.Scan(&s.Seq, &s.Name, &s.Result, &s.Failure, &s.Attempts, &started, &finished); err != nil {
+			return nil, d.wrap(op, err)
+		}
+		s.StartedAt, s.FinishedAt = derefTime(started), derefTime(finished)
+		out = append(out, s)
+	}
+	return out, d.wrap(op, rows.Err())
+}
+
+// GetRun implements driver.Journal.
+func (d *Driver) GetRun(ctx context.Context, id string) (driver.Run, []driver.Step, error) {
+	if err := d.check(); err != nil {
+		return driver.Run{}, nil, err
+	}
+	var s runScan
+	err := d.pool.QueryRow(ctx, d.sql(`SELECT `+runColumns("r")+` FROM {s}.oke_runs r WHERE r.id = $1`), id).Scan(s.dest()...)
+	if err != nil {
+		return driver.Run{}, nil, d.wrap("get run", err)
+	}
+	steps, err := d.steps(ctx, "get run", id)
+	if err != nil {
+		return driver.Run{}, nil, err
+	}
+	r, _ := s.run()
+	return r, steps, nil
+}
+
+// ListRuns implements driver.Journal, in bytewise ID order.
+func (d *Driver) ListRuns(ctx context.Context, f driver.RunFilter, limit int) ([]driver.Run, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	statuses := make([]int16, len(f.Status))
+	for i, s := range f.Status {
+		statuses[i] = int16(s)
+	}
+	rows, err := d.pool.Query(ctx, d.sql(`SELECT `+runColumns("r")+` FROM {s}.oke_runs r
+		WHERE r.id > $1 AND ($2 = '' OR r.flow = $2) AND (cardinality($3::smallint[]) = 0 OR r.status = ANY($3))
+		ORDER BY r.id LIMIT $4`), f.After, f.Flow, statuses, limitArg(limit))
+	if err != nil {
+		return nil, d.wrap("list runs", err)
+	}
+	defer rows.Close()
+	var out []driver.Run
+	for rows.Next() {
+		var s runScan
+		if err := rows.Scan(s.dest()...); err != nil {
+			return nil, d.wrap("list runs", err)
+		}
+		r, _ := s.run()
+		out = append(out, r)
+	}
+	return out, d.wrap("list runs", rows.Err())
+}
+
+// AcquireRun implements driver.Journal: one UPDATE that takes the run only
+// if it is due at now(). A concurrent writer of the same run (another
+// AcquireRun, the owner's SaveStep) is waited for, and the run is then
+// re-checked against its new version, so of many acquirers exactly one wins
+// and the others see ErrNotDue — never a false ErrNotDue because a row was
+// momentarily locked. A second statement reads the saved steps.
+func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Duration) (driver.Run, []driver.Step, error) {
+	if err := d.check(); err != nil {
+		return driver.Run{}, nil, err
+	}
+	if owner == "" {
+		return driver.Run{}, nil, errors.New("postgres: acquire run: empty owner")
+	}
+	var s runScan
+	var exists bool
+	err := d.pool.QueryRow(ctx, d.sql(`WITH u AS (
+			UPDATE {s}.oke_runs r SET status = 1, owner = $2,
+				lease_until = now() + $3 * interval '1 microsecond',
+				attempts = r.attempts + 1, updated_at = now()
+			WHERE r.id = $1 AND `+dueSQL+`
+			RETURNING `+runColumns("r")+`
+		)
+		SELECT `+runColumns("u")+`, EXISTS (SELECT 1 FROM {s}.oke_runs WHERE id = $1)
+		FROM (VALUES (1)) AS one LEFT JOIN u ON true`),
+		id, owner, micros(lease)).Scan(append(s.dest(), &exists)...)
+	if err != nil {
+		return driver.Run{}, nil, d.wrap("acquire run", err)
+	}
+	r, ok := s.run()
+	switch {
+	case ok:
+	case exists:
+		return driver.Run{}, nil, fmt.Errorf("postgres: acquire run %q: %w", id, driver.ErrNotDue)
+	default:
+		return driver.Run{}, nil, fmt.Errorf("postgres: acquire run %q: %w", id, driver.ErrNotFound)
+	}
+	steps, err := d.steps(ctx, "acquire run", id)
+	if err != nil {
+		return driver.Run{}, nil, err
+	}
+	return r, steps, nil
+}
+
+// RenewRun implements driver.Journal.
+func (d *Driver) RenewRun(ctx context.Context, id, owner string, lease time.Duration) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	tag, err := d.pool.Exec(ctx, d.sql(`UPDATE {s}.oke_runs r
+		SET lease_until = now() + $3 * interval '1 microsecond'
+		WHERE `+heldSQL), id, owner, micros(lease))
+	if err != nil {
+		return d.wrap("renew run", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: renew run %q: %w", id, driver.ErrNotOwner)
+	}
+	return nil
+}
+
+// StartStep implements driver.Journal: an upsert of the step's attempt
+// count, made only while owner holds the run (the run row is share-locked
+// for the statement, so a takeover waits for it).
+func (d *Driver) StartStep(ctx context.Context, id, owner string, seq int, name string) (int, error) {
+	if err := d.check(); err != nil {
+		return 0, err
+	}
+	if seq < 1 {
+		return 0, fmt.Errorf("postgres: start step: seq %d", seq)
+	}
+	var n int
+	err := d.pool.QueryRow(ctx, d.sql(`INSERT INTO {s}.oke_step_starts AS a (run_id, seq, name, attempts)
+		SELECT r.id, $3, $4, 1 FROM {s}.oke_runs r WHERE `+heldSQL+` FOR SHARE
+		ON CONFLICT (run_id, seq) DO UPDATE SET attempts = a.attempts + 1, name = excluded.name
+		RETURNING a.attempts`), id, owner, seq, name).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("postgres: start step %q: %w", id, driver.ErrNotOwner)
+	}
+	if err != nil {
+		return 0, d.wrap("start step", err)
+	}
+	return n, nil
+}
+
+// SaveStep implements driver.Journal in one statement: the run row is
+// updated (and so locked) only if owner holds it and the step is the next
+// one, and the step is inserted only if that update happened. Durable when
+// it returns.
+func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Step) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	var saved, held bool
+	err := d.pool.QueryRow(ctx, d.sql(`WITH r AS (
+			UPDATE {s}.oke_runs r SET updated_at = coalesce($9, now())
+			WHERE `+heldSQL+`
+				AND (SELECT coalesce(max(seq), 0) FROM {s}.oke_steps WHERE run_id = $1) = $3 - 1
+			RETURNING r.id
+		), ins AS (
+			INSERT INTO {s}.oke_steps (run_id, seq, name, result, failure, attempts, started_at, finished_at)
+			SELECT r.id, $3, $4, $5, $6, $7, $8, $9 FROM r
+			RETURNING seq
+		)
+		SELECT EXISTS (SELECT 1 FROM ins),
+			EXISTS (SELECT 1 FROM {s}.oke_runs r WHERE `+heldSQL+`)`),
+		id, owner, step.Seq, step.Name, step.Result, step.Failure, step.Attempts,
+		nullTime(step.StartedAt), nullTime(step.FinishedAt)).Scan(&saved, &held)
+	switch {
+	case isUnique(err):
+		// A concurrent SaveStep of the same seq won.
+		return fmt.Errorf("postgres: save step %q seq %d: %w", id, step.Seq, driver.ErrStepOrder)
+	case err != nil:
+		return d.wrap("save step", err)
+	case saved:
+		return nil
+	case !held:
+		return fmt.Errorf("postgres: save step %q: %w", id, driver.ErrNotOwner)
+	default:
+		return fmt.Errorf("postgres: save step %q seq %d: %w", id, step.Seq, driver.ErrStepOrder)
+	}
+}
+
+// isUnique reports whether err is a unique violation.
+func isUnique(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+// FinishRun implements driver.Journal.
+func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finish) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	switch f.Status {
+	case driver.RunRunning, driver.RunSleeping, driver.RunCompleted, driver.RunFailed:
+	default:
+		return fmt.Errorf("postgres: finish run: unknown status %d", f.Status)
+	}
+	var rs, rct, rloc any
+	var rbody []byte
+	if res := f.Result; res != nil {
+		rs, rct, rloc, rbody = res.Status, res.ContentType, res.Location, res.Body
+		if rbody == nil {
+			rbody = []byte{}
+		}
+	}
+	tag, err := d.pool.Exec(ctx, d.sql(`UPDATE {s}.oke_runs r SET
+			status = $3, owner = '', lease_until = NULL, wake_at = $4, error = $5,
+			result_status = CASE WHEN $6::integer IS NULL THEN r.result_status ELSE $6 END,
+			result_content_type = CASE WHEN $6::integer IS NULL THEN r.result_content_type ELSE $7 END,
+			result_location = CASE WHEN $6::integer IS NULL THEN r.result_location ELSE $8 END,
+			result_body = CASE WHEN $6::integer IS NULL THEN r.result_body ELSE $9 END,
+			updated_at = now()
+		WHERE `+heldSQL),
+		id, owner, int16(f.Status), nullTime(f.WakeAt), f.Error, rs, rct, rloc, rbody)
+	if err != nil {
+		return d.wrap("finish run", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: finish run %q: %w", id, driver.ErrNotOwner)
+	}
+	return nil
+}
+
+// DueRuns implements driver.Journal: the due runs, longest due first, read
+// with FOR UPDATE SKIP LOCKED so that a run another instance is acquiring
+// or working on right now is left out rather than waited for.
+func (d *Driver) DueRuns(ctx context.Context, limit int) ([]string, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	rows, err := d.pool.Query(ctx, d.sql(`SELECT r.id FROM {s}.oke_runs r WHERE `+dueSQL+`
+		ORDER BY `+dueSinceSQL+`, r.id LIMIT $1 FOR UPDATE SKIP LOCKED`), limitArg(limit))
+	if err != nil {
+		return nil, d.wrap("due runs", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, d.wrap("due runs", err)
+	}
+	return ids, nil
+}
+
+// ClaimKey implements driver.Journal: INSERT … ON CONFLICT DO NOTHING, then,
+// when another run holds the key, a read of the winner (claims are never
+// deleted, so the winner is there).
+func (d *Driver) ClaimKey(ctx context.Context, key, runID string) (string, error) {
+	if err := d.check(); err != nil {
+		return "", err
+	}
+	var winner string
+	err := d.pool.QueryRow(ctx, d.sql(`INSERT INTO {s}.oke_claims (claim_key, run_id) VALUES ($1, $2)
+		ON CONFLICT (claim_key) DO NOTHING RETURNING run_id`), key, runID).Scan(&winner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = d.pool.QueryRow(ctx, d.sql(`SELECT run_id FROM {s}.oke_claims WHERE claim_key = $1`), key).Scan(&winner)
+	}
+	if err != nil {
+		return "", d.wrap("claim key", err)
+	}
+	return winner, nil
+}

@@ -1,0 +1,340 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/okengine/oke/driver"
+)
+
+// DefaultSchema is the schema the driver's tables live in unless WithSchema
+// says otherwise.
+const DefaultSchema = "oke"
+
+// Driver is the Postgres driver. It is safe for concurrent use; open it with
+// Open and create its tables with Migrate.
+type Driver struct {
+	pool    *pgxpool.Pool
+	ownPool bool // Close closes the pool only when Open created it
+	schema  string
+	quoted  string // schema as a quoted SQL identifier
+	closed  atomic.Bool
+}
+
+var (
+	_ driver.Driver  = (*Driver)(nil)
+	_ driver.Journal = (*Driver)(nil)
+)
+
+// Option configures Open.
+type Option func(*config)
+
+type config struct {
+	schema string
+	pool   *pgxpool.Pool
+}
+
+// WithSchema puts the driver's tables in schema instead of DefaultSchema.
+// Several apps (or tests) can share one database with a schema each.
+func WithSchema(schema string) Option {
+	return func(c *config) { c.schema = schema }
+}
+
+// WithPool makes the driver use pool instead of opening its own from the DSN
+// (pass "" as the DSN). The driver does not close a pool it was given.
+func WithPool(pool *pgxpool.Pool) Option {
+	return func(c *config) { c.pool = pool }
+}
+
+// Open connects to the database at dsn (a postgres:// URL or a libpq
+// key=value string) and checks that it answers. It does not create tables:
+// call Migrate for that. An unreachable server is driver.ErrUnavailable.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Driver, error) {
+	c := config{schema: DefaultSchema}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.schema == "" {
+		return nil, errors.New("postgres: open: empty schema name")
+	}
+	d := &Driver{schema: c.schema, quoted: pgx.Identifier{c.schema}.Sanitize(), pool: c.pool}
+	if d.pool == nil {
+		cfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: open: %w", err)
+		}
+		d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return nil, d.wrap("open", err)
+		}
+		d.ownPool = true
+	}
+	if err := d.pool.Ping(ctx); err != nil {
+		if d.ownPool {
+			d.pool.Close()
+		}
+		return nil, d.wrap("open", err)
+	}
+	return d, nil
+}
+
+// Schema returns the schema the driver's tables live in.
+func (d *Driver) Schema() string { return d.schema }
+
+// Pool returns the driver's connection pool, e.g. to run the app's own
+// queries on the same connections.
+func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
+
+// Close closes the pool if Open created it. Later calls on the driver fail
+// with driver.ErrClosed. Closing twice is harmless.
+func (d *Driver) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	if d.ownPool {
+		d.pool.Close()
+	}
+	return nil
+}
+
+// check fails fast once the driver is closed.
+func (d *Driver) check() error {
+	if d.closed.Load() {
+		return driver.ErrClosed
+	}
+	return nil
+}
+
+// sql puts the driver's schema into a query: every {s} becomes the quoted
+// schema name, so table names are always qualified (no search_path needed,
+// which also works through poolers and on a pool given with WithPool).
+func (d *Driver) sql(q string) string { return strings.ReplaceAll(q, "{s}", d.quoted) }
+
+// errUnique marks a unique violation the caller did not expect to handle.
+var errUnique = errors.New("unique violation")
+
+// wrap translates a pgx or Postgres error into the driver's sentinels. It is
+// the one place that knows pgx's error values:
+//
+//   - pgx.ErrNoRows → driver.ErrNotFound
+//   - a closed driver → driver.ErrClosed
+//   - a cancelled or timed-out context stays what it is
+//   - connection failures, server shutdown, too many connections, and
+//     serialization failures or deadlocks → driver.ErrUnavailable (the
+//     operation may or may not have happened; callers fail closed, and may
+//     retry when pgconn.SafeToRetry says nothing was sent)
+//   - unique violations → errUnique (callers that expect one check first)
+//
+// Anything else (a bug in a query, a refused value such as invalid UTF-8) is
+// returned wrapped as it is.
+func (d *Driver) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if d.closed.Load() {
+		return fmt.Errorf("postgres: %s: %w", op, driver.ErrClosed)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("postgres: %s: %w", op, driver.ErrNotFound)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "23505":
+			return fmt.Errorf("postgres: %s: %w: %w", op, errUnique, err)
+		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
+			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutdown, cannot connect now
+			pgErr.Code == "53300",                        // too many connections
+			pgErr.Code == "40001", pgErr.Code == "40P01": // serialization failure, deadlock
+			return fmt.Errorf("postgres: %s: %w: %w", op, driver.ErrUnavailable, err)
+		}
+		return fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	var netErr net.Error
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &netErr) || errors.As(err, &connectErr) || pgconn.Timeout(err) ||
+		pgconn.SafeToRetry(err) || isConnClosed(err) {
+		return fmt.Errorf("postgres: %s: %w: %w", op, driver.ErrUnavailable, err)
+	}
+	return fmt.Errorf("postgres: %s: %w", op, err)
+}
+
+// isConnClosed recognises pgx's errors for a connection or pool that is gone,
+// which pgx does not export as values.
+func isConnClosed(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "conn closed") || strings.Contains(s, "closed pool") ||
+		strings.Contains(s, "unexpected EOF") || strings.Contains(s, "connection reset")
+}
+
+// --- migrations ---------------------------------------------------------------
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+var migrationName = regexp.MustCompile(`^(\d+)_[a-z0-9_]+\.sql$`)
+
+// migrations returns the embedded migrations in version order.
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		m := migrationName.FindStringSubmatch(e.Name())
+		if m == nil {
+			return nil, fmt.Errorf("migration file %q is not named NNN_name.sql", e.Name())
+		}
+		v, _ := strconv.Atoi(m[1])
+		b, err := migrationFS.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i := 1; i < len(out); i++ {
+		if out[i].version == out[i-1].version {
+			return nil, fmt.Errorf("two migrations with version %d", out[i].version)
+		}
+	}
+	return out, nil
+}
+
+// Migrate creates the schema and its tables, or brings them up to date. It
+// applies the embedded migrations (migrations/NNN_name.sql) that the schema's
+// oke_migrations table does not list yet, in order, all in one transaction
+// that first takes a transaction-level advisory lock on the schema's name: it
+// is safe to run twice, and concurrently from several processes (the later
+// ones wait, then find nothing to do). A failed migration leaves nothing
+// behind.
+func (d *Driver) Migrate(ctx context.Context) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	ms, err := migrations()
+	if err != nil {
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return d.wrap("migrate", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	steps := []string{
+		`SELECT pg_advisory_xact_lock(hashtextextended('oke.migrate:' || $1, 0))`,
+		`CREATE SCHEMA IF NOT EXISTS {s}`,
+		`SET LOCAL search_path TO {s}`,
+		`CREATE TABLE IF NOT EXISTS {s}.oke_migrations (
+			version    integer PRIMARY KEY,
+			name       text NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now()
+		)`,
+	}
+	for i, q := range steps {
+		var args []any
+		if i == 0 {
+			args = []any{d.schema}
+		}
+		if _, err := tx.Exec(ctx, d.sql(q), args...); err != nil {
+			return d.wrap("migrate", err)
+		}
+	}
+	applied := map[int]bool{}
+	rows, err := tx.Query(ctx, d.sql(`SELECT version FROM {s}.oke_migrations`))
+	if err != nil {
+		return d.wrap("migrate", err)
+	}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return d.wrap("migrate", err)
+		}
+		applied[v] = true
+	}
+	if err := rows.Err(); err != nil {
+		return d.wrap("migrate", err)
+	}
+	for _, m := range ms {
+		if applied[m.version] {
+			continue
+		}
+		// Simple protocol: a migration file may hold several statements.
+		if _, err := tx.Exec(ctx, m.sql, pgx.QueryExecModeSimpleProtocol); err != nil {
+			return d.wrap("migrate "+m.name, err)
+		}
+		if _, err := tx.Exec(ctx, d.sql(`INSERT INTO {s}.oke_migrations (version, name) VALUES ($1, $2)`), m.version, m.name); err != nil {
+			return d.wrap("migrate "+m.name, err)
+		}
+	}
+	return d.wrap("migrate", tx.Commit(ctx))
+}
+
+// --- value helpers ------------------------------------------------------------
+
+// micros is a duration as microseconds, Postgres's precision; queries turn it
+// into an interval with `$n * interval '1 microsecond'`.
+func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// nullTime is t, or NULL when t is zero.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// nullText is s, or NULL when s is empty.
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func derefTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+func derefText(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// limitArg is a LIMIT parameter: NULL (no limit) when limit <= 0.
+func limitArg(limit int) any {
+	if limit <= 0 {
+		return nil
+	}
+	return limit
+}

@@ -1,0 +1,180 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/driver/drivertest"
+	"github.com/okengine/oke/driver/postgres"
+)
+
+// defaultURL is the server the tests use when OKE_TEST_DATABASE_URL is not
+// set: what scripts/pg starts by default.
+const defaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+var (
+	serverOnce sync.Once
+	serverURL  string
+	serverPool *pgxpool.Pool // creates and drops the tests' schemas
+	serverErr  error
+	schemaSeq  atomic.Int64
+)
+
+// server returns the test server's URL and an admin pool, or fails the test:
+// the Postgres driver is tested against a real server, never skipped.
+func server(t *testing.T) (string, *pgxpool.Pool) {
+	t.Helper()
+	serverOnce.Do(func() {
+		serverURL = os.Getenv("OKE_TEST_DATABASE_URL")
+		if serverURL == "" {
+			serverURL = defaultURL
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		serverPool, serverErr = pgxpool.New(ctx, serverURL)
+		if serverErr == nil {
+			serverErr = serverPool.Ping(ctx)
+		}
+	})
+	if serverErr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI: no PostgreSQL answers at %s (%v). .ci/run starts one with scripts/pg before the tests; "+
+				"check its output above.", serverURL, serverErr)
+		}
+		t.Fatalf("no PostgreSQL answers at %s (%v).\nThe Postgres driver is tested against a real server. Start a "+
+			"throwaway one with\n\teval \"$(scripts/pg)\"\nor point OKE_TEST_DATABASE_URL at a database you may "+
+			"create schemas in.", serverURL, serverErr)
+	}
+	return serverURL, serverPool
+}
+
+// newDriver opens a driver on a fresh, migrated schema of its own and drops
+// the schema when the test ends (after the suite's Close).
+func newDriver(t *testing.T) *postgres.Driver {
+	t.Helper()
+	url, admin := server(t)
+	schema := fmt.Sprintf("oke_test_%d_%d", os.Getpid(), schemaSeq.Add(1))
+	d, err := postgres.Open(t.Context(), url, postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		_, err := admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	if err := d.Migrate(t.Context()); err != nil {
+		_ = d.Close()
+		t.Fatalf("Migrate: %v", err)
+	}
+	return d
+}
+
+func TestConformance(t *testing.T) {
+	drivertest.Run(t, func(t *testing.T) driver.Driver { return newDriver(t) })
+}
+
+func TestMigrateIsSafeTwiceAndConcurrently(t *testing.T) {
+	url, admin := server(t)
+	schema := fmt.Sprintf("oke_test_%d_migrate", os.Getpid())
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	})
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			d, err := postgres.Open(t.Context(), url, postgres.WithSchema(schema))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer d.Close()
+			errs[i] = d.Migrate(t.Context())
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("concurrent Migrate %d: %v", i, err)
+		}
+	}
+	d, err := postgres.Open(t.Context(), url, postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate again: %v", err)
+	}
+	var applied int
+	err = admin.QueryRow(t.Context(), "SELECT count(*) FROM "+pgx.Identifier{schema}.Sanitize()+".oke_migrations").Scan(&applied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied != len(entries) {
+		t.Errorf("oke_migrations lists %d migrations, want %d (each applied once)", applied, len(entries))
+	}
+	// The schema works.
+	res, err := d.Claim(t.Context(), driver.ClaimRequest{
+		Key:         driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "idem-key-0000-migrate"},
+		Fingerprint: "fp", Owner: "o", Lease: time.Minute, TTL: time.Hour,
+	})
+	if err != nil || !res.Claimed {
+		t.Fatalf("Claim on the migrated schema: %+v, %v", res, err)
+	}
+}
+
+func TestOpenUnreachableServerIsErrUnavailable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err := postgres.Open(ctx, "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=5")
+	if !errors.Is(err, driver.ErrUnavailable) {
+		t.Fatalf("Open of a closed port: err = %v, want driver.ErrUnavailable", err)
+	}
+}
+
+func TestClaimUsesTheDatabaseClock(t *testing.T) {
+	d := newDriver(t)
+	defer d.Close()
+	var dbNow time.Time
+	if err := d.Pool().QueryRow(t.Context(), "SELECT now()").Scan(&dbNow); err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.Claim(t.Context(), driver.ClaimRequest{
+		Key:         driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "idem-key-0000-clock"},
+		Fingerprint: "fp", Owner: "o", Lease: 30 * time.Second, TTL: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Now.Before(dbNow) || res.Now.Sub(dbNow) > 10*time.Second {
+		t.Errorf("ClaimResult.Now = %v, want the database's now() just after %v", res.Now, dbNow)
+	}
+	if got := res.Row.LeaseUntil.Sub(res.Now); got != 30*time.Second {
+		t.Errorf("LeaseUntil - Now = %v, want exactly the lease 30s (both from one now())", got)
+	}
+	if got := res.Row.ExpiresAt.Sub(res.Now); got != time.Hour {
+		t.Errorf("ExpiresAt - Now = %v, want exactly the TTL 1h", got)
+	}
+	if !strings.HasPrefix(d.Schema(), "oke_test_") {
+		t.Errorf("Schema() = %q", d.Schema())
+	}
+}

@@ -1,0 +1,307 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/okengine/oke/driver"
+)
+
+// rowCols are the columns of oke_idempotency in the order scanRow reads them.
+const rowCols = `tenant, principal, flow, idem_key, fingerprint, state, owner, lease_until,
+	expires_at, created_at, completed_at, resp_status, resp_content_type, resp_location, resp_body, run_id`
+
+// prefixed returns rowCols with each column qualified by alias.
+func prefixed(alias string) string {
+	return alias + `.tenant, ` + alias + `.principal, ` + alias + `.flow, ` + alias + `.idem_key, ` +
+		alias + `.fingerprint, ` + alias + `.state, ` + alias + `.owner, ` + alias + `.lease_until, ` +
+		alias + `.expires_at, ` + alias + `.created_at, ` + alias + `.completed_at, ` + alias + `.resp_status, ` +
+		alias + `.resp_content_type, ` + alias + `.resp_location, ` + alias + `.resp_body, ` + alias + `.run_id`
+}
+
+// rowScan receives one row's columns, each nullable so that it can also read
+// the empty side of an outer join.
+type rowScan struct {
+	tenant, principal, flow, key, fp *string
+	state                            *int16
+	owner                            *string
+	leaseUntil, expiresAt, createdAt *time.Time
+	completedAt                      *time.Time
+	status                           *int32
+	contentType, location            *string
+	body                             []byte
+	runID                            *string
+}
+
+func (s *rowScan) dest() []any {
+	return []any{&s.tenant, &s.principal, &s.flow, &s.key, &s.fp, &s.state, &s.owner, &s.leaseUntil,
+		&s.expiresAt, &s.createdAt, &s.completedAt, &s.status, &s.contentType, &s.location, &s.body, &s.runID}
+}
+
+// row returns the scanned row, and false when the columns were all NULL.
+func (s *rowScan) row() (driver.Row, bool) {
+	if s.tenant == nil {
+		return driver.Row{}, false
+	}
+	r := driver.Row{
+		Key:         driver.Key{Tenant: *s.tenant, Principal: *s.principal, Flow: *s.flow, Key: *s.key},
+		Fingerprint: derefText(s.fp),
+		State:       driver.State(*s.state),
+		Owner:       derefText(s.owner),
+		LeaseUntil:  derefTime(s.leaseUntil),
+		ExpiresAt:   derefTime(s.expiresAt),
+		CreatedAt:   derefTime(s.createdAt),
+		CompletedAt: derefTime(s.completedAt),
+		RunID:       derefText(s.runID),
+	}
+	if s.status != nil {
+		r.Response = &driver.Response{
+			Status:      int(*s.status),
+			ContentType: derefText(s.contentType),
+			Location:    derefText(s.location),
+			Body:        s.body,
+		}
+		if r.Response.Body == nil {
+			r.Response.Body = []byte{}
+		}
+	}
+	return r, true
+}
+
+// expiredSQL is driver.Row.Expired for the row alias t at the database's
+// now(): the TTL has passed and no live lease holds the row.
+func expiredSQL(t string) string {
+	return `(` + t + `.expires_at <= now() AND NOT (` + t + `.state = 1 AND ` + t + `.lease_until > now()))`
+}
+
+// claimSQL is the whole claim, one statement:
+//
+//   - old locks the existing row, if any (FOR UPDATE; under READ COMMITTED it
+//     waits for a concurrent writer and then sees its committed version), so
+//     the row reported as Previous is the one the decision was made on;
+//   - up inserts a new Running row, or, on a conflict, replaces the existing
+//     row only when it has expired or is a lapsed Running row with the same
+//     fingerprint (a takeover keeps the run the row links); ON CONFLICT lets
+//     the primary key decide between concurrent claims of a new key;
+//   - the outer SELECT reports both rows and the database clock.
+//
+// Every time is now(): the database's clock, the same for the whole
+// statement.
+var claimSQL = `
+WITH old AS (
+	SELECT ` + rowCols + `, ` + expiredSQL("o") + ` AS expired
+	FROM {s}.oke_idempotency o
+	WHERE tenant = $1 AND principal = $2 AND flow = $3 AND idem_key = $4
+	FOR UPDATE
+), up AS (
+	INSERT INTO {s}.oke_idempotency AS t
+		(tenant, principal, flow, idem_key, fingerprint, state, owner, lease_until, expires_at, created_at, run_id)
+	SELECT $1, $2, $3, $4, $5, 1, $6,
+		now() + $7 * interval '1 microsecond', now() + $8 * interval '1 microsecond', now(), $9
+	FROM (SELECT count(*) FROM old) AS lock_old_first
+	ON CONFLICT (tenant, principal, flow, idem_key) DO UPDATE SET
+		fingerprint = excluded.fingerprint,
+		state = 1,
+		owner = excluded.owner,
+		lease_until = excluded.lease_until,
+		expires_at = excluded.expires_at,
+		created_at = excluded.created_at,
+		completed_at = NULL,
+		resp_status = NULL,
+		resp_content_type = NULL,
+		resp_location = NULL,
+		resp_body = NULL,
+		run_id = CASE WHEN NOT ` + expiredSQL("t") + ` AND t.run_id <> '' THEN t.run_id ELSE excluded.run_id END
+	WHERE ` + expiredSQL("t") + `
+		OR (t.state = 1 AND t.lease_until <= now() AND t.fingerprint = excluded.fingerprint)
+	RETURNING ` + prefixed("t") + `
+)
+SELECT ` + prefixed("up") + `, ` + prefixed("old") + `, old.expired, now()
+FROM (VALUES (1)) AS one
+LEFT JOIN up ON true
+LEFT JOIN old ON true`
+
+// Claim implements driver.Driver in one statement (claimSQL). When a
+// concurrent claim inserted the key after this statement's snapshot and its
+// row does not yield, the statement returns neither row; a second read then
+// reports the winner (the decision is already made: this call did not claim).
+func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	if err := d.check(); err != nil {
+		return driver.ClaimResult{}, err
+	}
+	k := req.Key
+	for attempt := 0; ; attempt++ {
+		var up, old rowScan
+		var oldExpired *bool
+		var now time.Time
+		dest := append(append(up.dest(), old.dest()...), &oldExpired, &now)
+		err := d.pool.QueryRow(ctx, d.sql(claimSQL), k.Tenant, k.Principal, k.Flow, k.Key,
+			req.Fingerprint, req.Owner, micros(req.Lease), micros(req.TTL), req.RunID).Scan(dest...)
+		if err != nil {
+			return driver.ClaimResult{}, d.wrap("claim", err)
+		}
+		res := driver.ClaimResult{Now: now}
+		newRow, claimed := up.row()
+		oldRow, existed := old.row()
+		switch {
+		case claimed:
+			res.Claimed = true
+			res.Row = newRow
+			if existed {
+				prev := oldRow
+				res.Previous = &prev
+				res.TookOver = oldExpired != nil && !*oldExpired
+			}
+			return res, nil
+		case existed:
+			res.Row = oldRow
+			return res, nil
+		}
+		// A concurrent claim won the key after our snapshot: read its row.
+		var cur rowScan
+		err = d.pool.QueryRow(ctx, d.sql(`SELECT `+rowCols+`, now() FROM {s}.oke_idempotency
+			WHERE tenant = $1 AND principal = $2 AND flow = $3 AND idem_key = $4`),
+			k.Tenant, k.Principal, k.Flow, k.Key).Scan(append(cur.dest(), &res.Now)...)
+		if err == nil {
+			res.Row, _ = cur.row()
+			return res, nil
+		}
+		if err != pgx.ErrNoRows || attempt >= 3 {
+			return driver.ClaimResult{}, d.wrap("claim", err)
+		}
+		// The winner released the row in between: claim again.
+	}
+}
+
+const keyWhere = `tenant = $1 AND principal = $2 AND flow = $3 AND idem_key = $4`
+
+// fenced runs a statement on the Running row with key held by owner (args
+// after the key and owner follow as $6...), and reports ErrNotOwner when it
+// touched no row.
+func (d *Driver) fenced(ctx context.Context, op, q string, key driver.Key, owner string, args ...any) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	all := append([]any{key.Tenant, key.Principal, key.Flow, key.Key, owner}, args...)
+	tag, err := d.pool.Exec(ctx, d.sql(q), all...)
+	if err != nil {
+		return d.wrap(op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: %s: %w", op, driver.ErrNotOwner)
+	}
+	return nil
+}
+
+// Renew implements driver.Driver.
+func (d *Driver) Renew(ctx context.Context, key driver.Key, owner string, lease time.Duration) error {
+	return d.fenced(ctx, "renew", `UPDATE {s}.oke_idempotency
+		SET lease_until = now() + $6 * interval '1 microsecond'
+		WHERE `+keyWhere+` AND owner = $5 AND state = 1`, key, owner, micros(lease))
+}
+
+// Complete implements driver.Driver. The response is durable when it returns
+// (the statement has committed).
+func (d *Driver) Complete(ctx context.Context, key driver.Key, owner string, resp driver.Response, ttl time.Duration) error {
+	body := resp.Body
+	if body == nil {
+		body = []byte{}
+	}
+	return d.fenced(ctx, "complete", `UPDATE {s}.oke_idempotency SET
+			state = 2, owner = '', lease_until = NULL, completed_at = now(),
+			expires_at = now() + $6 * interval '1 microsecond',
+			resp_status = $7, resp_content_type = $8, resp_location = $9, resp_body = $10
+		WHERE `+keyWhere+` AND owner = $5 AND state = 1`,
+		key, owner, micros(ttl), resp.Status, resp.ContentType, resp.Location, body)
+}
+
+// Release implements driver.Driver.
+func (d *Driver) Release(ctx context.Context, key driver.Key, owner string) error {
+	return d.fenced(ctx, "release", `DELETE FROM {s}.oke_idempotency
+		WHERE `+keyWhere+` AND owner = $5 AND state = 1`, key, owner)
+}
+
+// Get implements driver.Driver.
+func (d *Driver) Get(ctx context.Context, key driver.Key) (driver.Row, error) {
+	if err := d.check(); err != nil {
+		return driver.Row{}, err
+	}
+	var s rowScan
+	err := d.pool.QueryRow(ctx, d.sql(`SELECT `+rowCols+` FROM {s}.oke_idempotency WHERE `+keyWhere),
+		key.Tenant, key.Principal, key.Flow, key.Key).Scan(s.dest()...)
+	if err != nil {
+		return driver.Row{}, d.wrap("get", err)
+	}
+	r, _ := s.row()
+	return r, nil
+}
+
+// List implements driver.Driver: bytewise key order (the key columns are
+// COLLATE "C"), straight off the primary key.
+func (d *Driver) List(ctx context.Context, after driver.Key, limit int) ([]driver.Row, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	var rows pgx.Rows
+	var err error
+	if after == (driver.Key{}) {
+		rows, err = d.pool.Query(ctx, d.sql(`SELECT `+rowCols+` FROM {s}.oke_idempotency
+			ORDER BY tenant, principal, flow, idem_key LIMIT $1`), limitArg(limit))
+	} else {
+		rows, err = d.pool.Query(ctx, d.sql(`SELECT `+rowCols+` FROM {s}.oke_idempotency
+			WHERE (tenant, principal, flow, idem_key) > ($1, $2, $3, $4)
+			ORDER BY tenant, principal, flow, idem_key LIMIT $5`),
+			after.Tenant, after.Principal, after.Flow, after.Key, limitArg(limit))
+	}
+	if err != nil {
+		return nil, d.wrap("list", err)
+	}
+	defer rows.Close()
+	var out []driver.Row
+	for rows.Next() {
+		var s rowScan
+		if err := rows.Scan(s.dest()...); err != nil {
+			return nil, d.wrap("list", err)
+		}
+		r, _ := s.row()
+		out = append(out, r)
+	}
+	return out, d.wrap("list", rows.Err())
+}
+
+// sweepBatch is how many rows one Sweep statement deletes at most.
+const sweepBatch = 1000
+
+// Sweep implements driver.Driver in batches of at most sweepBatch rows, each
+// its own statement: DELETE … WHERE ctid IN (SELECT … LIMIT n FOR UPDATE SKIP
+// LOCKED). Rows another transaction is touching are skipped (the next sweep
+// gets them), so concurrent sweeps split the work instead of waiting.
+func (d *Driver) Sweep(ctx context.Context, limit int) (int, error) {
+	if err := d.check(); err != nil {
+		return 0, err
+	}
+	total := 0
+	for limit <= 0 || total < limit {
+		n := sweepBatch
+		if limit > 0 {
+			n = min(n, limit-total)
+		}
+		tag, err := d.pool.Exec(ctx, d.sql(`DELETE FROM {s}.oke_idempotency t
+			WHERE ctid IN (
+				SELECT ctid FROM {s}.oke_idempotency o WHERE `+expiredSQL("o")+`
+				LIMIT $1 FOR UPDATE SKIP LOCKED
+			) AND `+expiredSQL("t")), n)
+		if err != nil {
+			return total, d.wrap("sweep", err)
+		}
+		got := int(tag.RowsAffected())
+		total += got
+		if got < n {
+			break
+		}
+	}
+	return total, nil
+}
