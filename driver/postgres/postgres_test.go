@@ -178,3 +178,40 @@ func TestClaimUsesTheDatabaseClock(t *testing.T) {
 		t.Errorf("Schema() = %q", d.Schema())
 	}
 }
+
+func TestLostConnectionIsErrUnavailable(t *testing.T) {
+	url, admin := server(t)
+	schema := fmt.Sprintf("oke_test_%d_lost", os.Getpid())
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	})
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	d, err := postgres.Open(t.Context(), url+sep+"pool_max_conns=1", postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var pid int32
+	if err := d.Pool().QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(t.Context(), "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	_, err = d.Get(t.Context(), driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "idem-key-0000-lost"})
+	if !errors.Is(err, driver.ErrUnavailable) {
+		t.Fatalf("Get on a connection the server terminated: err = %v, want driver.ErrUnavailable", err)
+	}
+	// The pool replaces the connection: the next call works.
+	_, err = d.Get(t.Context(), driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "idem-key-0000-lost"})
+	if !errors.Is(err, driver.ErrNotFound) {
+		t.Fatalf("Get after reconnecting: err = %v, want driver.ErrNotFound", err)
+	}
+}

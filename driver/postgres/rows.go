@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -169,7 +170,7 @@ func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Cla
 			res.Row, _ = cur.row()
 			return res, nil
 		}
-		if err != pgx.ErrNoRows || attempt >= 3 {
+		if !errors.Is(err, pgx.ErrNoRows) || attempt >= 3 {
 			return driver.ClaimResult{}, d.wrap("claim", err)
 		}
 		// The winner released the row in between: claim again.
