@@ -92,7 +92,7 @@
 // rare lost race above), Renew one per lease period, Complete or Release
 // one. Each commits on its own (autocommit), so "durable when it returns"
 // is Postgres's commit. Per durable step: StartStep and SaveStep, one each;
-// AcquireRun and GetRun are two (the run, then its steps).
+// AcquireRun and GetRun one each (the run and its steps go as one pgx batch).
 //
 // # Errors
 //
@@ -108,9 +108,13 @@
 //   - No …Tx twins: a step's writes to the app's own tables cannot yet commit
 //     in the same transaction as SaveStep (exactly-once for same-database
 //     effects is future work).
-//   - GetRun and AcquireRun read the run and its steps in two statements; the
-//     steps are append-only and fenced, so they are consistent for the owner,
-//     but a reader may see a run a moment newer than its steps.
+//   - GetRun reads the run and its steps in two statements of one batch
+//     (READ COMMITTED, so two snapshots); steps are append-only, so a reader
+//     may at worst see a run a moment older than its newest step.
+//   - Claim locks an existing row even when it only reports it (a replay, a
+//     409): ON CONFLICT DO UPDATE locks the row it conflicts with, and the
+//     lock is what makes the decision atomic. Postgres writes that lock
+//     into the row, so replays are small writes, not pure reads.
 //   - DueRuns takes and at once releases row locks: it writes lock marks to
 //     the rows it reads. On a busy journal prefer a bounded limit.
 //   - Rows and runs are not partitioned; Sweep keeps oke_idempotency small,

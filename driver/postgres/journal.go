@@ -163,38 +163,52 @@ func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Durat
 	return r, fmt.Errorf("postgres: create run %q: %w", run.ID, driver.ErrDuplicate)
 }
 
-// steps reads the saved steps of run id in order.
-func (d *Driver) steps(ctx context.Context, op, id string) ([]driver.Step, error) {
-	rows, err := d.pool.Query(ctx, d.sql(`SELECT seq, name, result, failure, attempts, started_at, finished_at
-		FROM {s}.oke_steps WHERE run_id = $1 ORDER BY seq`), id)
+// stepsSQL reads the saved steps of run $1 in order.
+const stepsSQL = `SELECT seq, name, result, failure, attempts, started_at, finished_at
+	FROM {s}.oke_steps WHERE run_id = $1 ORDER BY seq`
+
+// runAndSteps sends q (a statement returning one row: runCols, then the
+// columns extra receives) and stepsSQL for run id as one batch: one round
+// trip, one implicit transaction, the steps read after q took effect.
+func (d *Driver) runAndSteps(ctx context.Context, op, q string, args []any, id string, extra ...any) (runScan, []driver.Step, error) {
+	b := &pgx.Batch{}
+	b.Queue(d.sql(q), args...)
+	b.Queue(d.sql(stepsSQL), id)
+	br := d.pool.SendBatch(ctx, b)
+	defer br.Close()
+	var s runScan
+	if err := br.QueryRow().Scan(append(s.dest(), extra...)...); err != nil {
+		return s, nil, d.wrap(op, err)
+	}
+	rows, err := br.Query()
 	if err != nil {
-		return nil, d.wrap(op, err)
+		return s, nil, d.wrap(op, err)
 	}
-	defer rows.Close()
-	out := make([]driver.Step, 0, 8)
+	steps := make([]driver.Step, 0, 8)
 	for rows.Next() {
-		var s driver.Step
+		var st driver.Step
 		var started, finished *time.Time
-		if err := rows.Scan(&s.Seq, &s.Name, &s.Result, &s.Failure, &s.Attempts, &started, &finished); err != nil {
-			return nil, d.wrap(op, err)
+		if err := rows.Scan(&st.Seq, &st.Name, &st.Result, &st.Failure, &st.Attempts, &started, &finished); err != nil {
+			rows.Close()
+			return s, nil, d.wrap(op, err)
 		}
-		s.StartedAt, s.FinishedAt = derefTime(started), derefTime(finished)
-		out = append(out, s)
+		st.StartedAt, st.FinishedAt = derefTime(started), derefTime(finished)
+		steps = append(steps, st)
 	}
-	return out, d.wrap(op, rows.Err())
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return s, nil, d.wrap(op, err)
+	}
+	return s, steps, d.wrap(op, br.Close())
 }
 
-// GetRun implements driver.Journal.
+// GetRun implements driver.Journal: the run and its steps in one round trip.
 func (d *Driver) GetRun(ctx context.Context, id string) (driver.Run, []driver.Step, error) {
 	if err := d.check(); err != nil {
 		return driver.Run{}, nil, err
 	}
-	var s runScan
-	err := d.pool.QueryRow(ctx, d.sql(`SELECT `+runColumns("r")+` FROM {s}.oke_runs r WHERE r.id = $1`), id).Scan(s.dest()...)
-	if err != nil {
-		return driver.Run{}, nil, d.wrap("get run", err)
-	}
-	steps, err := d.steps(ctx, "get run", id)
+	s, steps, err := d.runAndSteps(ctx, "get run",
+		`SELECT `+runColumns("r")+` FROM {s}.oke_runs r WHERE r.id = $1`, []any{id}, id)
 	if err != nil {
 		return driver.Run{}, nil, err
 	}
@@ -235,7 +249,8 @@ func (d *Driver) ListRuns(ctx context.Context, f driver.RunFilter, limit int) ([
 // AcquireRun, the owner's SaveStep) is waited for, and the run is then
 // re-checked against its new version, so of many acquirers exactly one wins
 // and the others see ErrNotDue — never a false ErrNotDue because a row was
-// momentarily locked. A second statement reads the saved steps.
+// momentarily locked. The saved steps are read in the same batch (one round
+// trip, one implicit transaction).
 func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Duration) (driver.Run, []driver.Step, error) {
 	if err := d.check(); err != nil {
 		return driver.Run{}, nil, err
@@ -243,9 +258,8 @@ func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Du
 	if owner == "" {
 		return driver.Run{}, nil, errors.New("postgres: acquire run: empty owner")
 	}
-	var s runScan
 	var exists bool
-	err := d.pool.QueryRow(ctx, d.sql(`WITH u AS (
+	s, steps, err := d.runAndSteps(ctx, "acquire run", `WITH u AS (
 			UPDATE {s}.oke_runs r SET status = 1, owner = $2,
 				lease_until = now() + $3 * interval '1 microsecond',
 				attempts = r.attempts + 1, updated_at = now()
@@ -253,24 +267,20 @@ func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Du
 			RETURNING `+runColumns("r")+`
 		)
 		SELECT `+runColumns("u")+`, EXISTS (SELECT 1 FROM {s}.oke_runs WHERE id = $1)
-		FROM (VALUES (1)) AS one LEFT JOIN u ON true`),
-		id, owner, micros(lease)).Scan(append(s.dest(), &exists)...)
+		FROM (VALUES (1)) AS one LEFT JOIN u ON true`,
+		[]any{id, owner, micros(lease)}, id, &exists)
 	if err != nil {
-		return driver.Run{}, nil, d.wrap("acquire run", err)
+		return driver.Run{}, nil, err
 	}
 	r, ok := s.run()
 	switch {
 	case ok:
+		return r, steps, nil
 	case exists:
 		return driver.Run{}, nil, fmt.Errorf("postgres: acquire run %q: %w", id, driver.ErrNotDue)
 	default:
 		return driver.Run{}, nil, fmt.Errorf("postgres: acquire run %q: %w", id, driver.ErrNotFound)
 	}
-	steps, err := d.steps(ctx, "acquire run", id)
-	if err != nil {
-		return driver.Run{}, nil, err
-	}
-	return r, steps, nil
 }
 
 // RenewRun implements driver.Journal.

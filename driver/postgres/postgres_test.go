@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -213,5 +214,32 @@ func TestLostConnectionIsErrUnavailable(t *testing.T) {
 	_, err = d.Get(t.Context(), driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "idem-key-0000-lost"})
 	if !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("Get after reconnecting: err = %v, want driver.ErrNotFound", err)
+	}
+}
+
+// TestWithoutServerTheTestsFailAndSayHow runs this package's conformance
+// test in a child process pointed at a closed port: it must fail, not skip,
+// and say how to get a server (in CI and out of it).
+func TestWithoutServerTheTestsFailAndSayHow(t *testing.T) {
+	if os.Getenv("OKE_POSTGRES_CHILD") != "" {
+		return // the child runs only TestConformance
+	}
+	for _, c := range []struct {
+		ci   string
+		want string
+	}{
+		{"", "scripts/pg"},
+		{"true", "CI: no PostgreSQL answers"},
+	} {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestConformance$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "OKE_POSTGRES_CHILD=1", "CI="+c.ci,
+			"OKE_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=5")
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Errorf("CI=%q, no server: the tests passed, want them to fail:\n%s", c.ci, out)
+		}
+		if !strings.Contains(string(out), c.want) || strings.Contains(string(out), "SKIP") {
+			t.Errorf("CI=%q, no server: output does not say %q (or skips):\n%s", c.ci, c.want, out)
+		}
 	}
 }
