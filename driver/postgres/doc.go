@@ -26,8 +26,10 @@
 // # Schema
 //
 // Every table lives in one schema, "oke" unless WithSchema names another,
-// and every query names it (no search_path is needed, so the driver also
-// works through a transaction-mode pooler and on a shared pool). Several
+// and every query names it, so no search_path is needed and a pool shared
+// with the app's own queries works. (Behind a transaction-mode pooler that
+// does not support prepared statements, add default_query_exec_mode=exec to
+// the DSN.) Several
 // apps, or the tests, share one database with a schema each. The tables:
 //
 //	oke_idempotency   one row per Idempotency-Key in its scope (tenant, principal, flow)
@@ -41,7 +43,7 @@
 // order in one transaction under an advisory lock on the schema's name:
 // Migrate is safe to run twice, and from several processes at once (the later
 // ones wait, then find nothing to do). A failed migration leaves nothing
-// behind. Key columns are COLLATE "C", so List and ListRuns page in Go's
+// behind; a schema migrated by a newer oke is ErrSchemaNewer. Key columns are COLLATE "C", so List and ListRuns page in Go's
 // bytewise string order whatever the database's collation. Strings must be
 // valid UTF-8 without NUL bytes (Postgres text refuses others, and the driver
 // returns that error); inputs, results and response bodies are bytea and

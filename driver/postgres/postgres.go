@@ -225,13 +225,18 @@ func migrations() ([]migration, error) {
 	return out, nil
 }
 
+// ErrSchemaNewer: Migrate found a migration applied to the schema that this
+// driver does not have; a newer version of oke migrated it. Nothing was
+// changed.
+var ErrSchemaNewer = errors.New("schema is newer than this driver")
+
 // Migrate creates the schema and its tables, or brings them up to date. It
 // applies the embedded migrations (migrations/NNN_name.sql) that the schema's
 // oke_migrations table does not list yet, in order, all in one transaction
 // that first takes a transaction-level advisory lock on the schema's name: it
 // is safe to run twice, and concurrently from several processes (the later
 // ones wait, then find nothing to do). A failed migration leaves nothing
-// behind.
+// behind. A schema migrated by a newer oke is ErrSchemaNewer.
 func (d *Driver) Migrate(ctx context.Context) error {
 	if err := d.check(); err != nil {
 		return err
@@ -279,6 +284,16 @@ func (d *Driver) Migrate(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return d.wrap("migrate", err)
+	}
+	known := map[int]bool{}
+	for _, m := range ms {
+		known[m.version] = true
+	}
+	for v := range applied {
+		if !known[v] {
+			return fmt.Errorf("postgres: migrate: schema %s has migration %d, which this driver does not know "+
+				"(a newer oke migrated it): %w", d.schema, v, ErrSchemaNewer)
+		}
 	}
 	for _, m := range ms {
 		if applied[m.version] {

@@ -133,6 +133,14 @@ func TestMigrateIsSafeTwiceAndConcurrently(t *testing.T) {
 	if applied != len(entries) {
 		t.Errorf("oke_migrations lists %d migrations, want %d (each applied once)", applied, len(entries))
 	}
+	// A schema a newer oke migrated is refused, and left as it is.
+	if _, err := admin.Exec(t.Context(), "INSERT INTO "+pgx.Identifier{schema}.Sanitize()+
+		".oke_migrations (version, name) VALUES (999, '999_future.sql')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Migrate(t.Context()); !errors.Is(err, postgres.ErrSchemaNewer) {
+		t.Errorf("Migrate of a schema with an unknown migration: err = %v, want ErrSchemaNewer", err)
+	}
 	// The schema works.
 	res, err := d.Claim(t.Context(), driver.ClaimRequest{
 		Key:         driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "idem-key-0000-migrate"},
