@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/okengine/oke/driver"
 )
@@ -347,12 +346,13 @@ func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Ste
 			EXISTS (SELECT 1 FROM {s}.oke_runs r WHERE `+heldSQL+`)`),
 		id, owner, step.Seq, step.Name, step.Result, step.Failure, step.Attempts,
 		nullTime(step.StartedAt), nullTime(step.FinishedAt)).Scan(&saved, &held)
-	switch {
-	case isUnique(err):
+	if err = d.wrap("save step", err); errors.Is(err, errUnique) {
 		// A concurrent SaveStep of the same seq won.
 		return fmt.Errorf("postgres: save step %q seq %d: %w", id, step.Seq, driver.ErrStepOrder)
+	}
+	switch {
 	case err != nil:
-		return d.wrap("save step", err)
+		return err
 	case saved:
 		return nil
 	case !held:
@@ -360,12 +360,6 @@ func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Ste
 	default:
 		return fmt.Errorf("postgres: save step %q seq %d: %w", id, step.Seq, driver.ErrStepOrder)
 	}
-}
-
-// isUnique reports whether err is a unique violation.
-func isUnique(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
 // FinishRun implements driver.Journal.
