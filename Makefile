@@ -2,7 +2,7 @@
 .PHONY: test race fuzz bench lint demo ci
 
 test:            ## every test (the README's command)
-	go test -race ./...
+	scripts/test
 
 fuzz:            ## every fuzz target for 30s
 	scripts/fuzz 30s
