@@ -98,7 +98,7 @@ func (s *Server) listFlow() *oke.Flow[ListIn, ChargeList] {
 		Description: "List charges, newest first.",
 	}, func(ctx context.Context, in ListIn, fx *oke.Fx) (oke.Response[ChargeList], error) {
 		rows, err := fx.Store(s.rdb).Query(ctx,
-			`SELECT id, amount, currency, created_at FROM charges ORDER BY rowid DESC LIMIT $1`, in.Limit)
+			`SELECT id, amount, currency, created_at FROM charges ORDER BY `+s.dialect.insertOrder+` DESC LIMIT $1`, in.Limit)
 		if err != nil {
 			return oke.Response[ChargeList]{}, fmt.Errorf("list charges: %w", err)
 		}

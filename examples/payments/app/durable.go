@@ -62,7 +62,7 @@ func (s *Server) pipelineFlow() *oke.Flow[PipelineIn, Pipeline] {
 				var n int
 				err := fx.Store(s.db).QueryRow(ctx,
 					`INSERT INTO pipeline_counts (tag, step, executions) VALUES ($1, $2, 1)
-					 ON CONFLICT (tag, step) DO UPDATE SET executions = executions + 1
+					 ON CONFLICT (tag, step) DO UPDATE SET executions = pipeline_counts.executions + 1
 					 RETURNING executions`, in.Tag, i).Scan(&n)
 				if err != nil {
 					return 0, fmt.Errorf("count step %d of pipeline %q: %w", i, in.Tag, err)

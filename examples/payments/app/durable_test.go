@@ -236,6 +236,9 @@ func TestRefundCutOffStepCallsTheProviderAgainWithTheSameKey(t *testing.T) {
 
 	cfg := app.DefaultConfig()
 	cfg.DataDir = t.TempDir()
+	if onPostgres(t) {
+		cfg.Postgres = newDatabase(t)
+	}
 	cfg.Provider = prov.URL + "/v1/refunds"
 	cfg.Lease = 300 * time.Millisecond
 	fastScheduler(&cfg)

@@ -26,12 +26,16 @@ type env struct {
 	dir string
 }
 
-// setup opens the demo on the file driver in a temp -data folder and serves
-// it. edit, if given, changes the configuration first.
+// setup opens the demo on the file driver in a temp -data folder (under
+// TestPostgres: with -postgres on a fresh database) and serves it. edit, if
+// given, changes the configuration first.
 func setup(t *testing.T, edit ...func(*app.Config)) *env {
 	t.Helper()
 	cfg := app.DefaultConfig()
 	cfg.DataDir = t.TempDir()
+	if onPostgres(t) {
+		cfg.Postgres = newDatabase(t)
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	for _, f := range edit {
 		f(&cfg)

@@ -17,7 +17,7 @@ import (
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Addr, "addr", c.Addr, "listen on this `address` (port 0 picks a free port)")
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "keep oke's file driver and the SQLite business data in this `folder`")
-	fs.StringVar(&c.Postgres, "postgres", c.Postgres, "use the Postgres driver and business data in this database `DSN` (not available yet)")
+	fs.StringVar(&c.Postgres, "postgres", c.Postgres, "use the Postgres driver and business data in this database `DSN` instead of -data (oke's tables in schema oke, the business tables in the DSN's search_path; migrated at start)")
 	fs.DurationVar(&c.Lease, "lease", c.Lease, "the `duration` of the in-progress lease of an Idempotency-Key (a retry meanwhile gets 409 with Retry-After)")
 	fs.StringVar(&c.Driver, "driver", c.Driver, "the idempotency store `kind`: file (in -data) or memory (lost on exit; for load tests)")
 	fs.StringVar(&c.Provider, "provider", c.Provider, "the refund provider's `URL` (default: the demo's own fake provider, called in-process and also served at "+ProviderPath+")")
@@ -100,8 +100,11 @@ func Run(ctx context.Context, cfg Config, stderr io.Writer) error {
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	srv.RegisterOnShutdown(s.Shutdown)
-	fmt.Fprintf(stderr, "payments: listening on http://%s (driver %s, data %s, lease %s)\n",
-		ln.Addr(), cfg.Driver, cfg.DataDir, cfg.Lease)
+	where := fmt.Sprintf("driver %s, data %s", cfg.Driver, cfg.DataDir)
+	if cfg.Postgres != "" {
+		where = "driver postgres, data in Postgres"
+	}
+	fmt.Fprintf(stderr, "payments: listening on http://%s (%s, lease %s)\n", ln.Addr(), where, cfg.Lease)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/examples/payments/app"
 )
 
@@ -31,7 +32,7 @@ func TestMainFlags(t *testing.T) {
 		{"-h prints the usage and exits 0", []string{"-h"}, 0, flag.ErrHelp, "-postgres DSN"},
 		{"an unknown flag is a usage error", []string{"-nope"}, 2, nil, "flag provided but not defined: -nope"},
 		{"an argument is a usage error", []string{"serve"}, 2, nil, `unexpected argument "serve"`},
-		{"-postgres fails: the driver is not available yet", []string{"-postgres", "postgres://localhost/x"}, 1, app.ErrPostgres, "the Postgres driver is not available yet"},
+		{"-postgres fails clearly when no server answers", []string{"-postgres", "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=5"}, 1, driver.ErrUnavailable, "open the Postgres driver"},
 		{"-lease 0 fails", []string{"-lease", "0s"}, 1, nil, "-lease must be positive"},
 		{"-lease must be a duration", []string{"-lease", "30"}, 2, nil, "invalid value"},
 		{"-poll 0 fails", []string{"-poll", "0s"}, 1, nil, "-poll must be positive"},
@@ -240,12 +241,12 @@ func TestProcess(t *testing.T) {
 		}
 	})
 
-	t.Run("-postgres exits non-zero with a clear error", func(t *testing.T) {
-		p := startProc(t, bin, "-data", t.TempDir(), "-postgres", "postgres://localhost/oke")
+	t.Run("-postgres with no server exits non-zero with a clear error", func(t *testing.T) {
+		p := startProc(t, bin, "-data", t.TempDir(), "-postgres", "postgres://postgres@127.0.0.1:1/oke?sslmode=disable&connect_timeout=5")
 		if code := p.wait(t); code == 0 {
-			t.Fatal("exit 0 with -postgres")
+			t.Fatal("exit 0 with -postgres and no server")
 		}
-		if !strings.Contains(p.stderr.String(), "the Postgres driver is not available yet") {
+		if !strings.Contains(p.stderr.String(), "open the Postgres driver") {
 			t.Fatalf("stderr:\n%s", p.stderr)
 		}
 	})

@@ -79,7 +79,7 @@ func (s *Server) providerRefund(w http.ResponseWriter, r *http.Request) {
 	err := s.db.QueryRowContext(r.Context(),
 		`INSERT INTO provider_refunds (idempotency_key, charge_id, amount, currency, reference)
 		 VALUES ($1, $2, $3, $4, $5)
-		 ON CONFLICT (idempotency_key) DO UPDATE SET requests = requests + 1
+		 ON CONFLICT (idempotency_key) DO UPDATE SET requests = provider_refunds.requests + 1
 		 RETURNING id, charge_id, amount, currency, reference, idempotency_key, requests, created_at`,
 		key, in.ChargeID, in.Amount, in.Currency, in.Reference).
 		Scan(&p.ID, &p.ChargeID, &p.Amount, &p.Currency, &p.Reference, &p.IdempotencyKey, &p.Requests, &p.CreatedAt)
@@ -102,7 +102,7 @@ func (s *Server) providerRefund(w http.ResponseWriter, r *http.Request) {
 func (s *Server) providerList(w http.ResponseWriter, r *http.Request) {
 	rows, err := s.rdb.QueryContext(r.Context(),
 		`SELECT id, charge_id, amount, currency, reference, idempotency_key, requests, created_at
-		 FROM provider_refunds ORDER BY rowid`)
+		 FROM provider_refunds ORDER BY `+s.dialect.insertOrder)
 	if err != nil {
 		s.log.Error("payments: fake provider: list refunds", "err", err)
 		oke.WriteError(w, oke.ErrInternal)

@@ -16,6 +16,7 @@ import (
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/file"
 	"github.com/okengine/oke/driver/memory"
+	"github.com/okengine/oke/driver/postgres"
 )
 
 // Config configures the demo. The zero value is not usable: start from
@@ -25,8 +26,11 @@ type Config struct {
 	Addr string
 	// DataDir holds oke's file driver and the SQLite business data.
 	DataDir string
-	// Postgres, when set, asks for the Postgres driver and business data in
-	// that database. Not available yet: Open fails with ErrPostgres.
+	// Postgres, when set, is a DSN (a postgres:// URL or key=value string):
+	// oke's tables (the Postgres driver, schema "oke", migrated at start) and
+	// the business tables (in the DSN's current schema, public unless its
+	// search_path says otherwise) live in that database instead of DataDir.
+	// Several instances may share it. Driver is then ignored.
 	Postgres string
 	// Lease is the in-progress lease of an Idempotency-Key (oke.Config.Lease).
 	Lease time.Duration
@@ -69,13 +73,7 @@ func DefaultConfig() Config {
 	}
 }
 
-// ErrPostgres is returned for -postgres until the Postgres driver exists.
-var ErrPostgres = errors.New("the Postgres driver is not available yet (it arrives with the Postgres driver work); run without -postgres to use the file driver and SQLite in -data")
-
 func (c Config) validate() error {
-	if c.Postgres != "" {
-		return fmt.Errorf("-postgres: %w", ErrPostgres)
-	}
 	if c.Lease <= 0 {
 		return fmt.Errorf("-lease must be positive, got %s", c.Lease)
 	}
@@ -96,21 +94,23 @@ func (c Config) validate() error {
 	default:
 		return fmt.Errorf(`-driver must be "file" or "memory", got %q`, c.Driver)
 	}
-	if c.DataDir == "" {
+	if c.DataDir == "" && c.Postgres == "" {
 		return errors.New("-data must name a folder")
 	}
 	return nil
 }
 
 // Server is the demo app: an oke app with the payments flows, its
-// idempotency driver and its SQLite database. It is an http.Handler.
+// idempotency driver and its business database (SQLite, or Postgres with
+// -postgres). It is an http.Handler.
 type Server struct {
-	app *oke.App
-	db  *sql.DB // writes (one connection)
-	rdb *sql.DB // reads (read-only connections)
-	drv driver.Driver
-	cfg Config
-	log *slog.Logger
+	app     *oke.App
+	db      *sql.DB // writes (SQLite: one connection)
+	rdb     *sql.DB // reads (SQLite: read-only connections; Postgres: db itself)
+	dialect dialect // the statements that differ between SQLite and Postgres
+	drv     driver.Driver
+	cfg     Config
+	log     *slog.Logger
 
 	providerURL string // where payments.refund calls the provider
 
@@ -120,8 +120,10 @@ type Server struct {
 	closeErr  error
 }
 
-// Open opens the idempotency driver and the database in cfg.DataDir, binds
-// the routes and checks the flows (oke's App.Start). Close releases it all.
+// Open opens the idempotency driver and the business database (in
+// cfg.DataDir, or the Postgres database cfg.Postgres names, creating the
+// tables it lacks), binds the routes and checks the flows (oke's
+// App.Start). Close releases it all.
 func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -131,12 +133,12 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		log = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: log, quit: make(chan struct{}), providerURL: providerURL(cfg)}
-	drv, err := openDriver(cfg)
+	drv, err := openDriver(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	s.drv = drv
-	if s.db, s.rdb, err = openDB(ctx, cfg.DataDir); err != nil {
+	if s.db, s.rdb, s.dialect, err = openDB(ctx, cfg); err != nil {
 		drv.Close()
 		return nil, err
 	}
@@ -144,16 +146,27 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		HTTPClient: httpClient(s.provider()), PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay})
 	s.routes()
 	if err := s.app.Start(ctx); err != nil {
-		s.rdb.Close()
-		s.db.Close()
+		s.closeDB()
 		drv.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// openDriver opens the idempotency store cfg asks for.
-func openDriver(cfg Config) (driver.Driver, error) {
+// openDriver opens the idempotency store cfg asks for. The Postgres driver
+// is migrated at once: the demo owns its database.
+func openDriver(ctx context.Context, cfg Config) (driver.Driver, error) {
+	if cfg.Postgres != "" {
+		d, err := postgres.Open(ctx, cfg.Postgres)
+		if err != nil {
+			return nil, fmt.Errorf("open the Postgres driver: %w", err)
+		}
+		if err := d.Migrate(ctx); err != nil {
+			d.Close()
+			return nil, fmt.Errorf("migrate the Postgres driver: %w", err)
+		}
+		return d, nil
+	}
 	if cfg.Driver == "memory" {
 		return memory.New(), nil
 	}
@@ -236,13 +249,24 @@ func (s *Server) Close(ctx context.Context) error {
 		if err := s.drv.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close idempotency driver: %w", err))
 		}
-		if err := s.rdb.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close database: %w", err))
-		}
-		if err := s.db.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close database: %w", err))
+		if err := s.closeDB(); err != nil {
+			errs = append(errs, err)
 		}
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
+}
+
+// closeDB closes the business database's pools.
+func (s *Server) closeDB() error {
+	var errs []error
+	if s.rdb != s.db {
+		if err := s.rdb.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close database: %w", err))
+		}
+	}
+	if err := s.db.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close database: %w", err))
+	}
+	return errors.Join(errs...)
 }

@@ -1,4 +1,5 @@
--- The payments demo's business data. Every statement is idempotent: it runs
+-- The payments demo's business data in SQLite (the default; schema_postgres.sql
+-- is the -postgres flavour). Every statement is idempotent: it runs
 -- on every start.
 
 CREATE TABLE IF NOT EXISTS charges (
