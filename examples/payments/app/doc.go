@@ -11,8 +11,10 @@
 // driver in -data, and the business
 // data (charges, notes, webhook events, ...) in SQLite in the same folder
 // (payments.db, WAL mode). -driver memory keeps the rows in memory instead,
-// for load tests. -postgres is accepted but fails: the Postgres driver is not
-// available yet.
+// for load tests. -postgres DSN puts both in that Postgres database instead:
+// oke's tables through the Postgres driver (schema oke, migrated at start)
+// and the business tables (schema_postgres.sql, created if missing, in the
+// DSN's current schema); several instances may share it.
 //
 // # Routes
 //
