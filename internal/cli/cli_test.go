@@ -39,7 +39,7 @@ func TestCommands(t *testing.T) {
 		{"an unknown command exits 2", []string{"deploy"}, 2, "", `oke: unknown command "deploy"`},
 		{"serve -h exits 0", []string{"serve", "-h"}, 0, "", "Usage: oke serve [flags]"},
 		{"serve with a bad flag exits 2", []string{"serve", "-nope"}, 2, "", "flag provided but not defined: -nope"},
-		{"serve -postgres exits 1: the driver is not available yet", []string{"serve", "-postgres", "postgres://x"}, 1, "", "oke serve: -postgres: the Postgres driver is not available yet"},
+		{"serve -postgres with no server exits 1 with a clear error", []string{"serve", "-postgres", "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=5"}, 1, "", "oke serve: open the Postgres driver"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
