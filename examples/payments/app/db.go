@@ -8,10 +8,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver (pure Go)
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver (pure Go)
 )
 
 // DBFile is the name of the SQLite file, in the data folder, that holds the
@@ -27,8 +29,8 @@ var (
 	schemaPostgres string
 )
 
-// dialect holds the few statements that differ between SQLite and Postgres.
-// Everything else is written once: $1-style placeholders (both accept
+// dialect holds what differs in the SQL of SQLite and Postgres. Everything
+// else is written once: $1-style placeholders (both accept
 // them), INSERT … ON CONFLICT … DO UPDATE with the target table's columns
 // qualified (Postgres finds a bare name ambiguous next to EXCLUDED),
 // RETURNING, and times as RFC 3339 text.
@@ -57,12 +59,21 @@ func openDB(ctx context.Context, cfg Config) (w, r *sql.DB, d dialect, err error
 }
 
 // openPostgres opens a database/sql pool on the DSN (pgx's stdlib driver)
-// and creates the schema in the DSN's current schema.
+// and creates the schema in the DSN's current schema. The DSN may carry
+// pgxpool's settings (pool_max_conns, …), which the driver's pool reads;
+// they are dropped here, where pgx would send them to the server as
+// unknown run-time parameters.
 func openPostgres(ctx context.Context, dsn string) (*sql.DB, error) {
-	db, err := sql.Open("pgx", dsn)
+	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open the business database: %w", err)
 	}
+	for k := range cfg.RuntimeParams {
+		if strings.HasPrefix(k, "pool_") {
+			delete(cfg.RuntimeParams, k)
+		}
+	}
+	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(16)
 	db.SetConnMaxIdleTime(5 * time.Minute)

@@ -240,7 +240,7 @@ type WebhookAck struct {
 
 // webhookFlow is demo.webhook: the binding dedupes on the payload's id, so a
 // second delivery replays the first answer and does nothing. The UNIQUE
-// event id in SQLite backs that up.
+// event id in the business database backs that up.
 func (s *Server) webhookFlow() *oke.Flow[WebhookIn, WebhookAck] {
 	return oke.NewFlow("demo.webhook", oke.Options{
 		Description: "Receive a provider event once, deduped on its id.",

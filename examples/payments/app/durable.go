@@ -45,7 +45,7 @@ type Pipeline struct {
 }
 
 // pipelineFlow is demo.pipeline: steps 1…n, each of which waits stepMs and
-// then adds 1 to the execution count of (tag, i) in SQLite. GET
+// then adds 1 to the execution count of (tag, i) in the business database. GET
 // /pipeline/{tag} shows the counts: after any number of crashes every count
 // is 1, except that the step a crash cut off after its write (but before its
 // result was saved) shows 2 — the one thing that runs again.
@@ -210,7 +210,7 @@ func (s *Server) remindFlow() *oke.Flow[RemindIn, struct{}] {
 	})
 }
 
-// timeLayout is how the demo writes times in SQLite: RFC 3339, UTC,
+// timeLayout is how the demo writes times (SQLite and Postgres alike): RFC 3339, UTC,
 // milliseconds, like the schema's defaults.
 const timeLayout = "2006-01-02T15:04:05.000Z"
 

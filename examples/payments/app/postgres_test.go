@@ -17,6 +17,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+
+	"github.com/okengine/oke/examples/payments/app"
 )
 
 // defaultPostgresURL is the server the -postgres tests use when
@@ -251,5 +253,24 @@ func TestPostgresProcesses(t *testing.T) {
 		if code := p.wait(t); code != 0 {
 			t.Fatalf("exit %d after SIGTERM, want 0; stderr:\n%s", code, p.stderr)
 		}
+	}
+}
+
+// A DSN with pgxpool's settings works: the business pool does not send
+// them to the server.
+func TestPostgresPoolSettingsInDSN(t *testing.T) {
+	dsn := newDatabase(t)
+	switch {
+	case strings.Contains(dsn, "?"):
+		dsn += "&pool_max_conns=8"
+	case strings.Contains(dsn, "://"):
+		dsn += "?pool_max_conns=8"
+	default:
+		dsn += " pool_max_conns=8"
+	}
+	e := setup(t, func(c *app.Config) { c.Postgres = dsn })
+	e.charge(100)
+	if n := e.count("charges"); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
 	}
 }

@@ -15,7 +15,7 @@ import (
 // served by the demo at /_provider/refunds. Like Stripe it dedupes on the
 // Idempotency-Key header: a repeated key gets the first refund back (with
 // Idempotent-Replayed: true) and refunds nothing more. It keeps its refunds
-// in SQLite (table provider_refunds), so that it dedupes across restarts,
+// in the business database (table provider_refunds), so that it dedupes across restarts,
 // and counts the requests each key made — GET /_provider/refunds shows them.
 //
 // payments.refund calls it in-process by default (see Config.Provider), over
