@@ -95,7 +95,7 @@ func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Durat
 		run.LeaseUntil = now.Add(lease)
 		run.Attempts = 1
 	}
-	e := &runEntry{run: copyRun(&run), steps: make([]driver.Step, 0, 8), attempts: make([]int, 0, 8)}
+	e := &runEntry{run: copyRun(&run), steps: make([]driver.Step, 0, 16), attempts: make([]int, 0, 16)}
 	d.runs[run.ID] = e
 	if run.DedupeKey != "" {
 		d.dedupe[run.DedupeKey] = run.ID

@@ -82,21 +82,23 @@ type Exec struct {
 	Lease  time.Duration
 	report func(op string, err error)
 
-	mu     sync.Mutex
-	saved  []driver.Step
-	next   int             // steps taken so far in this execution
-	taken  []string        // names taken so far (small runs)
-	names  map[string]bool // the same, once there are many
-	parked bool
-	wakeAt time.Time
-	failed error // ErrSaveFailed / ErrLostLease once hit
-	keeper *lease.Keeper
+	mu      sync.Mutex
+	saved   []driver.Step
+	next    int      // steps taken so far in this execution
+	taken   []string // names taken so far (small runs), in takeBuf
+	takeBuf [16]string
+	names   map[string]bool // the same, once there are many
+	parked  bool
+	wakeAt  time.Time
+	failed  error // ErrSaveFailed / ErrLostLease once hit
+	keeper  *lease.Keeper
 }
 
 // Start wraps an acquired or created run for execution and starts renewing
 // its lease.
 func Start(j driver.Journal, run driver.Run, saved []driver.Step, owner string, lease time.Duration, report func(op string, err error)) *Exec {
 	x := &Exec{J: j, Run: run, Owner: owner, Lease: lease, saved: saved, report: report}
+	x.taken = x.takeBuf[:0]
 	x.arm()
 	return x
 }
