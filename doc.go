@@ -71,8 +71,32 @@
 // the flow does not run.
 //
 // Drivers store the rows: driver/memory for tests, driver/file (the embedded
-// default, a crash-safe append-only file) and, later, Postgres. They all
-// pass the same conformance suite, driver/drivertest.
+// default, a crash-safe append-only file) and driver/postgres (production,
+// and several app instances on one database). They all pass the same
+// conformance suite, driver/drivertest.
+//
+// # Durable flows
+//
+// With Options.Durable a flow runs as a journal run: Step saves each step's
+// result, so after a crash the run picks up where it stopped, and a retried
+// request with the same key resumes the run instead of starting it again.
+// Sleep parks a run durably (the request gets 204), Claim lets one run of
+// many claim a business key, Run and Fx.Emit (with OnEvent bindings) start
+// other runs — exactly once when called inside a step — and App.Replay
+// starts a run afresh. The app's scheduler recovers runs whose lease lapsed,
+// wakes sleeping runs and retries runs whose step could not be saved.
+//
+//	var Refund = oke.NewFlow("payments.refund", oke.Options{Durable: true},
+//		func(ctx context.Context, in RefundIn, fx *oke.Fx) (oke.Response[Refund], error) {
+//			id, err := oke.NewID(ctx, "refund id") // the same on every pick-up
+//			if err != nil {
+//				return oke.Response[Refund]{}, err
+//			}
+//			_, err = oke.Step(ctx, "provider refund", func(ctx context.Context) (string, error) {
+//				return refundAtProvider(ctx, fx, id) // fx.Fetch sends oke.StepKey(ctx) as Idempotency-Key
+//			})
+//			...
+//		})
 //
 // # Effects
 //
