@@ -261,16 +261,23 @@ var ErrSchemaNewer = errors.New("schema is newer than this driver")
 // ones wait, then find nothing to do). A failed migration leaves nothing
 // behind. A schema migrated by a newer oke is ErrSchemaNewer.
 func (d *Driver) Migrate(ctx context.Context) error {
+	_, err := d.ApplyMigrations(ctx)
+	return err
+}
+
+// ApplyMigrations is Migrate, reporting the names of the migrations it
+// applied, in order (none when the schema was up to date).
+func (d *Driver) ApplyMigrations(ctx context.Context) ([]string, error) {
 	if err := d.check(); err != nil {
-		return err
+		return nil, err
 	}
 	ms, err := migrations()
 	if err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
+		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
-		return d.wrap("migrate", err)
+		return nil, d.wrap("migrate", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	steps := []string{
@@ -289,24 +296,24 @@ func (d *Driver) Migrate(ctx context.Context) error {
 			args = []any{d.schema}
 		}
 		if _, err := tx.Exec(ctx, d.sql(q), args...); err != nil {
-			return d.wrap("migrate", err)
+			return nil, d.wrap("migrate", err)
 		}
 	}
 	applied := map[int]bool{}
 	rows, err := tx.Query(ctx, d.sql(`SELECT version FROM {s}.oke_migrations`))
 	if err != nil {
-		return d.wrap("migrate", err)
+		return nil, d.wrap("migrate", err)
 	}
 	for rows.Next() {
 		var v int
 		if err := rows.Scan(&v); err != nil {
 			rows.Close()
-			return d.wrap("migrate", err)
+			return nil, d.wrap("migrate", err)
 		}
 		applied[v] = true
 	}
 	if err := rows.Err(); err != nil {
-		return d.wrap("migrate", err)
+		return nil, d.wrap("migrate", err)
 	}
 	known := map[int]bool{}
 	for _, m := range ms {
@@ -314,23 +321,28 @@ func (d *Driver) Migrate(ctx context.Context) error {
 	}
 	for v := range applied {
 		if !known[v] {
-			return fmt.Errorf("postgres: migrate: schema %s has migration %d, which this driver does not know "+
+			return nil, fmt.Errorf("postgres: migrate: schema %s has migration %d, which this driver does not know "+
 				"(a newer oke migrated it): %w", d.schema, v, ErrSchemaNewer)
 		}
 	}
+	var done []string
 	for _, m := range ms {
 		if applied[m.version] {
 			continue
 		}
 		// Simple protocol: a migration file may hold several statements.
 		if _, err := tx.Exec(ctx, m.sql, pgx.QueryExecModeSimpleProtocol); err != nil {
-			return d.wrap("migrate "+m.name, err)
+			return nil, d.wrap("migrate "+m.name, err)
 		}
 		if _, err := tx.Exec(ctx, d.sql(`INSERT INTO {s}.oke_migrations (version, name) VALUES ($1, $2)`), m.version, m.name); err != nil {
-			return d.wrap("migrate "+m.name, err)
+			return nil, d.wrap("migrate "+m.name, err)
 		}
+		done = append(done, m.name)
 	}
-	return d.wrap("migrate", tx.Commit(ctx))
+	if err := tx.Commit(ctx); err != nil {
+		return nil, d.wrap("migrate", err)
+	}
+	return done, nil
 }
 
 // --- value helpers ------------------------------------------------------------
