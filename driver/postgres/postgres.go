@@ -41,6 +41,8 @@ type Driver struct {
 	quoted  string // schema as a quoted SQL identifier
 	closed  atomic.Bool
 
+	retention time.Duration // WithRetention
+
 	dbOnce sync.Once
 	db     *sql.DB // DB's handle on pool, opened on first use
 }
@@ -54,8 +56,9 @@ var (
 type Option func(*config)
 
 type config struct {
-	schema string
-	pool   *pgxpool.Pool
+	schema    string
+	pool      *pgxpool.Pool
+	retention time.Duration
 }
 
 // WithSchema puts the driver's tables in schema instead of DefaultSchema.
@@ -83,7 +86,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Driver, error) {
 	if c.schema == "" {
 		return nil, errors.New("postgres: open: empty schema name")
 	}
-	d := &Driver{schema: c.schema, quoted: pgx.Identifier{c.schema}.Sanitize(), pool: c.pool}
+	d := &Driver{schema: c.schema, quoted: pgx.Identifier{c.schema}.Sanitize(), pool: c.pool, retention: c.retention}
 	if d.pool == nil {
 		cfg, err := pgxpool.ParseConfig(dsn)
 		if err != nil {

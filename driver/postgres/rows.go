@@ -296,7 +296,9 @@ const sweepBatch = 1000
 // Sweep implements driver.Driver in batches of at most sweepBatch rows, each
 // its own statement: DELETE … WHERE ctid IN (SELECT … LIMIT n FOR UPDATE SKIP
 // LOCKED). Rows another transaction is touching are skipped (the next sweep
-// gets them), so concurrent sweeps split the work instead of waiting.
+// gets them), so concurrent sweeps split the work instead of waiting. With
+// WithRetention it then deletes up to limit finished runs past it, the same
+// way (they are not counted in the result).
 func (d *Driver) Sweep(ctx context.Context, limit int) (int, error) {
 	if err := d.check(); err != nil {
 		return 0, err
@@ -320,6 +322,9 @@ func (d *Driver) Sweep(ctx context.Context, limit int) (int, error) {
 		if got < n {
 			break
 		}
+	}
+	if _, err := d.sweepRuns(ctx, limit); err != nil {
+		return total, err
 	}
 	return total, nil
 }
