@@ -195,6 +195,9 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 			e, declared := asError(err)
 			if !declared { // a declared failure (e.g. 404) is an answer, not a fault
 				a.logFailure(f, err)
+				if a.unavailable(err) {
+					e = ErrStoreUnavailable.WithCause(err)
+				}
 			}
 			writeEnvelope(w, e)
 			return
@@ -305,6 +308,10 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 			if !nonRead {
 				// Nothing changed the world: forget the key so it may run again.
 				claim.Release(ctx)
+				if a.unavailable(runErr) {
+					// The database was unreachable: a retry may well work.
+					e = ErrStoreUnavailable.WithCause(runErr)
+				}
 				writeEnvelope(w, e)
 				return
 			}
@@ -491,4 +498,16 @@ func writeResult(w http.ResponseWriter, res result, replayed bool) {
 // Location only.
 func writeStored(w http.ResponseWriter, s *driver.Response) {
 	writeResult(w, result{status: s.Status, contentType: s.ContentType, location: s.Location, body: s.Body}, true)
+}
+
+// unavailable reports whether a flow's error says the store (or, on a
+// driver.TxDriver, its database, which the flow's transaction uses) could not
+// be reached: such a failure answers 503 StoreUnavailable, a retryable
+// answer, instead of 500.
+func (a *App) unavailable(err error) bool {
+	if errors.Is(err, driver.ErrUnavailable) {
+		return true
+	}
+	td, ok := a.cfg.Driver.(driver.TxDriver)
+	return ok && td.Unavailable(err)
 }

@@ -27,4 +27,9 @@ type TxDriver interface {
 	CompleteTx(ctx context.Context, tx *sql.Tx, key Key, owner string, resp Response, ttl time.Duration) error
 	// SaveStepTx is Journal.SaveStep inside tx.
 	SaveStepTx(ctx context.Context, tx *sql.Tx, id, owner string, step Step) error
+	// Unavailable reports whether err — from a statement a flow sent on
+	// DB's connections, possibly wrapped — means the database could not be
+	// reached (a lost connection, a server shutting down), as opposed to
+	// a fault of the statement. oke then answers 503, not 500.
+	Unavailable(err error) bool
 }

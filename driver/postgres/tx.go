@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -62,4 +63,10 @@ func (d *Driver) SaveStepTx(ctx context.Context, tx *sql.Tx, id, owner string, s
 	var saved, held bool
 	err := tx.QueryRowContext(ctx, d.sql(saveStepSQL), saveStepArgs(id, owner, step)...).Scan(&saved, &held)
 	return d.savedStep(id, step.Seq, saved, held, err)
+}
+
+// Unavailable implements driver.TxDriver with the driver's one error
+// translation: what it calls driver.ErrUnavailable.
+func (d *Driver) Unavailable(err error) bool {
+	return err != nil && errors.Is(d.wrap("", err), driver.ErrUnavailable)
 }

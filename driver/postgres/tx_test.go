@@ -316,3 +316,37 @@ func TestFlowsHoldingTransactionsDoNotStarveTheDriver(t *testing.T) {
 		t.Fatalf("notes = %d, want %d", notes, n)
 	}
 }
+
+// A flow whose transaction loses its connection fails with a 503 (the
+// database was unreachable: retry), not a 500, and — its write rolled back —
+// leaves the key free for the retry.
+func TestLostConnectionInsideTheFlowAnswers503(t *testing.T) {
+	_, admin := server(t)
+	ca := newChargeApp(t, newDriver(t), 0, func(ctx context.Context, attempt int32, tx *oke.Tx, _ *oke.Fx) error {
+		if attempt > 1 {
+			return nil
+		}
+		var pid int32
+		if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			return err
+		}
+		if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+		if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {
+			return fmt.Errorf("check the charge: %w", err)
+		}
+		return errors.New("the statement on a terminated connection worked")
+	})
+	w := ca.post("tx-key-0000-lost-503")
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), `"StoreUnavailable"`) {
+		t.Fatalf("first: %d %s, want 503 StoreUnavailable", w.Code, w.Body)
+	}
+	if w := ca.post("tx-key-0000-lost-503"); w.Code != http.StatusCreated || w.Header().Get("Idempotent-Replayed") != "" {
+		t.Fatalf("retry: %d %s, want a live 201", w.Code, w.Body)
+	}
+	if n := ca.rows(t); n != 1 {
+		t.Fatalf("charges = %d, want 1", n)
+	}
+}
