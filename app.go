@@ -2,6 +2,7 @@ package oke
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +51,14 @@ type Config struct {
 	// background (they are also replaced on the next claim of their key).
 	// Zero means one minute; negative disables the sweep.
 	SweepInterval time.Duration
+
+	// DB is the app's own database, for Fx.Tx when the driver keeps its
+	// rows elsewhere (memory, file): the flow's transaction then commits
+	// before the response is stored (at least once). A driver that keeps
+	// its rows in SQL (driver/postgres) opens Fx.Tx on its own database
+	// instead, where the response commits with the flow's writes (exactly
+	// once), and DB is not used.
+	DB *sql.DB
 
 	Sender        Sender        // for Fx.Send
 	LanguageModel LanguageModel // for Fx.Ask

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,9 @@ type Fx struct {
 	effects  atomic.Uint32
 	parent   *Fx           // set for Call: effects also count for the caller
 	run      *journal.Exec // set when the flow runs as a journal run
+
+	txMu sync.Mutex
+	tx   *flowTx // opened by Tx
 }
 
 // Identity is who makes a call, as the app's Gate decided.
@@ -47,6 +51,12 @@ func (fx *Fx) record(e Effect) {
 	bit := effectBits[e]
 	for f := fx; f != nil; f = f.parent {
 		f.effects.Or(bit)
+	}
+}
+
+func (fx *Fx) recordBits(bits uint32) {
+	for f := fx; f != nil; f = f.parent {
+		f.effects.Or(bits)
 	}
 }
 

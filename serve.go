@@ -181,7 +181,16 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if key == "" {
-		res, _, err := a.runUnary(ctx, f, in, id)
+		res, fx, err := a.runUnary(ctx, f, in, id)
+		if t := fx.takeTx(); t != nil {
+			if err != nil {
+				t.rollback()
+			} else if cerr := t.commit(fx); cerr != nil {
+				a.logFailure(f, cerr)
+				writeEnvelope(w, ErrStoreUnavailable.WithCause(cerr))
+				return
+			}
+		}
 		if err != nil {
 			e, declared := asError(err)
 			if !declared { // a declared failure (e.g. 404) is an answer, not a fault
@@ -239,6 +248,8 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 		res     result
 		runErr  error
 		nonRead bool
+		fx      *Fx
+		ftx     *flowTx // the flow's transaction, when its outcome joins it
 	)
 	if f.opts.Durable {
 		o := a.runDurable(ctx, f, in, canon, id, claim)
@@ -267,8 +278,21 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 		}
 		nonRead = o.nonRead
 	} else {
-		var fx *Fx
 		res, fx, runErr = a.runUnary(ctx, f, in, id)
+		ftx = fx.takeTx()
+		switch {
+		case ftx == nil:
+		case runErr != nil:
+			// A failure, declared or not, rolls the flow's writes back.
+			ftx.rollback()
+			ftx = nil
+		case !ftx.joined:
+			// Another database than the store's: commit before storing.
+			if err := ftx.commit(fx); err != nil {
+				runErr = err
+			}
+			ftx = nil
+		}
 		nonRead = fx.hasNonRead()
 	}
 
@@ -292,6 +316,14 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 		}
 	case !res.storable:
 		// Not a buffered JSON envelope: deliver it live, keep nothing.
+		if ftx != nil {
+			if err := ftx.commit(fx); err != nil {
+				claim.Abandon()
+				a.logFailure(f, err)
+				writeEnvelope(w, ErrStoreUnavailable.WithCause(err))
+				return
+			}
+		}
 		claim.Release(ctx)
 		writeResult(w, res, false)
 		return
@@ -302,6 +334,28 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 	}
 	// Store before answering: once the client sees the response, a retry
 	// replays it.
+	if ftx != nil {
+		// In the flow's transaction: the response commits with its writes.
+		err := claim.CompleteTx(ctx, ftx.tx, stored, func() error { return ftx.commit(fx) })
+		if err != nil {
+			ftx.rollback()
+			if errors.Is(err, driver.ErrNotOwner) {
+				// Another attempt holds the key now; this one's writes
+				// were rolled back. The retry gets that attempt's answer.
+				m.outcomes[OutcomeInProgress].Inc()
+				w.Header().Set("Retry-After", "1")
+				writeEnvelope(w, ErrIdempotencyInProgress)
+				return
+			}
+			// Unknown whether it committed: the row lapses, and the retry
+			// replays the response or, if nothing committed, runs again.
+			m.notStored.Inc()
+			writeEnvelope(w, ErrStoreUnavailable.WithCause(err))
+			return
+		}
+		writeResult(w, res, false)
+		return
+	}
 	if err := claim.Complete(ctx, stored); err != nil {
 		m.notStored.Inc()
 	}

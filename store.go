@@ -72,27 +72,37 @@ func (s *Store) Tx(ctx context.Context, opts *sql.TxOptions, fn func(tx *Tx) err
 	return nil
 }
 
-// Tx is a transaction opened by Store.Tx.
+// Tx is a transaction: the flow's own (Fx.Tx), or one opened by Store.Tx.
 type Tx struct {
-	fx *Fx
-	tx *sql.Tx
+	fx      *Fx
+	tx      *sql.Tx
+	pending *flowTx // the flow's transaction: effects count once it commits
+}
+
+func (t *Tx) note(query string) {
+	e := ClassifySQL(query)
+	if t.pending != nil {
+		t.pending.effects.Or(effectBits[e])
+		return
+	}
+	t.fx.record(e)
 }
 
 // Exec runs a statement that returns no rows.
 func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	t.fx.record(ClassifySQL(query))
+	t.note(query)
 	return t.tx.ExecContext(ctx, query, args...)
 }
 
 // Query runs a statement that returns rows.
 func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	t.fx.record(ClassifySQL(query))
+	t.note(query)
 	return t.tx.QueryContext(ctx, query, args...)
 }
 
 // QueryRow runs a statement that returns at most one row.
 func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	t.fx.record(ClassifySQL(query))
+	t.note(query)
 	return t.tx.QueryRowContext(ctx, query, args...)
 }
 

@@ -96,6 +96,17 @@
 // is Postgres's commit. Per durable step: StartStep and SaveStep, one each;
 // AcquireRun and GetRun one each (the run and its steps go as one pgx batch).
 //
+// # Exactly-once writes: the transaction twins
+//
+// The driver is a driver.TxDriver: DB returns a database/sql handle on its
+// pool, and CompleteTx and SaveStepTx run Complete's and SaveStep's fenced
+// statements inside a caller's transaction. oke's Fx.Tx uses them, so a
+// flow's writes to this database and its stored response (or a step's saved
+// result) commit together: a crash never leaves one without the other, and
+// an attempt whose lease lapsed finds another owner and must roll back.
+// With Fx.Tx a live keyed request costs two commits: the claim, and the
+// flow's writes with the response. See docs/postgres.md.
+//
 // # Errors
 //
 // One function translates pgx's errors: no rows is driver.ErrNotFound; a
@@ -107,9 +118,6 @@
 // # What is weak, and what is not done
 //
 //   - No LISTEN/NOTIFY yet: schedulers poll DueRuns.
-//   - No …Tx twins: a step's writes to the app's own tables cannot yet commit
-//     in the same transaction as SaveStep (exactly-once for same-database
-//     effects is future work).
 //   - GetRun reads the run and its steps in two statements of one batch
 //     (READ COMMITTED, so two snapshots); steps are append-only, so a reader
 //     may at worst see a run a moment older than its newest step.
@@ -120,7 +128,7 @@
 //   - DueRuns takes and at once releases row locks: it writes lock marks to
 //     the rows it reads. On a busy journal prefer a bounded limit.
 //   - Rows and runs are not partitioned; Sweep keeps oke_idempotency small,
-//     but finished runs and their steps stay until something deletes them.
+//     and finished runs only go with WithRetention.
 //   - Tested against PostgreSQL 15 by one process; several processes
 //     sharing one schema rely on the same row locks but have no test of
 //     their own yet.

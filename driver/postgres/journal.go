@@ -323,6 +323,26 @@ func (d *Driver) StartStep(ctx context.Context, id, owner string, seq int, name 
 	return n, nil
 }
 
+// saveStepSQL saves step $3 of run $1 held by $2 if it is the next one, and
+// reports whether it did and whether $2 holds the run.
+const saveStepSQL = `WITH r AS (
+			UPDATE {s}.oke_runs r SET updated_at = coalesce($9, now())
+			WHERE ` + heldSQL + `
+				AND (SELECT coalesce(max(seq), 0) FROM {s}.oke_steps WHERE run_id = $1) = $3 - 1
+			RETURNING r.id
+		), ins AS (
+			INSERT INTO {s}.oke_steps (run_id, seq, name, result, failure, attempts, started_at, finished_at)
+			SELECT r.id, $3, $4, $5, $6, $7, $8, $9 FROM r
+			RETURNING seq
+		)
+		SELECT EXISTS (SELECT 1 FROM ins),
+			EXISTS (SELECT 1 FROM {s}.oke_runs r WHERE ` + heldSQL + `)`
+
+func saveStepArgs(id, owner string, step driver.Step) []any {
+	return []any{id, owner, step.Seq, step.Name, step.Result, step.Failure, step.Attempts,
+		nullTime(step.StartedAt), nullTime(step.FinishedAt)}
+}
+
 // SaveStep implements driver.Journal in one statement: the run row is
 // updated (and so locked) only if owner holds it and the step is the next
 // one, and the step is inserted only if that update happened. Durable when
@@ -332,23 +352,15 @@ func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Ste
 		return err
 	}
 	var saved, held bool
-	err := d.pool.QueryRow(ctx, d.sql(`WITH r AS (
-			UPDATE {s}.oke_runs r SET updated_at = coalesce($9, now())
-			WHERE `+heldSQL+`
-				AND (SELECT coalesce(max(seq), 0) FROM {s}.oke_steps WHERE run_id = $1) = $3 - 1
-			RETURNING r.id
-		), ins AS (
-			INSERT INTO {s}.oke_steps (run_id, seq, name, result, failure, attempts, started_at, finished_at)
-			SELECT r.id, $3, $4, $5, $6, $7, $8, $9 FROM r
-			RETURNING seq
-		)
-		SELECT EXISTS (SELECT 1 FROM ins),
-			EXISTS (SELECT 1 FROM {s}.oke_runs r WHERE `+heldSQL+`)`),
-		id, owner, step.Seq, step.Name, step.Result, step.Failure, step.Attempts,
-		nullTime(step.StartedAt), nullTime(step.FinishedAt)).Scan(&saved, &held)
+	err := d.pool.QueryRow(ctx, d.sql(saveStepSQL), saveStepArgs(id, owner, step)...).Scan(&saved, &held)
+	return d.savedStep(id, step.Seq, saved, held, err)
+}
+
+// savedStep turns what saveStepSQL reported into SaveStep's error.
+func (d *Driver) savedStep(id string, seq int, saved, held bool, err error) error {
 	if err = d.wrap("save step", err); errors.Is(err, errUnique) {
 		// A concurrent SaveStep of the same seq won.
-		return fmt.Errorf("postgres: save step %q seq %d: %w", id, step.Seq, driver.ErrStepOrder)
+		return fmt.Errorf("postgres: save step %q seq %d: %w", id, seq, driver.ErrStepOrder)
 	}
 	switch {
 	case err != nil:
@@ -358,7 +370,7 @@ func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Ste
 	case !held:
 		return fmt.Errorf("postgres: save step %q: %w", id, driver.ErrNotOwner)
 	default:
-		return fmt.Errorf("postgres: save step %q seq %d: %w", id, step.Seq, driver.ErrStepOrder)
+		return fmt.Errorf("postgres: save step %q seq %d: %w", id, seq, driver.ErrStepOrder)
 	}
 }
 

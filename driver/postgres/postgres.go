@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
+	sqldriver "database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +28,10 @@ import (
 // says otherwise.
 const DefaultSchema = "oke"
 
+// DefaultMaxConns is the size of the pool Open creates unless the DSN sets
+// pool_max_conns.
+const DefaultMaxConns = 16
+
 // Driver is the Postgres driver. It is safe for concurrent use; open it with
 // Open and create its tables with Migrate.
 type Driver struct {
@@ -33,6 +40,11 @@ type Driver struct {
 	schema  string
 	quoted  string // schema as a quoted SQL identifier
 	closed  atomic.Bool
+
+	retention time.Duration // WithRetention
+
+	dbOnce sync.Once
+	db     *sql.DB // DB's handle on pool, opened on first use
 }
 
 var (
@@ -44,8 +56,9 @@ var (
 type Option func(*config)
 
 type config struct {
-	schema string
-	pool   *pgxpool.Pool
+	schema    string
+	pool      *pgxpool.Pool
+	retention time.Duration
 }
 
 // WithSchema puts the driver's tables in schema instead of DefaultSchema.
@@ -61,7 +74,9 @@ func WithPool(pool *pgxpool.Pool) Option {
 }
 
 // Open connects to the database at dsn (a postgres:// URL or a libpq
-// key=value string) and checks that it answers. It does not create tables:
+// key=value string, which may carry pgxpool's settings such as
+// pool_max_conns; the pool holds DefaultMaxConns connections unless it says
+// otherwise) and checks that it answers. It does not create tables:
 // call Migrate for that. An unreachable server is driver.ErrUnavailable.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Driver, error) {
 	c := config{schema: DefaultSchema}
@@ -71,11 +86,16 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Driver, error) {
 	if c.schema == "" {
 		return nil, errors.New("postgres: open: empty schema name")
 	}
-	d := &Driver{schema: c.schema, quoted: pgx.Identifier{c.schema}.Sanitize(), pool: c.pool}
+	d := &Driver{schema: c.schema, quoted: pgx.Identifier{c.schema}.Sanitize(), pool: c.pool, retention: c.retention}
 	if d.pool == nil {
 		cfg, err := pgxpool.ParseConfig(dsn)
 		if err != nil {
 			return nil, fmt.Errorf("postgres: open: %w", err)
+		}
+		if !strings.Contains(dsn, "pool_max_conns") {
+			// pgxpool's default (4 on a small machine) is too few once
+			// flows hold a connection for their transaction (Fx.Tx).
+			cfg.MaxConns = DefaultMaxConns
 		}
 		d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
@@ -105,6 +125,10 @@ func (d *Driver) Close() error {
 	if d.closed.Swap(true) {
 		return nil
 	}
+	d.dbOnce.Do(func() {}) // no DB from now on
+	if d.db != nil {
+		d.db.Close()
+	}
 	if d.ownPool {
 		d.pool.Close()
 	}
@@ -127,13 +151,14 @@ func (d *Driver) sql(q string) string { return strings.ReplaceAll(q, "{s}", d.qu
 // errUnique marks a unique violation the caller did not expect to handle.
 var errUnique = errors.New("unique violation")
 
-// wrap translates a pgx or Postgres error into the driver's sentinels. It is
-// the one place that knows pgx's error values:
+// wrap translates a pgx, database/sql or Postgres error into the driver's
+// sentinels. It is the one place that knows those error values:
 //
-//   - pgx.ErrNoRows → driver.ErrNotFound
+//   - pgx.ErrNoRows, sql.ErrNoRows → driver.ErrNotFound
 //   - a closed driver → driver.ErrClosed
 //   - a cancelled or timed-out context stays what it is
-//   - connection failures, server shutdown, too many connections, and
+//   - connection failures (also database/sql's ErrBadConn and ErrConnDone),
+//     server shutdown, too many connections, and
 //     serialization failures or deadlocks → driver.ErrUnavailable (the
 //     operation may or may not have happened; callers fail closed, and may
 //     retry when pgconn.SafeToRetry says nothing was sent)
@@ -148,7 +173,7 @@ func (d *Driver) wrap(op string, err error) error {
 	if d.closed.Load() {
 		return fmt.Errorf("postgres: %s: %w", op, driver.ErrClosed)
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("postgres: %s: %w", op, driver.ErrNotFound)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -170,7 +195,8 @@ func (d *Driver) wrap(op string, err error) error {
 	var netErr net.Error
 	var connectErr *pgconn.ConnectError
 	if errors.As(err, &netErr) || errors.As(err, &connectErr) || pgconn.Timeout(err) ||
-		pgconn.SafeToRetry(err) || isConnClosed(err) {
+		pgconn.SafeToRetry(err) || isConnClosed(err) ||
+		errors.Is(err, sqldriver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) {
 		return fmt.Errorf("postgres: %s: %w: %w", op, driver.ErrUnavailable, err)
 	}
 	return fmt.Errorf("postgres: %s: %w", op, err)
@@ -238,16 +264,23 @@ var ErrSchemaNewer = errors.New("schema is newer than this driver")
 // ones wait, then find nothing to do). A failed migration leaves nothing
 // behind. A schema migrated by a newer oke is ErrSchemaNewer.
 func (d *Driver) Migrate(ctx context.Context) error {
+	_, err := d.ApplyMigrations(ctx)
+	return err
+}
+
+// ApplyMigrations is Migrate, reporting the names of the migrations it
+// applied, in order (none when the schema was up to date).
+func (d *Driver) ApplyMigrations(ctx context.Context) ([]string, error) {
 	if err := d.check(); err != nil {
-		return err
+		return nil, err
 	}
 	ms, err := migrations()
 	if err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
+		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
-		return d.wrap("migrate", err)
+		return nil, d.wrap("migrate", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	steps := []string{
@@ -266,24 +299,24 @@ func (d *Driver) Migrate(ctx context.Context) error {
 			args = []any{d.schema}
 		}
 		if _, err := tx.Exec(ctx, d.sql(q), args...); err != nil {
-			return d.wrap("migrate", err)
+			return nil, d.wrap("migrate", err)
 		}
 	}
 	applied := map[int]bool{}
 	rows, err := tx.Query(ctx, d.sql(`SELECT version FROM {s}.oke_migrations`))
 	if err != nil {
-		return d.wrap("migrate", err)
+		return nil, d.wrap("migrate", err)
 	}
 	for rows.Next() {
 		var v int
 		if err := rows.Scan(&v); err != nil {
 			rows.Close()
-			return d.wrap("migrate", err)
+			return nil, d.wrap("migrate", err)
 		}
 		applied[v] = true
 	}
 	if err := rows.Err(); err != nil {
-		return d.wrap("migrate", err)
+		return nil, d.wrap("migrate", err)
 	}
 	known := map[int]bool{}
 	for _, m := range ms {
@@ -291,23 +324,28 @@ func (d *Driver) Migrate(ctx context.Context) error {
 	}
 	for v := range applied {
 		if !known[v] {
-			return fmt.Errorf("postgres: migrate: schema %s has migration %d, which this driver does not know "+
+			return nil, fmt.Errorf("postgres: migrate: schema %s has migration %d, which this driver does not know "+
 				"(a newer oke migrated it): %w", d.schema, v, ErrSchemaNewer)
 		}
 	}
+	var done []string
 	for _, m := range ms {
 		if applied[m.version] {
 			continue
 		}
 		// Simple protocol: a migration file may hold several statements.
 		if _, err := tx.Exec(ctx, m.sql, pgx.QueryExecModeSimpleProtocol); err != nil {
-			return d.wrap("migrate "+m.name, err)
+			return nil, d.wrap("migrate "+m.name, err)
 		}
 		if _, err := tx.Exec(ctx, d.sql(`INSERT INTO {s}.oke_migrations (version, name) VALUES ($1, $2)`), m.version, m.name); err != nil {
-			return d.wrap("migrate "+m.name, err)
+			return nil, d.wrap("migrate "+m.name, err)
 		}
+		done = append(done, m.name)
 	}
-	return d.wrap("migrate", tx.Commit(ctx))
+	if err := tx.Commit(ctx); err != nil {
+		return nil, d.wrap("migrate", err)
+	}
+	return done, nil
 }
 
 // --- value helpers ------------------------------------------------------------

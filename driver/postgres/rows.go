@@ -204,19 +204,36 @@ func (d *Driver) Renew(ctx context.Context, key driver.Key, owner string, lease 
 		WHERE `+keyWhere+` AND owner = $5 AND state = 1`, key, owner, micros(lease))
 }
 
-// Complete implements driver.Driver. The response is durable when it returns
-// (the statement has committed).
-func (d *Driver) Complete(ctx context.Context, key driver.Key, owner string, resp driver.Response, ttl time.Duration) error {
+// completeSQL stores a response on the Running row held by $5.
+const completeSQL = `UPDATE {s}.oke_idempotency SET
+		state = 2, owner = '', lease_until = NULL, completed_at = now(),
+		expires_at = now() + $6 * interval '1 microsecond',
+		resp_status = $7, resp_content_type = $8, resp_location = $9, resp_body = $10
+	WHERE ` + keyWhere + ` AND owner = $5 AND state = 1`
+
+func completeArgs(key driver.Key, owner string, resp driver.Response, ttl time.Duration) []any {
 	body := resp.Body
 	if body == nil {
 		body = []byte{}
 	}
-	return d.fenced(ctx, "complete", `UPDATE {s}.oke_idempotency SET
-			state = 2, owner = '', lease_until = NULL, completed_at = now(),
-			expires_at = now() + $6 * interval '1 microsecond',
-			resp_status = $7, resp_content_type = $8, resp_location = $9, resp_body = $10
-		WHERE `+keyWhere+` AND owner = $5 AND state = 1`,
-		key, owner, micros(ttl), resp.Status, resp.ContentType, resp.Location, body)
+	return []any{key.Tenant, key.Principal, key.Flow, key.Key, owner,
+		micros(ttl), resp.Status, resp.ContentType, resp.Location, body}
+}
+
+// Complete implements driver.Driver. The response is durable when it returns
+// (the statement has committed).
+func (d *Driver) Complete(ctx context.Context, key driver.Key, owner string, resp driver.Response, ttl time.Duration) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	tag, err := d.pool.Exec(ctx, d.sql(completeSQL), completeArgs(key, owner, resp, ttl)...)
+	if err != nil {
+		return d.wrap("complete", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: complete: %w", driver.ErrNotOwner)
+	}
+	return nil
 }
 
 // Release implements driver.Driver.
@@ -279,7 +296,9 @@ const sweepBatch = 1000
 // Sweep implements driver.Driver in batches of at most sweepBatch rows, each
 // its own statement: DELETE … WHERE ctid IN (SELECT … LIMIT n FOR UPDATE SKIP
 // LOCKED). Rows another transaction is touching are skipped (the next sweep
-// gets them), so concurrent sweeps split the work instead of waiting.
+// gets them), so concurrent sweeps split the work instead of waiting. With
+// WithRetention it then deletes up to limit finished runs past it, the same
+// way (they are not counted in the result).
 func (d *Driver) Sweep(ctx context.Context, limit int) (int, error) {
 	if err := d.check(); err != nil {
 		return 0, err
@@ -303,6 +322,9 @@ func (d *Driver) Sweep(ctx context.Context, limit int) (int, error) {
 		if got < n {
 			break
 		}
+	}
+	if _, err := d.sweepRuns(ctx, limit); err != nil {
+		return total, err
 	}
 	return total, nil
 }

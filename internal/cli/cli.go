@@ -32,6 +32,7 @@ func commands() []command {
 		{"serve", "run the payments demo API (same flags as examples/payments)", runServe},
 		{"runs", "list, show and replay durable runs (ls, show, replay)", runRuns},
 		{"idempotency", "list Idempotency-Key rows (ls)", runIdempotency},
+		{"migrate", "create or update oke's tables in Postgres (-postgres DSN)", runMigrate},
 		{"version", "print the version of oke", runVersion},
 		{"help", "show help for oke or for a command", runHelp},
 	}

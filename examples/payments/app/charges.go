@@ -77,7 +77,15 @@ func (s *Server) chargeFlow() *oke.Flow[ChargeIn, Charge] {
 	}, func(ctx context.Context, in ChargeIn, fx *oke.Fx) (oke.Response[Charge], error) {
 		var c Charge
 		id := fx.Identity()
-		err := fx.Store(s.db).QueryRow(ctx,
+		// The flow's transaction: on Postgres the charge and the stored
+		// response commit together, so a crash never leaves a charge whose
+		// retry would charge again. On SQLite it commits just before the
+		// response is stored.
+		tx, err := fx.Tx(ctx)
+		if err != nil {
+			return oke.Response[Charge]{}, err
+		}
+		err = tx.QueryRow(ctx,
 			`INSERT INTO charges (amount, currency, tenant, principal) VALUES ($1, $2, $3, $4)
 			 RETURNING id, amount, currency, created_at`,
 			in.Amount, in.Currency, id.Tenant, id.Principal).Scan(&c.ID, &c.Amount, &c.Currency, &c.CreatedAt)

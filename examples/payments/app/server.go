@@ -142,7 +142,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		drv.Close()
 		return nil, err
 	}
-	s.app = oke.New(oke.Config{Driver: drv, Gate: Gate, Lease: cfg.Lease, Logger: log,
+	s.app = oke.New(oke.Config{Driver: drv, Gate: Gate, Lease: cfg.Lease, Logger: log, DB: s.db,
 		HTTPClient: httpClient(s.provider()), PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay})
 	s.routes()
 	if err := s.app.Start(ctx); err != nil {

@@ -1,0 +1,236 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/okengine/oke"
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/driver/postgres"
+)
+
+// chargeApp is an app on d whose POST /charges inserts a row into a charges
+// table of d's schema through the flow's transaction, then calls after (if
+// set) with the transaction: the exactly-once path for writes to the
+// store's own database.
+type chargeApp struct {
+	*oke.App
+	d     *postgres.Driver
+	table string
+	runs  atomic.Int32
+}
+
+func newChargeApp(t *testing.T, d *postgres.Driver, lease time.Duration, after func(ctx context.Context, attempt int32, tx *oke.Tx, fx *oke.Fx) error) *chargeApp {
+	t.Helper()
+	ca := &chargeApp{d: d, table: pgx.Identifier{d.Schema(), "charges"}.Sanitize()}
+	if _, err := d.Pool().Exec(t.Context(), `CREATE TABLE `+ca.table+` (id bigserial PRIMARY KEY, amount int NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	ca.App = oke.New(oke.Config{Driver: d, Lease: lease, SweepInterval: -1, PollInterval: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	type in struct {
+		Amount int `json:"amount"`
+	}
+	type charge struct {
+		ID     int64 `json:"id"`
+		Amount int   `json:"amount"`
+	}
+	ca.Handle(oke.POST("/charges"), oke.NewFlow("pg.charge", oke.Options{Idempotency: oke.Required},
+		func(ctx context.Context, in in, fx *oke.Fx) (oke.Response[charge], error) {
+			attempt := ca.runs.Add(1)
+			tx, err := fx.Tx(ctx)
+			if err != nil {
+				return oke.Response[charge]{}, err
+			}
+			c := charge{Amount: in.Amount}
+			if err := tx.QueryRow(ctx, `INSERT INTO `+ca.table+` (amount) VALUES ($1) RETURNING id`, in.Amount).Scan(&c.ID); err != nil {
+				return oke.Response[charge]{}, err
+			}
+			if after != nil {
+				if err := after(ctx, attempt, tx, fx); err != nil {
+					return oke.Response[charge]{}, err
+				}
+			}
+			return oke.Created(c, ""), nil
+		}))
+	if err := ca.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ca.Close(context.Background()) })
+	return ca
+}
+
+func (ca *chargeApp) post(key string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("POST", "/charges", strings.NewReader(`{"amount":700}`))
+	r.Header.Set("Idempotency-Key", key)
+	w := httptest.NewRecorder()
+	ca.ServeHTTP(w, r)
+	return w
+}
+
+func (ca *chargeApp) rows(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := ca.d.Pool().QueryRow(t.Context(), `SELECT count(*) FROM `+ca.table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (ca *chargeApp) row(t *testing.T, key string) driver.Row {
+	t.Helper()
+	row, err := ca.d.Get(t.Context(), driver.Key{Tenant: "default", Principal: "anon", Flow: "pg.charge", Key: key})
+	if err != nil {
+		t.Fatalf("Get %s: %v", key, err)
+	}
+	return row
+}
+
+func TestFlowWritesCommitWithTheStoredResponse(t *testing.T) {
+	ca := newChargeApp(t, newDriver(t), 0, nil)
+	first := ca.post("tx-key-0000-commit")
+	if first.Code != http.StatusCreated {
+		t.Fatalf("first: %d %s", first.Code, first.Body)
+	}
+	if row := ca.row(t, "tx-key-0000-commit"); row.State != driver.Completed || row.Response == nil || string(row.Response.Body) != first.Body.String() {
+		t.Fatalf("row after the flow: %+v, want it completed with the response %s", row, first.Body)
+	}
+	again := ca.post("tx-key-0000-commit")
+	if again.Code != http.StatusCreated || again.Header().Get("Idempotent-Replayed") != "true" || again.Body.String() != first.Body.String() {
+		t.Fatalf("retry: %d replayed=%q %s, want the first response replayed", again.Code, again.Header().Get("Idempotent-Replayed"), again.Body)
+	}
+	if n := ca.rows(t); n != 1 {
+		t.Fatalf("charges = %d, want 1", n)
+	}
+}
+
+func TestDeclaredFailureRollsTheFlowsWritesBack(t *testing.T) {
+	ca := newChargeApp(t, newDriver(t), 0, func(ctx context.Context, _ int32, _ *oke.Tx, fx *oke.Fx) error {
+		return fx.Fail(http.StatusPaymentRequired, "PaymentDeclined", "The card was declined.")
+	})
+	w := ca.post("tx-key-0000-declined")
+	if w.Code != http.StatusPaymentRequired {
+		t.Fatalf("got %d %s, want 402", w.Code, w.Body)
+	}
+	if n := ca.rows(t); n != 0 {
+		t.Fatalf("charges = %d after a declared failure, want 0 (rolled back)", n)
+	}
+	if again := ca.post("tx-key-0000-declined"); again.Code != http.StatusPaymentRequired || again.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry: %d %s, want the 402 replayed", again.Code, again.Body)
+	}
+}
+
+func TestFailureWithOnlyRolledBackWritesLetsTheKeyRunAgain(t *testing.T) {
+	ca := newChargeApp(t, newDriver(t), 0, func(ctx context.Context, attempt int32, _ *oke.Tx, _ *oke.Fx) error {
+		if attempt == 1 {
+			return errors.New("the provider timed out")
+		}
+		return nil
+	})
+	if w := ca.post("tx-key-0000-retry"); w.Code != http.StatusInternalServerError {
+		t.Fatalf("first: %d %s, want 500", w.Code, w.Body)
+	}
+	if n := ca.rows(t); n != 0 {
+		t.Fatalf("charges = %d after a failed attempt, want 0", n)
+	}
+	// Its only write was rolled back: nothing changed the world, so the key
+	// was released and the retry runs the flow.
+	if w := ca.post("tx-key-0000-retry"); w.Code != http.StatusCreated || w.Header().Get("Idempotent-Replayed") != "" {
+		t.Fatalf("retry: %d replayed=%q %s, want a live 201", w.Code, w.Header().Get("Idempotent-Replayed"), w.Body)
+	}
+	if n := ca.rows(t); n != 1 {
+		t.Fatalf("charges = %d, want 1", n)
+	}
+}
+
+// The connection breaks after the flow wrote and before the commit: neither
+// the charge nor the response is stored; once the lease lapses the retry
+// runs the flow, and there is one charge in the end.
+func TestLostConnectionBeforeCommitStoresNeitherWriteNorResponse(t *testing.T) {
+	_, admin := server(t)
+	ca := newChargeApp(t, newDriver(t), 500*time.Millisecond, func(ctx context.Context, attempt int32, tx *oke.Tx, _ *oke.Fx) error {
+		if attempt > 1 {
+			return nil
+		}
+		var pid int32
+		if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			return err
+		}
+		_, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
+		return err
+	})
+	w := ca.post("tx-key-0000-lost")
+	if w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("first: %d %s, want 503", w.Code, w.Body)
+	}
+	if n := ca.rows(t); n != 0 {
+		t.Fatalf("charges = %d after the connection broke before the commit, want 0", n)
+	}
+	if row := ca.row(t, "tx-key-0000-lost"); row.State != driver.Running {
+		t.Fatalf("row = %+v, want it still running (left to lapse)", row)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w = ca.post("tx-key-0000-lost")
+		if w.Code != http.StatusConflict || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if w.Code != http.StatusCreated {
+		t.Fatalf("retry after the lease lapsed: %d %s, want 201", w.Code, w.Body)
+	}
+	if n := ca.rows(t); n != 1 {
+		t.Fatalf("charges = %d, want 1", n)
+	}
+}
+
+// An attempt stalls past its lease; a retry takes the key over and charges.
+// When the stalled attempt goes on, its completion is fenced by its owner
+// token: it cannot commit, its charge is rolled back, and it answers 409.
+func TestAnAttemptThatLostItsKeyCannotCommitItsWrites(t *testing.T) {
+	_, admin := server(t)
+	stalled, resume := make(chan struct{}), make(chan struct{})
+	d := newDriver(t)
+	ca := newChargeApp(t, d, 0, func(ctx context.Context, attempt int32, _ *oke.Tx, _ *oke.Fx) error {
+		if attempt == 1 {
+			close(stalled)
+			<-resume
+		}
+		return nil
+	})
+	first := make(chan *httptest.ResponseRecorder)
+	go func() { first <- ca.post("tx-key-0000-fenced") }()
+	<-stalled
+	// The stalled attempt's lease lapses (as after a long GC pause or a
+	// partition that kept it from renewing).
+	if _, err := admin.Exec(t.Context(), `UPDATE `+pgx.Identifier{d.Schema(), "oke_idempotency"}.Sanitize()+
+		` SET lease_until = now() - interval '1 second' WHERE idem_key = 'tx-key-0000-fenced'`); err != nil {
+		t.Fatal(err)
+	}
+	second := ca.post("tx-key-0000-fenced")
+	if second.Code != http.StatusCreated || second.Header().Get("Idempotent-Replayed") != "" {
+		t.Fatalf("takeover: %d %s, want a live 201", second.Code, second.Body)
+	}
+	close(resume)
+	if w := <-first; w.Code != http.StatusConflict {
+		t.Fatalf("the stalled attempt: %d %s, want 409 (its key is held by another attempt)", w.Code, w.Body)
+	}
+	if n := ca.rows(t); n != 1 {
+		t.Fatalf("charges = %d, want 1: the stalled attempt's write must be rolled back", n)
+	}
+	again := ca.post("tx-key-0000-fenced")
+	if again.Code != http.StatusCreated || again.Body.String() != second.Body.String() {
+		t.Fatalf("retry: %d %s, want the takeover's response %s", again.Code, again.Body, second.Body)
+	}
+}

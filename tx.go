@@ -1,0 +1,130 @@
+package oke
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/okengine/oke/driver"
+)
+
+// ErrNoDatabase is returned by Fx.Tx when the app has no database to open a
+// transaction on: use a driver that keeps its rows in SQL (driver/postgres),
+// or set Config.DB.
+var ErrNoDatabase = errors.New("oke: Fx.Tx needs a database: use the Postgres driver, or set Config.DB")
+
+// flowTx is a flow's transaction: opened by Fx.Tx on first use, ended by oke
+// once the flow returns.
+type flowTx struct {
+	tx *sql.Tx
+	// joined: the transaction is on the driver's own database, and the
+	// flow's outcome (its stored response, or a step's saved result) is
+	// written in it before it commits.
+	joined bool
+	// effects of its statements, recorded on the flow once it commits (or
+	// may have): rolled-back writes changed nothing.
+	effects atomic.Uint32
+}
+
+// Tx returns the flow's transaction, opening it on first use; later calls in
+// the same flow (also from flows it Calls) return the same transaction. oke
+// ends it: it commits when the flow succeeds and rolls back when the flow
+// returns an error (a declared failure too). Do not commit or roll it back
+// yourself.
+//
+// On a driver that keeps its rows in the same SQL database (driver/postgres)
+// the transaction is where oke stores the outcome too: the flow's writes and
+// the stored response of its Idempotency-Key commit together or not at all.
+// A crash can then never leave a written row without its stored response,
+// and a retry replays instead of writing again — writes to that database
+// happen exactly once. An attempt that lost its key to another (its lease
+// lapsed) cannot commit: its writes are rolled back and it answers 409.
+//
+// On other drivers the transaction is on Config.DB and commits before the
+// response is stored: a crash between the two runs the flow again on retry
+// (at least once), as do writes to any other system. See docs/idempotency.md.
+//
+// Tx is for unary flows. In a durable flow, open it inside a step: the
+// step's writes and its saved result commit together.
+func (fx *Fx) Tx(ctx context.Context) (*Tx, error) {
+	root := fx
+	for root.parent != nil {
+		root = root.parent
+	}
+	if step := stepFrom(ctx); step != nil {
+		return step.openTx(ctx, fx)
+	}
+	if root.run != nil {
+		return nil, fmt.Errorf("oke: flow %s: Fx.Tx outside a step of a durable flow: open it inside oke.Step, where its writes commit with the step's saved result", fx.flow.name)
+	}
+	if root.flow.shape != shapeUnary {
+		return nil, fmt.Errorf("oke: flow %s: Fx.Tx is for unary flows, not streams", fx.flow.name)
+	}
+	root.txMu.Lock()
+	defer root.txMu.Unlock()
+	if root.tx == nil {
+		t, err := fx.app.beginTx(ctx, fx.flow.name)
+		if err != nil {
+			return nil, err
+		}
+		root.tx = t
+	}
+	return &Tx{fx: fx, tx: root.tx.tx, pending: root.tx}, nil
+}
+
+// beginTx opens a flow's transaction. It outlives the flow's context (the
+// flow's timeout must not roll it back once the flow returned), so it is
+// begun on a context without the flow's cancellation.
+func (a *App) beginTx(ctx context.Context, flow string) (*flowTx, error) {
+	var (
+		db     = a.cfg.DB
+		joined bool
+	)
+	if d, ok := a.cfg.Driver.(driver.TxDriver); ok {
+		db, joined = d.DB(), true
+	}
+	if db == nil {
+		return nil, fmt.Errorf("flow %s: %w", flow, ErrNoDatabase)
+	}
+	tx, err := db.BeginTx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		return nil, fmt.Errorf("flow %s: begin transaction: %w", flow, err)
+	}
+	return &flowTx{tx: tx, joined: joined}, nil
+}
+
+// rollback ends t without its writes.
+func (t *flowTx) rollback() {
+	if t != nil {
+		t.tx.Rollback()
+	}
+}
+
+// commit commits t and records its effects on fx. A failed commit may still
+// have committed (the connection can break after the server did), so the
+// effects are recorded either way: erring that way never runs a flow twice.
+func (t *flowTx) commit(fx *Fx) error {
+	err := t.tx.Commit()
+	fx.recordBits(t.effects.Load())
+	if err != nil {
+		return fmt.Errorf("commit the flow's transaction: %w", err)
+	}
+	return nil
+}
+
+// takeTx detaches fx's transaction, if one was opened, for the caller to end.
+func (fx *Fx) takeTx() *flowTx {
+	fx.txMu.Lock()
+	defer fx.txMu.Unlock()
+	t := fx.tx
+	fx.tx = nil
+	return t
+}
+
+// openTx opens the transaction of the step s (not yet wired: see the step
+// transaction commit).
+func (s *stepInfo) openTx(ctx context.Context, fx *Fx) (*Tx, error) {
+	return nil, fmt.Errorf("oke: flow %s: Fx.Tx inside a step is not supported yet", fx.flow.name)
+}

@@ -1,0 +1,163 @@
+package oke_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/okengine/oke"
+)
+
+// txApp is an app on the memory driver with a SQLite Config.DB, whose POST
+// /notes writes a note through the flow's transaction and then returns
+// what fail says.
+func txApp(t *testing.T, db *sql.DB, fail func(attempt int) error) *oke.App {
+	t.Helper()
+	app := oke.New(oke.Config{DB: db, SweepInterval: -1, PollInterval: -1, Logger: quiet()})
+	attempt := 0
+	app.Handle(oke.POST("/notes"), oke.NewFlow("notes.add", oke.Options{},
+		func(ctx context.Context, in struct {
+			Text string `json:"text"`
+		}, fx *oke.Fx) (oke.Response[string], error) {
+			attempt++
+			tx, err := fx.Tx(ctx)
+			if err != nil {
+				return oke.Response[string]{}, err
+			}
+			// A second call in the same flow is the same transaction.
+			if again, err := fx.Tx(ctx); err != nil {
+				return oke.Response[string]{}, err
+			} else if _, err := again.Exec(ctx, `SELECT 1`); err != nil {
+				return oke.Response[string]{}, err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO notes (text) VALUES (?)`, in.Text); err != nil {
+				return oke.Response[string]{}, err
+			}
+			if fail != nil {
+				if err := fail(attempt); err != nil {
+					return oke.Response[string]{}, err
+				}
+			}
+			return oke.Created(in.Text, ""), nil
+		}))
+	if err := app.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Close(context.Background()) })
+	return app
+}
+
+func sqliteDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "app.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Exec(`CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func postNote(app http.Handler, key string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("POST", "/notes", strings.NewReader(`{"text":"hi"}`))
+	if key != "" {
+		r.Header.Set("Idempotency-Key", key)
+	}
+	w := httptest.NewRecorder()
+	app.ServeHTTP(w, r)
+	return w
+}
+
+func countNotes(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM notes`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestFxTxCommitsWhenTheFlowSucceeds(t *testing.T) {
+	for _, key := range []string{"", "note-key-0000-commit"} {
+		db := sqliteDB(t)
+		app := txApp(t, db, nil)
+		if w := postNote(app, key); w.Code != http.StatusCreated {
+			t.Fatalf("key %q: %d %s", key, w.Code, w.Body)
+		}
+		if n := countNotes(t, db); n != 1 {
+			t.Fatalf("key %q: notes = %d, want 1", key, n)
+		}
+	}
+}
+
+func TestFxTxRollsBackWhenTheFlowFails(t *testing.T) {
+	tests := []struct {
+		name      string
+		fail      error
+		firstCode int
+		retryLive bool // the key was released: the retry runs the flow
+	}{
+		{"declared failure is stored", oke.Fail(http.StatusConflict, "Taken", "The name is taken."), http.StatusConflict, false},
+		{"plain error with only rolled-back writes releases the key", errors.New("boom"), http.StatusInternalServerError, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := sqliteDB(t)
+			app := txApp(t, db, func(attempt int) error {
+				if attempt == 1 {
+					return tt.fail
+				}
+				return nil
+			})
+			if w := postNote(app, "note-key-0000-fail"); w.Code != tt.firstCode {
+				t.Fatalf("first: %d %s, want %d", w.Code, w.Body, tt.firstCode)
+			}
+			if n := countNotes(t, db); n != 0 {
+				t.Fatalf("notes = %d after a failure, want 0 (rolled back)", n)
+			}
+			w := postNote(app, "note-key-0000-fail")
+			if live := w.Header().Get("Idempotent-Replayed") == ""; live != tt.retryLive {
+				t.Fatalf("retry: %d replayed=%q, want live=%v", w.Code, w.Header().Get("Idempotent-Replayed"), tt.retryLive)
+			}
+		})
+	}
+}
+
+func TestFxTxWithoutADatabaseSaysWhatToDo(t *testing.T) {
+	app := oke.New(oke.Config{SweepInterval: -1, PollInterval: -1, Logger: quiet()})
+	var got error
+	app.Handle(oke.POST("/x"), oke.NewFlow("x.tx", oke.Options{},
+		func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[int], error) {
+			_, got = fx.Tx(ctx)
+			return oke.OK(1), nil
+		}))
+	app.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/x", strings.NewReader(`{}`)))
+	if !errors.Is(got, oke.ErrNoDatabase) || !strings.Contains(got.Error(), "x.tx") {
+		t.Fatalf("Fx.Tx without a database: %v, want oke.ErrNoDatabase naming the flow", got)
+	}
+}
+
+func TestFxTxOutsideAStepOfADurableFlowIsRefused(t *testing.T) {
+	db := sqliteDB(t)
+	app := oke.New(oke.Config{DB: db, SweepInterval: -1, PollInterval: -1, Logger: quiet()})
+	var got error
+	app.Handle(oke.POST("/d"), oke.NewFlow("d.tx", oke.Options{Durable: true},
+		func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[int], error) {
+			_, got = fx.Tx(ctx)
+			return oke.OK(1), nil
+		}))
+	app.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/d", strings.NewReader(`{}`)))
+	if got == nil || !strings.Contains(got.Error(), "inside oke.Step") {
+		t.Fatalf("Fx.Tx outside a step of a durable flow: %v, want an error pointing at oke.Step", got)
+	}
+}
