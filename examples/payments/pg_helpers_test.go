@@ -1,15 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -257,4 +260,71 @@ func checkLedger(amounts map[string]int, final map[string]settled, rows map[int]
 		}
 	}
 	return l
+}
+
+// demoLog is a demo process's stderr, kept for the test's failure messages.
+type demoLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *demoLog) add(s string) {
+	l.mu.Lock()
+	l.lines = append(l.lines, s)
+	l.mu.Unlock()
+}
+
+// matching returns the lines that contain s.
+func (l *demoLog) matching(s string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// startLoggedDemo is startDemo, keeping the demo's stderr in log.
+func startLoggedDemo(t *testing.T, bin, data string, log *demoLog, flags ...string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-data", data}, flags...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(nil, 1<<20)
+		sent := false
+		for sc.Scan() {
+			log.add(sc.Text())
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil && !sent {
+				found <- m[1]
+				sent = true
+			}
+		}
+		if !sent {
+			close(found)
+		}
+	}()
+	select {
+	case url, ok := <-found:
+		if !ok {
+			cmd.Wait()
+			t.Fatalf("the demo exited before listening:\n%s", strings.Join(log.matching(""), "\n"))
+		}
+		return cmd, url
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the demo did not start listening within a minute")
+	}
+	return nil, ""
 }

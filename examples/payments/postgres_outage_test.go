@@ -30,7 +30,8 @@ func TestPostgresBackendsKilledMidLoad(t *testing.T) {
 	start := time.Now()
 	bin := demoBinary(t)
 	pg := newPgDatabase(t) // fails when no Postgres server answers
-	cmd, base := startDemo(t, bin, t.TempDir(), "-postgres", pg.dsn, "-lease", "1s", "-poll", "50ms")
+	var log demoLog
+	cmd, base := startLoggedDemo(t, bin, t.TempDir(), &log, "-postgres", pg.dsn, "-lease", "1s", "-poll", "50ms")
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	defer func() {
@@ -115,6 +116,9 @@ func TestPostgresBackendsKilledMidLoad(t *testing.T) {
 		t.Errorf("pg_terminate_backend ended no backend of %s: the test did not cut the demo off", pg.name)
 	}
 	report(t, "answers during the load that are not 201, 409 IdempotencyInProgress with Retry-After, or a 503 envelope", wrong)
+	if len(wrong) > 0 {
+		report(t, "lines the demo logged about failed flows", log.matching("flow failed"))
+	}
 	report(t, "keys charged twice", l.doubled)
 	report(t, "keys answered 201 during the load whose retry did not replay it", notReplayed)
 	report(t, "other differences between the answers and the charges table", l.problems)
