@@ -1,10 +1,15 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -27,9 +32,26 @@ func TestPostgresBackendsKilledMidLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the demo binary under load")
 	}
+	pg := newPgDatabase(t) // fails when no Postgres server answers
+	ended := 0
+	chargeThroughOutages(t, pg, 6, func(t *testing.T) string {
+		n := pg.terminateBackends(t)
+		ended += n
+		return fmt.Sprintf("%d backends ended", n)
+	})
+	if ended == 0 {
+		t.Errorf("pg_terminate_backend ended no backend of %s: the test did not cut the demo off", pg.name)
+	}
+}
+
+// chargeThroughOutages runs the demo on pg under the load of eight
+// clients, cuts it off from its database outages times (cut says what it
+// did), and checks the answers and the charges table: see
+// TestPostgresBackendsKilledMidLoad.
+func chargeThroughOutages(t *testing.T, pg *pgDatabase, outages int, cut func(t *testing.T) string) {
+	t.Helper()
 	start := time.Now()
 	bin := demoBinary(t)
-	pg := newPgDatabase(t) // fails when no Postgres server answers
 	var log demoLog
 	cmd, base := startLoggedDemo(t, bin, t.TempDir(), &log, "-postgres", pg.dsn, "-lease", "1s", "-poll", "50ms")
 	exited := make(chan struct{})
@@ -39,7 +61,7 @@ func TestPostgresBackendsKilledMidLoad(t *testing.T) {
 		<-exited
 	}()
 	hc := &http.Client{Timeout: 15 * time.Second}
-	const workers, terminations = 8, 6
+	const workers = 8
 
 	var (
 		mu       sync.Mutex
@@ -76,14 +98,17 @@ func TestPostgresBackendsKilledMidLoad(t *testing.T) {
 					acked[key] = ack{body: a.body, location: a.header.Get("Location")}
 				}
 				mu.Unlock()
+				if a.status != 201 {
+					time.Sleep(20 * time.Millisecond) // a client backs off; no storm of fresh keys
+				}
 			}
 		})
 	}
 
-	ended := 0
-	for range terminations {
+	var cuts []string
+	for range outages {
 		time.Sleep(time.Duration(100+rand.IntN(300)) * time.Millisecond)
-		ended += pg.terminateBackends(t)
+		cuts = append(cuts, cut(t))
 	}
 	time.Sleep(300 * time.Millisecond) // load after the last one too
 	close(stop)
@@ -110,11 +135,8 @@ func TestPostgresBackendsKilledMidLoad(t *testing.T) {
 		seen = append(seen, fmt.Sprintf("%s: %d", class, n))
 	}
 	sort.Strings(seen)
-	t.Logf("%d terminations ending %d backends in %s: %d keys sent (%s); after retries %d ended with 201, %d charge rows, %d keys charged twice",
-		terminations, ended, time.Since(start).Round(time.Millisecond), len(amounts), strings.Join(seen, ", "), l.keys201, l.rows, len(l.doubled))
-	if ended == 0 {
-		t.Errorf("pg_terminate_backend ended no backend of %s: the test did not cut the demo off", pg.name)
-	}
+	t.Logf("%d outages (%s) in %s: %d keys sent (%s); after retries %d ended with 201, %d charge rows, %d keys charged twice",
+		outages, strings.Join(cuts, "; "), time.Since(start).Round(time.Millisecond), len(amounts), strings.Join(seen, ", "), l.keys201, l.rows, len(l.doubled))
 	report(t, "answers during the load that are not 201, 409 IdempotencyInProgress with Retry-After, or a 503 envelope", wrong)
 	if len(wrong) > 0 {
 		report(t, "lines the demo logged about failed flows", log.matching("flow failed"))
@@ -174,4 +196,119 @@ func classify(a answer, err error) (class, bad string) {
 		return "503 " + code, ""
 	}
 	return fmt.Sprintf("%d %s", a.status, code), fmt.Sprintf("%d %s", a.status, strings.TrimSpace(a.body))
+}
+
+// TestPostgresServerRestartedMidLoad is TestPostgresBackendsKilledMidLoad
+// with a whole server going away: it starts a throwaway server of its own
+// (scripts/pg on a free port, never the shared one) and restarts it three
+// times under the load, in fast mode (connections ended, a clean shutdown)
+// and in immediate mode (every server process killed; crash recovery at the
+// start). While it is down the demo cannot connect at all. It needs the
+// PostgreSQL server binaries; without them it skips, except in CI.
+func TestPostgresServerRestartedMidLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL server and runs the demo binary under load")
+	}
+	srv := startThrowawayServer(t)
+	pg := &pgDatabase{name: "test", dsn: srv.url}
+	db, err := sql.Open("pgx", srv.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	pg.db = db
+	i := 0
+	chargeThroughOutages(t, pg, 3, func(t *testing.T) string {
+		mode := []string{"fast", "immediate"}[i%2]
+		i++
+		began := time.Now()
+		srv.restart(t, mode)
+		return fmt.Sprintf("restarted in %s mode in %s", mode, time.Since(began).Round(time.Millisecond))
+	})
+}
+
+// throwawayServer is a PostgreSQL server that scripts/pg started for one
+// test.
+type throwawayServer struct {
+	url   string // its database "test"
+	data  string // its data directory
+	pgCtl string // the pg_ctl binary
+}
+
+// startThrowawayServer starts a server with scripts/pg on a free port and
+// stops it (deleting its data) when the test ends.
+func startThrowawayServer(t *testing.T) *throwawayServer {
+	t.Helper()
+	pgCtl := findPgCtl()
+	if pgCtl == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI: no pg_ctl (PostgreSQL server binaries): scripts/pg installs them before the tests")
+		}
+		t.Skip("no PostgreSQL server binaries (pg_ctl) to start a throwaway server with")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "pg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(script)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PGPORT=%d", port))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("scripts/pg on port %d: %v\n%s", port, err, stderr.String())
+	}
+	srv := &throwawayServer{pgCtl: pgCtl}
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "export OKE_TEST_DATABASE_URL="); ok {
+			srv.url = strings.Trim(v, "'")
+		}
+		if v, ok := strings.CutPrefix(line, "export OKE_PG_DATA="); ok {
+			srv.data = strings.Trim(v, "'")
+		}
+	}
+	if srv.data == "" {
+		// Something answered on the port before scripts/pg could start a
+		// server there: not ours to restart.
+		t.Fatalf("scripts/pg did not start a server on port %d (another one answers there?):\n%s%s", port, out, stderr.String())
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command(script, "stop", srv.data).CombinedOutput(); err != nil {
+			t.Errorf("scripts/pg stop %s: %v\n%s", srv.data, err, out)
+		}
+	})
+	return srv
+}
+
+// restart restarts the server in mode (fast or immediate) and waits until it
+// accepts connections again. As root it runs pg_ctl as the server's user,
+// like scripts/pg.
+func (s *throwawayServer) restart(t *testing.T, mode string) {
+	t.Helper()
+	args := []string{s.pgCtl, "-D", s.data, "-l", filepath.Join(s.data, "server.log"), "-m", mode, "-w", "-t", "60", "restart"}
+	if os.Geteuid() == 0 {
+		args = append([]string{"runuser", "-u", "postgres", "--"}, args...)
+	}
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("pg_ctl restart -m %s: %v\n%s", mode, err, out)
+	}
+}
+
+// findPgCtl finds pg_ctl where scripts/pg looks for the server binaries.
+func findPgCtl() string {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
+	sort.Sort(sort.Reverse(sort.StringSlice(dirs)))
+	if len(dirs) > 0 {
+		return dirs[0]
+	}
+	if p, err := exec.LookPath("pg_ctl"); err == nil {
+		return p
+	}
+	return ""
 }
