@@ -84,9 +84,16 @@ func newPgDatabase(t *testing.T) *pgDatabase {
 		t.Fatalf("create database %s on %s: %v (the test user needs CREATEDB)", name, base, err)
 	}
 	dsn := withDatabase(t, base, name)
-	db, err := sql.Open("pgx", dsn)
+	// The test's own connection, opened now and kept (terminateBackends
+	// spares it): on a busy shared server a new one may be refused later.
+	db, err := sql.Open("pgx", withParam(dsn, "application_name", checkerApp))
 	if err != nil {
 		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxIdleTime(0)
+	if err := db.Ping(); err != nil {
+		t.Fatalf("connect to %s: %v", name, err)
 	}
 	t.Cleanup(func() {
 		db.Close()
@@ -112,16 +119,32 @@ func withDatabase(t *testing.T, dsn, name string) string {
 	return dsn + " dbname=" + name
 }
 
+// checkerApp is the application_name of the test's own connection to its
+// database.
+const checkerApp = "oke-crash-test-checker"
+
+// withParam returns dsn with the connection parameter key set to value.
+func withParam(dsn, key, value string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		return dsn + sep + url.QueryEscape(key) + "=" + url.QueryEscape(value)
+	}
+	return dsn + " " + key + "=" + value
+}
+
 // terminateBackends ends every server process connected to the test's
-// database (never another test's: they have databases of their own) and
-// returns how many it ended.
+// database (never another test's: they have databases of their own), but
+// the test's own, and returns how many it ended.
 func (d *pgDatabase) terminateBackends(t *testing.T) int {
 	t.Helper()
 	_, admin := pgServer(t)
 	var n int
 	err := admin.QueryRow(`SELECT count(*) FROM (
 		SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity
-		WHERE datname = $1 AND pid <> pg_backend_pid()) s WHERE ended`, d.name).Scan(&n)
+		WHERE datname = $1 AND pid <> pg_backend_pid() AND application_name <> $2) s WHERE ended`, d.name, checkerApp).Scan(&n)
 	if err != nil {
 		t.Fatalf("terminate the backends of %s: %v", d.name, err)
 	}
