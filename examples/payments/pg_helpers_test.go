@@ -68,9 +68,14 @@ func pgServer(t *testing.T) (string, *sql.DB) {
 // backends can be told apart from other tests' by name.
 type pgDatabase struct {
 	name string  // the database's name
-	dsn  string  // a DSN for it, for the demo's -postgres
+	dsn  string  // a DSN for it, for the demo's -postgres (with a small pool)
 	db   *sql.DB // a pool on it, for the test's own checks
 }
+
+// demoPoolSize bounds the demo's pool of connections to oke's tables
+// (pool_max_conns in its DSN): the server is shared with other tests, whose
+// connections count against the same max_connections.
+const demoPoolSize = 6
 
 // newPgDatabase creates a database with a random name on the test server;
 // it is dropped (WITH (FORCE)) when the test ends.
@@ -101,7 +106,7 @@ func newPgDatabase(t *testing.T) *pgDatabase {
 			t.Errorf("drop database %s: %v", name, err)
 		}
 	})
-	return &pgDatabase{name: name, dsn: dsn, db: db}
+	return &pgDatabase{name: name, dsn: withParam(dsn, "pool_max_conns", fmt.Sprint(demoPoolSize)), db: db}
 }
 
 // withDatabase returns dsn with its database replaced by name. dsn is a
@@ -342,7 +347,8 @@ func startLoggedDemo(t *testing.T, bin, data string, log *demoLog, flags ...stri
 	case url, ok := <-found:
 		if !ok {
 			cmd.Wait()
-			t.Fatalf("the demo exited before listening:\n%s", strings.Join(log.matching(""), "\n"))
+			lines := log.matching("")
+			t.Fatalf("the demo exited before listening; its last lines:\n%s", strings.Join(lines[max(0, len(lines)-20):], "\n"))
 		}
 		return cmd, url
 	case <-time.After(60 * time.Second):

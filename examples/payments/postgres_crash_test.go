@@ -39,6 +39,7 @@ func TestSIGKILLWhileChargingOnPostgres(t *testing.T) {
 	const workers = 8
 
 	var (
+		log     demoLog // every process's stderr
 		mu      sync.Mutex
 		seq     int
 		amounts = map[string]int{} // every key sent → its amount
@@ -47,7 +48,7 @@ func TestSIGKILLWhileChargingOnPostgres(t *testing.T) {
 	)
 	rounds := crashRounds(t)
 	for round := range rounds {
-		cmd, base := startDemo(t, bin, data, flags...)
+		cmd, base := startLoggedDemo(t, bin, data, &log, flags...)
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		for range workers {
@@ -82,7 +83,7 @@ func TestSIGKILLWhileChargingOnPostgres(t *testing.T) {
 	}
 
 	// A live process answers every key once more.
-	cmd, base := startDemo(t, bin, data, flags...)
+	cmd, base := startLoggedDemo(t, bin, data, &log, flags...)
 	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
 	final := settleKeys(base, amounts, workers)
 
