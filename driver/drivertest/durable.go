@@ -455,7 +455,7 @@ func testDurableSleep(t *testing.T, d driver.Driver) {
 				if _, err := step(h, ctx, "before", func(context.Context) (int, error) { return 1, nil }); err != nil {
 					return oke.Response[string]{}, err
 				}
-				if err := oke.Sleep(ctx, "wait", 3*short); err != nil {
+				if err := oke.Sleep(ctx, "wait", nap); err != nil {
 					return oke.Response[string]{}, err
 				}
 				_, err := step(h, ctx, "after", func(context.Context) (int, error) { return 2, nil })
@@ -479,6 +479,11 @@ func testDurableSleep(t *testing.T, d driver.Driver) {
 	}
 }
 
+// nap is how long the durable-sleep rules sleep: long enough that saving
+// the sleep (an fsync, a round trip on a loaded machine) ends before the
+// wake time, or the run does not park at all (a sleep already over goes on).
+const nap = 300 * time.Millisecond
+
 func testSavedFailure(t *testing.T, d driver.Driver) {
 	h := newDurable(t, d, oke.Config{}, func(h *durableHarness, app *oke.App) {
 		app.Handle(oke.POST("/p"), oke.NewFlow("t.savedfail", oke.Options{Durable: true},
@@ -493,7 +498,7 @@ func testSavedFailure(t *testing.T, d driver.Driver) {
 					return oke.Response[string]{}, err
 				}
 				// Sleep so that the run picks up again and replays the step.
-				if err := oke.Sleep(ctx, "pause", short); err != nil {
+				if err := oke.Sleep(ctx, "pause", nap); err != nil {
 					return oke.Response[string]{}, err
 				}
 				return oke.Response[string]{}, err

@@ -44,7 +44,8 @@ type Driver struct {
 	retention time.Duration // WithRetention
 
 	dbOnce sync.Once
-	db     *sql.DB // DB's handle on pool, opened on first use
+	db     *sql.DB       // DB's handle on txPool, opened on first use
+	txPool *pgxpool.Pool // the pool of flows' transactions
 }
 
 var (
@@ -128,6 +129,9 @@ func (d *Driver) Close() error {
 	d.dbOnce.Do(func() {}) // no DB from now on
 	if d.db != nil {
 		d.db.Close()
+		if d.txPool != nil {
+			d.txPool.Close()
+		}
 	}
 	if d.ownPool {
 		d.pool.Close()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/okengine/oke/driver"
@@ -13,11 +14,24 @@ import (
 
 var _ driver.TxDriver = (*Driver)(nil)
 
-// DB implements driver.TxDriver: a database/sql handle on the driver's own
-// pool (pgx's stdlib adapter), so a flow's transaction and the driver's
-// statements share connections and settings. The driver closes it on Close.
+// DB implements driver.TxDriver: a database/sql handle (pgx's stdlib
+// adapter) on a second pool with the driver pool's settings. Flows hold its
+// connections for the length of their transaction while the driver's own
+// statements (claims, runs an Emit starts, …) take short turns on the first:
+// one shared pool could fill up with flows that each wait for a connection
+// to do driver work. The driver closes it on Close.
 func (d *Driver) DB() *sql.DB {
-	d.dbOnce.Do(func() { d.db = stdlib.OpenDBFromPool(d.pool) })
+	d.dbOnce.Do(func() {
+		pool, err := pgxpool.NewWithConfig(context.Background(), d.pool.Config())
+		if err != nil {
+			// Unreachable: the config made the first pool, and connecting
+			// is lazy. Share the first pool rather than fail.
+			d.db = stdlib.OpenDBFromPool(d.pool)
+			return
+		}
+		d.txPool = pool
+		d.db = stdlib.OpenDBFromPool(pool)
+	})
 	return d.db
 }
 

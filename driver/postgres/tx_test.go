@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -232,5 +233,86 @@ func TestAnAttemptThatLostItsKeyCannotCommitItsWrites(t *testing.T) {
 	again := ca.post("tx-key-0000-fenced")
 	if again.Code != http.StatusCreated || again.Body.String() != second.Body.String() {
 		t.Fatalf("retry: %d %s, want the takeover's response %s", again.Code, again.Body, second.Body)
+	}
+}
+
+// Flows that hold their transaction and start runs (Emit to an OnEvent
+// flow) need the driver's connections too: with a pool of two and twenty
+// such requests at once, every request must still finish.
+func TestFlowsHoldingTransactionsDoNotStarveTheDriver(t *testing.T) {
+	url, admin := server(t)
+	base := newDriver(t)
+	appName := "oke_starve_" + base.Schema()
+	d, err := postgres.Open(t.Context(), url+"&pool_max_conns=2&application_name="+appName, postgres.WithSchema(base.Schema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// On a deadlock the pool never gets its connections back and Close
+	// would wait for them: close only what finished.
+	finished := false
+	defer func() {
+		if finished {
+			d.Close()
+		}
+	}()
+	table := pgx.Identifier{d.Schema(), "notes"}.Sanitize()
+	if _, err := admin.Exec(t.Context(), `CREATE TABLE `+table+` (id bigserial PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	app.Handle(oke.POST("/notes"), oke.NewFlow("pg.note", oke.Options{Idempotency: oke.Required},
+		func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[int], error) {
+			tx, err := fx.Tx(ctx)
+			if err != nil {
+				return oke.Response[int]{}, err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO `+table+` DEFAULT VALUES`); err != nil {
+				return oke.Response[int]{}, err
+			}
+			return oke.OK(1), fx.Emit(ctx, "note.added", struct{}{})
+		}))
+	app.Handle(oke.OnEvent("note.added"), oke.NewFlow("pg.on-note", oke.Options{Durable: true},
+		func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[int], error) { return oke.OK(1), nil }))
+	if err := app.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		app.Close(ctx)
+	}()
+
+	const n = 20
+	codes := make(chan int, n)
+	for i := range n {
+		go func() {
+			r := httptest.NewRequest("POST", "/notes", strings.NewReader(`{}`))
+			r.Header.Set("Idempotency-Key", fmt.Sprintf("tx-key-starve-%04d", i))
+			w := httptest.NewRecorder()
+			app.ServeHTTP(w, r)
+			codes <- w.Code
+		}()
+	}
+	timeout := time.After(60 * time.Second)
+	for range n {
+		select {
+		case c := <-codes:
+			if c != http.StatusOK {
+				t.Errorf("status %d, want 200", c)
+			}
+		case <-timeout:
+			// Break the deadlock so that the test can clean up and end.
+			admin.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, appName)
+			t.Fatal("requests still waiting after 60 s: flows holding transactions starved the driver of connections")
+		}
+	}
+	finished = true
+	var notes int
+	if err := admin.QueryRow(t.Context(), `SELECT count(*) FROM `+table).Scan(&notes); err != nil {
+		t.Fatal(err)
+	}
+	if notes != n {
+		t.Fatalf("notes = %d, want %d", notes, n)
 	}
 }
