@@ -1,0 +1,359 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+
+	"github.com/okengine/oke/client"
+)
+
+// defaultPostgresURL is the server the Postgres crash tests use when
+// OKE_TEST_DATABASE_URL is not set: what scripts/pg starts by default.
+const defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+var (
+	pgOnce  sync.Once
+	pgURL   string
+	pgAdmin *sql.DB // creates and drops the tests' databases, terminates their backends
+	pgErr   error
+)
+
+// pgServer returns the test server's DSN and an admin pool on it, or fails
+// the test: these tests run against a real server and are never skipped
+// (scripts/test, which CI runs, starts one).
+func pgServer(t *testing.T) (string, *sql.DB) {
+	t.Helper()
+	pgOnce.Do(func() {
+		pgURL = os.Getenv("OKE_TEST_DATABASE_URL")
+		if pgURL == "" {
+			pgURL = defaultPostgresURL
+		}
+		if pgAdmin, pgErr = sql.Open("pgx", pgURL); pgErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		pgErr = pgAdmin.PingContext(ctx)
+	})
+	if pgErr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI: no PostgreSQL answers at %s (%v). .ci/run starts one with scripts/pg before the tests; "+
+				"check its output above.", pgURL, pgErr)
+		}
+		t.Fatalf("no PostgreSQL answers at %s (%v).\nThe demo's crash tests on Postgres run against a real server. "+
+			"scripts/test starts one; by hand, start a throwaway one with\n\teval \"$(scripts/pg)\"\n"+
+			"or point OKE_TEST_DATABASE_URL at a server where you may create databases.", pgURL, pgErr)
+	}
+	return pgURL, pgAdmin
+}
+
+// pgDatabase is a database of its own for one test: oke's schema and the
+// demo's business tables both live in it, so runs never collide, and its
+// backends can be told apart from other tests' by name.
+type pgDatabase struct {
+	name string  // the database's name
+	dsn  string  // a DSN for it, for the demo's -postgres (with a small pool)
+	db   *sql.DB // a pool on it, for the test's own checks
+}
+
+// demoPoolSize bounds the demo's pool of connections to oke's tables
+// (pool_max_conns in its DSN): the server is shared with other tests, whose
+// connections count against the same max_connections.
+const demoPoolSize = 6
+
+// newPgDatabase creates a database with a random name on the test server;
+// it is dropped (WITH (FORCE)) when the test ends.
+func newPgDatabase(t *testing.T) *pgDatabase {
+	t.Helper()
+	base, admin := pgServer(t)
+	b := make([]byte, 6)
+	rand.Read(b)
+	name := fmt.Sprintf("oke_crash_test_%d_%s", os.Getpid(), hex.EncodeToString(b))
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("create database %s on %s: %v (the test user needs CREATEDB)", name, base, err)
+	}
+	dsn := withDatabase(t, base, name)
+	// The test's own connection, opened now and kept (terminateBackends
+	// spares it): on a busy shared server a new one may be refused later.
+	db, err := sql.Open("pgx", withParam(dsn, "application_name", checkerApp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxIdleTime(0)
+	if err := db.Ping(); err != nil {
+		t.Fatalf("connect to %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		db.Close()
+		if _, err := admin.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	return &pgDatabase{name: name, dsn: withParam(dsn, "pool_max_conns", fmt.Sprint(demoPoolSize)), db: db}
+}
+
+// withDatabase returns dsn with its database replaced by name. dsn is a
+// postgres:// URL or a key=value string (where a later key wins).
+func withDatabase(t *testing.T, dsn, name string) string {
+	t.Helper()
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatalf("OKE_TEST_DATABASE_URL: %v", err)
+		}
+		u.Path = "/" + name
+		return u.String()
+	}
+	return dsn + " dbname=" + name
+}
+
+// checkerApp is the application_name of the test's own connection to its
+// database.
+const checkerApp = "oke-crash-test-checker"
+
+// withParam returns dsn with the connection parameter key set to value.
+func withParam(dsn, key, value string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		return dsn + sep + url.QueryEscape(key) + "=" + url.QueryEscape(value)
+	}
+	return dsn + " " + key + "=" + value
+}
+
+// terminateBackends ends every server process connected to the test's
+// database (never another test's: they have databases of their own), but
+// the test's own, and returns how many it ended.
+func (d *pgDatabase) terminateBackends(t *testing.T) int {
+	t.Helper()
+	_, admin := pgServer(t)
+	var n int
+	err := admin.QueryRow(`SELECT count(*) FROM (
+		SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity
+		WHERE datname = $1 AND pid <> pg_backend_pid() AND application_name <> $2) s WHERE ended`, d.name, checkerApp).Scan(&n)
+	if err != nil {
+		t.Fatalf("terminate the backends of %s: %v", d.name, err)
+	}
+	return n
+}
+
+// chargeRows reads the charges table: charge ids by amount. The tests give
+// every key an amount of its own, so a row says which key it charged.
+func (d *pgDatabase) chargeRows(t *testing.T) map[int][]string {
+	t.Helper()
+	rows, err := d.db.Query(`SELECT amount, id FROM charges ORDER BY seq`)
+	if err != nil {
+		t.Fatalf("read charges: %v", err)
+	}
+	defer rows.Close()
+	out := map[int][]string{}
+	for rows.Next() {
+		var amount int
+		var id string
+		if err := rows.Scan(&amount, &id); err != nil {
+			t.Fatal(err)
+		}
+		out[amount] = append(out[amount], id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("read charges: %v", err)
+	}
+	return out
+}
+
+// chargeBody is the body of POST /charges for a key's amount.
+func chargeBody(amount int) string {
+	return fmt.Sprintf(`{"amount":%d,"currency":"usd"}`, amount)
+}
+
+// settled is a key's last answer, once retried to the end.
+type settled struct {
+	status   int
+	body     string
+	location string
+	replayed bool
+	err      error
+}
+
+// settleKeys sends POST /charges once more for every key (same body) with
+// the retrying client, which waits out 409 IdempotencyInProgress (a lease
+// still held by a dead process or a cut-off request) and retries 503 and
+// network errors, with workers at once, and returns each key's final
+// answer. Each key's retries end after a minute.
+func settleKeys(base string, amounts map[string]int, workers int) map[string]settled {
+	c, err := client.New(base,
+		client.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}),
+		client.WithRetry(client.Retry{MaxAttempts: 1000, BaseDelay: 20 * time.Millisecond, MaxDelay: 500 * time.Millisecond}))
+	if err != nil {
+		panic(err) // a constant configuration
+	}
+	keys := make(chan string)
+	out := make(map[string]settled, len(amounts))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for key := range keys {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				resp, err := c.Do(ctx, "POST", "/charges", []byte(chargeBody(amounts[key])), client.Key(key))
+				cancel()
+				s := settled{err: err}
+				if resp != nil {
+					s = settled{status: resp.Status, body: string(resp.Body), location: resp.Location, replayed: resp.IdempotentReplayed, err: err}
+				}
+				if s.status == 201 {
+					s.err = nil
+				}
+				mu.Lock()
+				out[key] = s
+				mu.Unlock()
+			}
+		})
+	}
+	for key := range amounts {
+		keys <- key
+	}
+	close(keys)
+	wg.Wait()
+	return out
+}
+
+// chargeID is the id in a charge's JSON, or "".
+func chargeID(body string) string {
+	var c struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal([]byte(body), &c)
+	return c.ID
+}
+
+// ledger checks what the database holds against what the clients were told:
+// every key ends with exactly one charge row, the one its final 201 names,
+// and no row belongs to no key. It returns the keys charged twice (or more)
+// and fails the test on any other difference; the caller reports counts
+// first.
+type ledger struct {
+	rows     int      // charge rows in all
+	keys201  int      // distinct keys whose final answer is 201
+	doubled  []string // keys with more than one charge row: "key: ids"
+	problems []string // every other difference, one line each
+}
+
+func checkLedger(amounts map[string]int, final map[string]settled, rows map[int][]string) ledger {
+	var l ledger
+	byAmount := make(map[int]string, len(amounts))
+	for key, a := range amounts {
+		byAmount[a] = key
+	}
+	for a, ids := range rows {
+		l.rows += len(ids)
+		if _, ok := byAmount[a]; !ok {
+			l.problems = append(l.problems, fmt.Sprintf("charge rows %v (amount %d) belong to no key sent", ids, a))
+		}
+	}
+	for key, a := range amounts {
+		f := final[key]
+		ids := rows[a]
+		if f.status != 201 {
+			l.problems = append(l.problems, fmt.Sprintf("key %s: final answer %d %s (%v), want 201", key, f.status, f.body, f.err))
+			continue
+		}
+		l.keys201++
+		switch id := chargeID(f.body); {
+		case len(ids) > 1:
+			l.doubled = append(l.doubled, fmt.Sprintf("%s: %d rows %v, the answer names %s", key, len(ids), ids, id))
+		case len(ids) == 0:
+			l.problems = append(l.problems, fmt.Sprintf("key %s: 201 %s but no charge row", key, f.body))
+		case ids[0] != id || f.location != "/charges/"+id:
+			l.problems = append(l.problems, fmt.Sprintf("key %s: the charge row is %s, the answer names %s (Location %q)", key, ids[0], id, f.location))
+		}
+	}
+	return l
+}
+
+// demoLog is a demo process's stderr, kept for the test's failure messages.
+type demoLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *demoLog) add(s string) {
+	l.mu.Lock()
+	l.lines = append(l.lines, s)
+	l.mu.Unlock()
+}
+
+// matching returns the lines that contain s.
+func (l *demoLog) matching(s string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// startLoggedDemo is startDemo, keeping the demo's stderr in log.
+func startLoggedDemo(t *testing.T, bin, data string, log *demoLog, flags ...string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-data", data}, flags...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(nil, 1<<20)
+		sent := false
+		for sc.Scan() {
+			log.add(sc.Text())
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil && !sent {
+				found <- m[1]
+				sent = true
+			}
+		}
+		if !sent {
+			close(found)
+		}
+	}()
+	select {
+	case url, ok := <-found:
+		if !ok {
+			cmd.Wait()
+			lines := log.matching("")
+			t.Fatalf("the demo exited before listening; its last lines:\n%s", strings.Join(lines[max(0, len(lines)-20):], "\n"))
+		}
+		return cmd, url
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the demo did not start listening within a minute")
+	}
+	return nil, ""
+}
