@@ -164,8 +164,9 @@ type Journal interface {
 // This interface is not stable yet.
 type Notifier interface {
 	// WatchDue returns a channel that receives a value whenever a run of
-	// the store may have become due: one was created unowned and due, or
-	// released to be due now, by this process or another; and after the
+	// the store may have become due, or its next wake time may have
+	// changed: a run was created unowned and due, or parked (released or
+	// put to sleep), by this process or another; and after the
 	// watch (re)connects, since hints may have been missed while it was
 	// down. Bursts are coalesced: the channel holds at most one value. A
 	// value is a hint, not a promise that DueRuns returns anything. Call

@@ -370,10 +370,11 @@ func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Ste
 	}
 }
 
-// FinishRun implements driver.Journal. A release (RunRunning) sends the
-// wake-up notification in the same statement, whatever its wake time: the
-// listeners pick it up now, or re-arm their NextDue timers for it; so does a
-// sleep whose wake time has already come.
+// FinishRun implements driver.Journal. A park — a release (RunRunning) or
+// a sleep — sends the wake-up notification in the same statement, whatever
+// its wake time: the listeners pick the run up now if it is due, and re-arm
+// their NextDue timers for it if it is not, so any instance can wake it, not
+// only the one that parked it.
 func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finish) error {
 	if err := d.check(); err != nil {
 		return err
@@ -403,8 +404,7 @@ func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finis
 			WHERE `+heldSQL+`
 			RETURNING r.status, r.wake_at
 		)
-		SELECT CASE WHEN u.status = 1 OR (u.status = 2 AND (u.wake_at IS NULL OR u.wake_at <= now()))
-			THEN `+notifySQL("$10")+` ELSE false END
+		SELECT CASE WHEN u.status IN (1, 2) THEN `+notifySQL("$10")+` ELSE false END
 		FROM u`),
 		id, owner, int16(f.Status), nullTime(f.WakeAt), f.Error, rs, rct, rloc, rbody, d.channel).Scan(&notified)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -15,8 +15,8 @@ import (
 	"github.com/okengine/oke/driver"
 )
 
-// Wake-ups: CreateRun (an unowned run, due now) and FinishRun (a release to
-// RunRunning, or a park already due) send pg_notify on the schema's channel
+// Wake-ups: CreateRun (an unowned run, due now) and FinishRun (a park: a
+// release to RunRunning or a sleep) send pg_notify on the schema's channel
 // in the same statement, so the notification goes out when, and only if,
 // the write commits. WatchDue LISTENs on a connection of its own and passes
 // each notification on to the watchers; NextDue tells the scheduler when the
