@@ -61,6 +61,13 @@ func (a *App) schedule() {
 		if n != nil {
 			a.armWake(n, wake)
 		}
+		// With every slot taken pickUp looked at nothing, and a signal
+		// heard now would be spent for nothing too: look again as soon as
+		// a run ends, so a backlog does not wait for the poll.
+		var slot chan struct{} // nil (never ready) while slots are free
+		if len(a.runSem) == cap(a.runSem) {
+			slot = a.runSem
+		}
 		select {
 		case <-a.stop:
 			return
@@ -68,6 +75,8 @@ func (a *App) schedule() {
 		case <-a.nudge:
 		case <-notified:
 		case <-wake.C:
+		case slot <- struct{}{}:
+			<-a.runSem
 		}
 	}
 }

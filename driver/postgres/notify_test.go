@@ -30,7 +30,7 @@ const hourPoll = time.Hour
 
 // sameSchema opens a second driver on d's schema, as another instance of
 // the app would.
-func sameSchema(t *testing.T, d *postgres.Driver) *postgres.Driver {
+func sameSchema(t testing.TB, d *postgres.Driver) *postgres.Driver {
 	t.Helper()
 	url, _ := server(t)
 	d2, err := postgres.Open(t.Context(), url, postgres.WithSchema(d.Schema()))
@@ -43,7 +43,7 @@ func sameSchema(t *testing.T, d *postgres.Driver) *postgres.Driver {
 
 // listenerPID waits until a session LISTENs on channel and returns its
 // backend PID; not is a PID to ignore (a terminated listener's).
-func listenerPID(t *testing.T, admin *pgxpool.Pool, channel string, not int32) int32 {
+func listenerPID(t testing.TB, admin *pgxpool.Pool, channel string, not int32) int32 {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for {
@@ -324,7 +324,7 @@ func testSleepWakes(t *testing.T, da, db *postgres.Driver) {
 
 // startApp starts an app on cfg (quiet, no sweeps) with the bindings bind
 // makes, and closes it when the test ends.
-func startApp(t *testing.T, cfg oke.Config, bind func(*oke.App)) *oke.App {
+func startApp(t testing.TB, cfg oke.Config, bind func(*oke.App)) *oke.App {
 	t.Helper()
 	cfg.SweepInterval = -1
 	app := oke.New(cfg)
@@ -342,7 +342,7 @@ func startApp(t *testing.T, cfg oke.Config, bind func(*oke.App)) *oke.App {
 	return app
 }
 
-func post(t *testing.T, h http.Handler, path, body string) *httptest.ResponseRecorder {
+func post(t testing.TB, h http.Handler, path, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
@@ -370,5 +370,60 @@ func waitStatus(t *testing.T, d *postgres.Driver, flow string, n int, status dri
 			t.Fatalf("after %v, runs of %s: %+v; want %d, all %s", wait, flow, runs, n, status)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestBacklogStartsWhenASlotFrees: with one slot (MaxConcurrentRuns 1) and
+// an hourly poll, a due run left behind because the slot was taken starts
+// when the slot frees, not at the next poll: nothing else would tell the
+// scheduler (a run that completes sends no notification).
+func TestBacklogStartsWhenASlotFrees(t *testing.T) {
+	da := newDriver(t)
+	defer da.Close()
+	db := sameSchema(t, da)
+	started := make(chan int, 2)
+	release := make(chan struct{})
+	hold := func(ctx context.Context, in echoIn, fx *oke.Fx) (oke.Response[int], error) {
+		started <- in.N
+		<-release
+		return oke.OK(in.N), nil
+	}
+	holdA := oke.NewFlow("n.hold", oke.Options{Durable: true}, hold)
+	a := startApp(t, oke.Config{Driver: da, PollInterval: -1}, func(app *oke.App) {
+		app.Handle(oke.Internal(), holdA)
+		app.Handle(oke.POST("/start"), oke.NewFlow("n.start", oke.Options{Idempotency: oke.Off},
+			func(ctx context.Context, in echoIn, fx *oke.Fx) (oke.Response[string], error) {
+				id, err := oke.Run(ctx, fx, holdA, in)
+				return oke.OK(id), err
+			}))
+	})
+	for _, body := range []string{`{"n": 1}`, `{"n": 2}`} {
+		if w := post(t, a, "/start", body); w.Code != 200 {
+			t.Fatalf("POST /start: %d %s", w.Code, w.Body)
+		}
+	}
+	defer close(release)
+	// B starts with two runs due and one slot: it takes the older one.
+	startApp(t, oke.Config{Driver: db, PollInterval: hourPoll, MaxConcurrentRuns: 1}, func(app *oke.App) {
+		app.Handle(oke.Internal(), oke.NewFlow("n.hold", oke.Options{Durable: true}, hold))
+	})
+	next := func(what string) int {
+		t.Helper()
+		select {
+		case n := <-started:
+			return n
+		case <-time.After(wait):
+			t.Fatalf("no run started %s within %v (B polls hourly)", what, wait)
+			return 0
+		}
+	}
+	if n := next("when B started"); n != 1 {
+		t.Fatalf("run %d started first, want 1 (the longest due)", n)
+	}
+	_, admin := server(t)
+	listenerPID(t, admin, db.WakeChannel(), 0)
+	release <- struct{}{} // the first run ends; its slot frees
+	if n := next("once the slot freed"); n != 2 {
+		t.Fatalf("run %d started second, want 2", n)
 	}
 }
