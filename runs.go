@@ -41,7 +41,8 @@ func (a *App) wake() {
 // (nudge). A journal that is a driver.Notifier (Postgres) also wakes it when
 // any process enqueues or releases a run, and tells it when the next parked
 // run wakes, for which it arms a timer; polling stays as the fallback, and
-// is what finds the lapsed leases of crashed instances.
+// is what finds the lapsed leases of crashed instances. While every run
+// slot (MaxConcurrentRuns) is taken, it also looks again whenever a run ends.
 func (a *App) schedule() {
 	defer a.bg.Done()
 	t := time.NewTicker(a.cfg.PollInterval)
@@ -61,9 +62,9 @@ func (a *App) schedule() {
 		if n != nil {
 			a.armWake(n, wake)
 		}
-		// With every slot taken pickUp looked at nothing, and a signal
-		// heard now would be spent for nothing too: look again as soon as
-		// a run ends, so a backlog does not wait for the poll.
+		// With every slot taken pickUp did not look, and would not on a
+		// signal either: look again as soon as a run ends, so a backlog
+		// of due runs does not wait for the poll.
 		var slot chan struct{} // nil (never ready) while slots are free
 		if len(a.runSem) == cap(a.runSem) {
 			slot = a.runSem
