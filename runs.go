@@ -37,19 +37,67 @@ func (a *App) wake() {
 
 // schedule picks up due runs: on start (recovery of runs whose lease
 // lapsed), after sleeps, after a failed save's retry delay, and new runs.
+// It looks every PollInterval, and when this process creates or parks a run
+// (nudge). A journal that is a driver.Notifier (Postgres) also wakes it when
+// any process enqueues or releases a run, and tells it when the next parked
+// run wakes, for which it arms a timer; polling stays as the fallback, and
+// is what finds the lapsed leases of crashed instances. While every run
+// slot (MaxConcurrentRuns) is taken, it also looks again whenever a run ends.
 func (a *App) schedule() {
 	defer a.bg.Done()
 	t := time.NewTicker(a.cfg.PollInterval)
 	defer t.Stop()
+	n, _ := a.journal.(driver.Notifier)
+	var notified <-chan struct{} // nil (never ready) without a Notifier
+	if n != nil {
+		c, stop := n.WatchDue()
+		defer stop()
+		notified = c
+	}
+	wake := time.NewTimer(time.Hour)
+	wake.Stop()
+	defer wake.Stop()
 	for {
 		a.pickUp()
+		if n != nil {
+			a.armWake(n, wake)
+		}
+		// With every slot taken pickUp did not look, and would not on a
+		// signal either: look again as soon as a run ends, so a backlog
+		// of due runs does not wait for the poll.
+		var slot chan struct{} // nil (never ready) while slots are free
+		if len(a.runSem) == cap(a.runSem) {
+			slot = a.runSem
+		}
 		select {
 		case <-a.stop:
 			return
 		case <-t.C:
 		case <-a.nudge:
+		case <-notified:
+		case <-wake.C:
+		case slot <- struct{}{}:
+			<-a.runSem
 		}
 	}
+}
+
+// armWake sets timer to fire just after the journal's next parked run
+// becomes due, or stops it when none is waiting (or the store did not
+// answer: the poll covers that).
+func (a *App) armWake(n driver.Notifier, timer *time.Timer) {
+	wait, ok, err := n.NextDue(a.base)
+	if err != nil {
+		a.log.Error("oke: look up the next wake time", "err", err)
+	}
+	if err != nil || !ok {
+		timer.Stop()
+		return
+	}
+	// NextDue counts on the store's clock and only runs not due yet, so
+	// the timer does not fire early nor spin on a run already due; the
+	// millisecond covers the two clocks' drift over the wait.
+	timer.Reset(wait + time.Millisecond)
 }
 
 func (a *App) pickUp() {

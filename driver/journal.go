@@ -153,3 +153,28 @@ type Journal interface {
 	// call (or an earlier one by the same run) won.
 	ClaimKey(ctx context.Context, key, runID string) (string, error)
 }
+
+// Notifier is optional on a Journal whose store several processes share
+// (Postgres): it tells the scheduler when to look for due runs, so that a
+// run enqueued or released by another process, or a sleep that ends, is
+// picked up at once rather than at the next poll. The scheduler still
+// polls DueRuns as the fallback — a hint may be lost, and a lease that
+// lapses (a crashed holder) is found only by polling. A driver that does
+// not implement it (memory, file) is polled, and nudged by its own process.
+// This interface is not stable yet.
+type Notifier interface {
+	// WatchDue returns a channel that receives a value whenever a run of
+	// the store may have become due, or its next wake time may have
+	// changed: a run was created unowned and due, or parked (released or
+	// put to sleep), by this process or another; and after the
+	// watch (re)connects, since hints may have been missed while it was
+	// down. Bursts are coalesced: the channel holds at most one value. A
+	// value is a hint, not a promise that DueRuns returns anything. Call
+	// stop when done; the channel is never closed.
+	WatchDue() (c <-chan struct{}, stop func())
+	// NextDue returns how long, by the store's clock, until the earliest
+	// parked run (a sleep, a release with a retry delay) becomes due, and
+	// false when none is waiting. Runs due already, and leases, are not
+	// counted: DueRuns finds the first, polling the second.
+	NextDue(ctx context.Context) (time.Duration, bool, error)
+}

@@ -88,6 +88,21 @@
 // several instances do not hand out the same run; CreateRun and ClaimKey are
 // INSERT … ON CONFLICT DO NOTHING, then a read of the winner.
 //
+// # Wake-ups
+//
+// The driver is a driver.Notifier. CreateRun of an unowned run that is due
+// now, and FinishRun of a park (a release, a sleep), send pg_notify on the
+// channel WakeChannel names ("oke_due:<schema>") in the same statement, so a
+// notification goes out when the write commits and never for one rolled
+// back. WatchDue LISTENs on a connection of its own (made from the pool's
+// settings; it takes no slot in the pool), reconnects with backoff when the
+// connection is lost, signals once after every LISTEN (notifications sent
+// while it was down are gone), and pings the connection after 30 s of
+// silence. NextDue reads the earliest wake time of a parked run from the
+// partial index on wake_at, so the scheduler arms a timer for it. Polling
+// stays the fallback: it covers a listener that is down and leases that
+// lapse. LISTEN does not work through a pooler in transaction mode.
+//
 // # Round trips
 //
 // Per request with an Idempotency-Key: Claim is one round trip (two in the
@@ -117,7 +132,9 @@
 //
 // # What is weak, and what is not done
 //
-//   - No LISTEN/NOTIFY yet: schedulers poll DueRuns.
+//   - Every notification wakes every instance's scheduler (one DueRuns and
+//     one NextDue query each, bursts coalesced); there is no leader that
+//     hands runs out.
 //   - GetRun reads the run and its steps in two statements of one batch
 //     (READ COMMITTED, so two snapshots); steps are append-only, so a reader
 //     may at worst see a run a moment older than its newest step.

@@ -111,7 +111,8 @@ const dueSinceSQL = `coalesce(greatest(r.wake_at, CASE WHEN r.owner <> '' THEN r
 // CreateRun implements driver.Journal: one INSERT … ON CONFLICT (dedupe_key)
 // DO NOTHING; when it inserted nothing, a read returns the run that holds the
 // dedupe key (dedupe keys are never released, so it is there). A taken ID is
-// a unique violation: an error, not ErrDuplicate.
+// a unique violation: an error, not ErrDuplicate. The same statement sends
+// the wake-up notification when the new run is unowned and due now.
 func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Duration) (driver.Run, error) {
 	if err := d.check(); err != nil {
 		return driver.Run{}, err
@@ -136,16 +137,23 @@ func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Durat
 		input = []byte{}
 	}
 	var s runScan
-	err := d.pool.QueryRow(ctx, d.sql(`INSERT INTO {s}.oke_runs AS r (`+runColumns("")+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7,
-			CASE WHEN $7 <> '' THEN now() + $8 * interval '1 microsecond' END,
-			$9, CASE WHEN $7 <> '' THEN 1 ELSE 0 END, $10, $11, $12, $13, $14, $15, $16, $17,
-			$18, $19, $20, $21, $22, now(), now())
-		ON CONFLICT (dedupe_key) DO NOTHING
-		RETURNING `+runColumns("r")),
+	var notified bool
+	err := d.pool.QueryRow(ctx, d.sql(`WITH ins AS (
+			INSERT INTO {s}.oke_runs AS r (`+runColumns("")+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7,
+				CASE WHEN $7 <> '' THEN now() + $8 * interval '1 microsecond' END,
+				$9, CASE WHEN $7 <> '' THEN 1 ELSE 0 END, $10, $11, $12, $13, $14, $15, $16, $17,
+				$18, $19, $20, $21, $22, now(), now())
+			ON CONFLICT (dedupe_key) DO NOTHING
+			RETURNING `+runColumns("r")+`
+		)
+		SELECT `+runColumns("ins")+`,
+			CASE WHEN ins.status IN (1, 2) AND ins.owner = '' AND (ins.wake_at IS NULL OR ins.wake_at <= now())
+			THEN `+notifySQL("$23")+` ELSE false END
+		FROM ins`),
 		run.ID, run.Flow, input, run.Tenant, run.Principal, int16(run.Status), run.Owner, micros(lease),
 		nullTime(run.WakeAt), run.ReplayOf, run.Parent, run.Event, nullText(run.DedupeKey),
-		it, ip, ifl, ik, rs, rct, rloc, rbody, run.Error).Scan(s.dest()...)
+		it, ip, ifl, ik, rs, rct, rloc, rbody, run.Error, d.channel).Scan(append(s.dest(), &notified)...)
 	if err == nil {
 		r, _ := s.run()
 		return r, nil
@@ -374,7 +382,11 @@ func (d *Driver) savedStep(id string, seq int, saved, held bool, err error) erro
 	}
 }
 
-// FinishRun implements driver.Journal.
+// FinishRun implements driver.Journal. A park — a release (RunRunning) or
+// a sleep — sends the wake-up notification in the same statement, whatever
+// its wake time: the listeners pick the run up now if it is due, and re-arm
+// their NextDue timers for it if it is not, so any instance can wake it, not
+// only the one that parked it.
 func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finish) error {
 	if err := d.check(); err != nil {
 		return err
@@ -392,22 +404,25 @@ func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finis
 			rbody = []byte{}
 		}
 	}
-	tag, err := d.pool.Exec(ctx, d.sql(`UPDATE {s}.oke_runs r SET
-			status = $3, owner = '', lease_until = NULL, wake_at = $4, error = $5,
-			result_status = CASE WHEN $6::integer IS NULL THEN r.result_status ELSE $6 END,
-			result_content_type = CASE WHEN $6::integer IS NULL THEN r.result_content_type ELSE $7 END,
-			result_location = CASE WHEN $6::integer IS NULL THEN r.result_location ELSE $8 END,
-			result_body = CASE WHEN $6::integer IS NULL THEN r.result_body ELSE $9 END,
-			updated_at = now()
-		WHERE `+heldSQL),
-		id, owner, int16(f.Status), nullTime(f.WakeAt), f.Error, rs, rct, rloc, rbody)
-	if err != nil {
-		return d.wrap("finish run", err)
-	}
-	if tag.RowsAffected() == 0 {
+	var notified bool
+	err := d.pool.QueryRow(ctx, d.sql(`WITH u AS (
+			UPDATE {s}.oke_runs r SET
+				status = $3, owner = '', lease_until = NULL, wake_at = $4, error = $5,
+				result_status = CASE WHEN $6::integer IS NULL THEN r.result_status ELSE $6 END,
+				result_content_type = CASE WHEN $6::integer IS NULL THEN r.result_content_type ELSE $7 END,
+				result_location = CASE WHEN $6::integer IS NULL THEN r.result_location ELSE $8 END,
+				result_body = CASE WHEN $6::integer IS NULL THEN r.result_body ELSE $9 END,
+				updated_at = now()
+			WHERE `+heldSQL+`
+			RETURNING r.status, r.wake_at
+		)
+		SELECT CASE WHEN u.status IN (1, 2) THEN `+notifySQL("$10")+` ELSE false END
+		FROM u`),
+		id, owner, int16(f.Status), nullTime(f.WakeAt), f.Error, rs, rct, rloc, rbody, d.channel).Scan(&notified)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("postgres: finish run %q: %w", id, driver.ErrNotOwner)
 	}
-	return nil
+	return d.wrap("finish run", err)
 }
 
 // DueRuns implements driver.Journal: the due runs, longest due first, read

@@ -39,7 +39,9 @@ type Driver struct {
 	ownPool bool // Close closes the pool only when Open created it
 	schema  string
 	quoted  string // schema as a quoted SQL identifier
+	channel string // the schema's LISTEN/NOTIFY channel (notify.go)
 	closed  atomic.Bool
+	watch   watch // the wake-up listener and its watchers (notify.go)
 
 	retention time.Duration // WithRetention
 
@@ -87,7 +89,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Driver, error) {
 	if c.schema == "" {
 		return nil, errors.New("postgres: open: empty schema name")
 	}
-	d := &Driver{schema: c.schema, quoted: pgx.Identifier{c.schema}.Sanitize(), pool: c.pool, retention: c.retention}
+	d := &Driver{schema: c.schema, quoted: pgx.Identifier{c.schema}.Sanitize(), channel: channelName(c.schema), pool: c.pool, retention: c.retention}
 	if d.pool == nil {
 		cfg, err := pgxpool.ParseConfig(dsn)
 		if err != nil {
@@ -120,12 +122,14 @@ func (d *Driver) Schema() string { return d.schema }
 // queries on the same connections.
 func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
 
-// Close closes the pool if Open created it. Later calls on the driver fail
-// with driver.ErrClosed. Closing twice is harmless.
+// Close stops the wake-up listener (WatchDue) and closes the pool if Open
+// created it. Later calls on the driver fail with driver.ErrClosed. Closing
+// twice is harmless.
 func (d *Driver) Close() error {
 	if d.closed.Swap(true) {
 		return nil
 	}
+	d.stopWatch()
 	d.dbOnce.Do(func() {}) // no DB from now on
 	if d.db != nil {
 		d.db.Close()

@@ -34,7 +34,7 @@ var (
 
 // server returns the test server's URL and an admin pool, or fails the test:
 // the Postgres driver is tested against a real server, never skipped.
-func server(t *testing.T) (string, *pgxpool.Pool) {
+func server(t testing.TB) (string, *pgxpool.Pool) {
 	t.Helper()
 	serverOnce.Do(func() {
 		serverURL = os.Getenv("OKE_TEST_DATABASE_URL")
@@ -62,7 +62,7 @@ func server(t *testing.T) (string, *pgxpool.Pool) {
 
 // newDriver opens a driver on a fresh, migrated schema of its own and drops
 // the schema when the test ends (after the suite's Close).
-func newDriver(t *testing.T) *postgres.Driver {
+func newDriver(t testing.TB) *postgres.Driver {
 	t.Helper()
 	url, admin := server(t)
 	schema := fmt.Sprintf("oke_test_%d_%d", os.Getpid(), schemaSeq.Add(1))
