@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -11,11 +12,77 @@ import (
 	"github.com/okengine/oke/driver"
 )
 
-// runEntry is a run with its steps and per-step attempt counts.
+// runEntry is a run with its steps and the attempts of steps not yet saved.
+//
+// The bytes the driver keeps for a run (its input, its steps' results and
+// failures) are copied into one buffer per run, arena, so that a step costs
+// no allocation of its own; each kept slice is capped at its length, so an
+// append by anyone never reaches the next one.
 type runEntry struct {
-	run      driver.Run
-	steps    []driver.Step
-	attempts []int // attempts[seq-1]: attempts started of step seq
+	run   driver.Run
+	steps []stepRec
+	arena []byte
+	// Attempts started of the steps not saved yet: startSeq's count in
+	// starts (nearly always the next step), any other seq's in more.
+	startSeq, starts int
+	more             map[int]int
+}
+
+// stepRec is a saved step as the driver keeps it: times as Unix
+// nanoseconds, so that the journal holds fewer pointers for the GC to scan.
+type stepRec struct {
+	name              string
+	result, failure   []byte
+	attempts          int
+	started, finished int64
+}
+
+// noTime stands for the zero time.Time in a stepRec.
+const noTime = math.MinInt64
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return noTime
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == noTime {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// keep copies b into e's arena and returns the copy (nil stays nil).
+func (e *runEntry) keep(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	if cap(e.arena)-len(e.arena) < len(b) {
+		e.arena = make([]byte, 0, max(2*cap(e.arena), len(b), 256))
+	}
+	n := len(e.arena)
+	e.arena = append(e.arena, b...)
+	return e.arena[n:len(e.arena):len(e.arena)]
+}
+
+// attempts returns a pointer to the attempts counter of unsaved step seq.
+func (e *runEntry) attempts(seq int) *int {
+	if seq != e.startSeq {
+		if e.starts != 0 {
+			if e.more == nil {
+				e.more = make(map[int]int)
+			}
+			e.more[e.startSeq] = e.starts
+		}
+		e.startSeq, e.starts = seq, 0
+		if n, ok := e.more[seq]; ok {
+			e.starts = n
+			delete(e.more, seq)
+		}
+	}
+	return &e.starts
 }
 
 func copyRun(r *driver.Run) driver.Run {
@@ -33,12 +100,11 @@ func copyRun(r *driver.Run) driver.Run {
 	return c
 }
 
-func copySteps(steps []driver.Step) []driver.Step {
+func copySteps(steps []stepRec) []driver.Step {
 	out := make([]driver.Step, len(steps))
 	for i, s := range steps {
-		out[i] = s
-		out[i].Result = slices.Clone(s.Result)
-		out[i].Failure = slices.Clone(s.Failure)
+		out[i] = driver.Step{Seq: i + 1, Name: s.name, Result: slices.Clone(s.result), Failure: slices.Clone(s.failure),
+			Attempts: s.attempts, StartedAt: fromNanos(s.started), FinishedAt: fromNanos(s.finished)}
 	}
 	return out
 }
@@ -95,12 +161,24 @@ func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Durat
 		run.LeaseUntil = now.Add(lease)
 		run.Attempts = 1
 	}
-	e := &runEntry{run: copyRun(&run), steps: make([]driver.Step, 0, 16), attempts: make([]int, 0, 16)}
+	e := &runEntry{run: run}
+	e.run.Input = e.keep(run.Input)
+	if run.IdemKey != nil {
+		k := *run.IdemKey
+		e.run.IdemKey = &k
+	}
+	if run.Result != nil {
+		res := *run.Result
+		res.Body = slices.Clone(res.Body)
+		e.run.Result = &res
+	}
 	d.runs[run.ID] = e
 	if run.DedupeKey != "" {
 		d.dedupe[run.DedupeKey] = run.ID
 	}
-	return copyRun(&e.run), nil
+	// run is the caller's, with the fields the driver set: its slices and
+	// pointers are the caller's own, not the driver's.
+	return run, nil
 }
 
 // GetRun implements driver.Journal.
@@ -209,11 +287,9 @@ func (d *Driver) StartStep(ctx context.Context, id, owner string, seq int, name 
 	if seq < 1 {
 		return 0, fmt.Errorf("memory: start step: seq %d", seq)
 	}
-	for len(e.attempts) < seq {
-		e.attempts = append(e.attempts, 0)
-	}
-	e.attempts[seq-1]++
-	return e.attempts[seq-1], nil
+	n := e.attempts(seq)
+	*n++
+	return *n, nil
 }
 
 // SaveStep implements driver.Journal.
@@ -230,9 +306,16 @@ func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Ste
 	if step.Seq != len(e.steps)+1 {
 		return driver.ErrStepOrder
 	}
-	step.Result = slices.Clone(step.Result)
-	step.Failure = slices.Clone(step.Failure)
-	e.steps = append(e.steps, step)
+	if e.steps == nil {
+		e.steps = make([]stepRec, 0, 16)
+	}
+	e.steps = append(e.steps, stepRec{name: step.Name, result: e.keep(step.Result), failure: e.keep(step.Failure),
+		attempts: step.Attempts, started: nanos(step.StartedAt), finished: nanos(step.FinishedAt)})
+	if step.Seq == e.startSeq {
+		e.startSeq, e.starts = 0, 0
+	} else if e.more != nil {
+		delete(e.more, step.Seq)
+	}
 	if e.run.UpdatedAt = step.FinishedAt; step.FinishedAt.IsZero() {
 		e.run.UpdatedAt = d.now()
 	}
