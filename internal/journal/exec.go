@@ -91,7 +91,7 @@ type Exec struct {
 	parked  bool
 	wakeAt  time.Time
 	failed  error // ErrSaveFailed / ErrLostLease once hit
-	keeper  *lease.Keeper
+	keeper  lease.Keeper
 }
 
 // Start wraps an acquired or created run for execution and starts renewing
@@ -99,24 +99,29 @@ type Exec struct {
 func Start(j driver.Journal, run driver.Run, saved []driver.Step, owner string, lease time.Duration, report func(op string, err error)) *Exec {
 	x := &Exec{J: j, Run: run, Owner: owner, Lease: lease, saved: saved, report: report}
 	x.taken = x.takeBuf[:0]
-	x.arm()
+	x.keeper.Start(lease, (*holder)(x))
 	return x
 }
 
-func (x *Exec) arm() {
-	x.keeper = lease.Keep(x.Lease, func(ctx context.Context, d time.Duration) error {
-		return x.J.RenewRun(ctx, x.Run.ID, x.Owner, d)
-	}, func() {
-		x.mu.Lock()
-		if x.failed == nil {
-			x.failed = ErrLostLease
-		}
-		x.mu.Unlock()
-	}, func(err error) {
-		if x.report != nil {
-			x.report("renew run lease", err)
-		}
-	})
+// holder is the Exec as the lease.Holder of its run's lease.
+type holder Exec
+
+func (h *holder) Renew(ctx context.Context, d time.Duration) error {
+	return h.J.RenewRun(ctx, h.Run.ID, h.Owner, d)
+}
+
+func (h *holder) Lost() {
+	h.mu.Lock()
+	if h.failed == nil {
+		h.failed = ErrLostLease
+	}
+	h.mu.Unlock()
+}
+
+func (h *holder) RenewFailed(err error) {
+	if h.report != nil {
+		h.report("renew run lease", err)
+	}
 }
 
 // Stop ends lease renewal.
