@@ -46,6 +46,63 @@ func (s *stepInfo) key() string { return s.x.StepKey(s.name) }
 
 type stepInfoKey struct{}
 
+// runCtx is a journal run's context: its parent's, plus the run's state. It
+// also holds the run's Fx and the contexts of its first steps, so that an
+// execution allocates them all at once.
+type runCtx struct {
+	context.Context
+	st    runState
+	fx    Fx
+	steps [runCtxSteps]stepCtx
+}
+
+// runCtxSteps is how many steps' contexts a runCtx holds; later steps
+// allocate their own.
+const runCtxSteps = 16
+
+func (c *runCtx) Value(key any) any {
+	if _, ok := key.(runStateKey); ok {
+		return &c.st
+	}
+	return c.Context.Value(key)
+}
+
+// newRunCtx returns the context of x's execution, whose Fx is fx (copied in).
+func newRunCtx(parent context.Context, x *journal.Exec, app *App, f *flow, id Identity) *runCtx {
+	c := &runCtx{Context: parent}
+	c.fx.app, c.fx.flow, c.fx.identity, c.fx.run = app, f, id, x
+	c.st = runState{x: x, fx: &c.fx}
+	return c
+}
+
+// stepCtx is a step's context: the run's, plus the step. Its own Value is
+// found first, so the run's state is reached through it too.
+type stepCtx struct {
+	context.Context
+	info stepInfo
+}
+
+func (c *stepCtx) Value(key any) any {
+	if _, ok := key.(stepInfoKey); ok {
+		return &c.info
+	}
+	return c.Context.Value(key)
+}
+
+// stepContext returns the context for step seq (1-based) named name, run
+// under ctx.
+func (st *runState) stepContext(ctx context.Context, seq int, name string) context.Context {
+	var c *stepCtx
+	if rc, ok := ctx.(*runCtx); ok && &rc.st == st && seq <= runCtxSteps {
+		c = &rc.steps[seq-1]
+	} else {
+		c = new(stepCtx)
+	}
+	c.Context = ctx
+	c.info = stepInfo{x: st.x, name: name}
+	return c
+}
+
 func runFrom(ctx context.Context) *runState {
 	s, _ := ctx.Value(runStateKey{}).(*runState)
 	return s
@@ -87,7 +144,7 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	if saved != nil {
 		return savedOutcome[T](name, saved.Result, saved.Failure)
 	}
-	v, err := fn(context.WithValue(ctx, stepInfoKey{}, &stepInfo{x: st.x, name: name}))
+	v, err := fn(st.stepContext(ctx, p.Seq, name))
 	var result, failure []byte
 	if err != nil {
 		var e *Error

@@ -127,8 +127,9 @@ func (a *App) execute(ctx context.Context, f *flow, x *journal.Exec, in any) out
 			return a.finish(ctx, x, outcome{err: err})
 		}
 	}
-	fx := &Fx{app: a, flow: f, identity: id, run: x}
-	ctx = context.WithValue(ctx, runStateKey{}, &runState{x: x, fx: fx})
+	rc := newRunCtx(ctx, x, a, f, id)
+	fx := &rc.fx
+	ctx = rc
 	res, _, err := a.callUnary(ctx, f, in, fx)
 	o := outcome{res: res, err: err, nonRead: fx.hasNonRead() || x.Taken() > 0 || x.Saved() > 0}
 	if err != nil && ctx.Err() != nil && a.base.Err() != nil {

@@ -45,13 +45,22 @@ func (e *MismatchError) Error() string { return e.Message }
 
 // NewRunID returns a new run ID: "run_", the time in milliseconds (hex, so
 // IDs sort roughly by creation), a random per-process part and a counter —
-// unique across processes without a random read per run.
+// unique across processes without a random read per run. The time is the
+// process's start plus the monotonic time since: one clock read, and IDs of
+// one process never go back when the wall clock is set back.
 func NewRunID() string {
-	return "run_" + strconv.FormatInt(time.Now().UnixMilli(), 16) + runPrefix + strconv.FormatUint(runSeq.Add(1), 36)
+	ms := processStart.UnixMilli() + time.Since(processStart).Milliseconds()
+	var b [64]byte
+	id := append(b[:0], "run_"...)
+	id = strconv.AppendInt(id, ms, 16)
+	id = append(id, runPrefix...)
+	id = strconv.AppendUint(id, runSeq.Add(1), 36)
+	return string(id)
 }
 
 var (
-	runPrefix = func() string {
+	processStart = time.Now()
+	runPrefix    = func() string {
 		var b [6]byte
 		rand.Read(b[:])
 		return hex.EncodeToString(b[:]) + "_"
@@ -92,6 +101,7 @@ type Exec struct {
 	wakeAt  time.Time
 	failed  error // ErrSaveFailed / ErrLostLease once hit
 	keeper  lease.Keeper
+	base    time.Time // when the execution began, with a monotonic reading
 }
 
 // Start wraps an acquired or created run for execution and starts renewing
@@ -99,6 +109,7 @@ type Exec struct {
 func Start(j driver.Journal, run driver.Run, saved []driver.Step, owner string, lease time.Duration, report func(op string, err error)) *Exec {
 	x := &Exec{J: j, Run: run, Owner: owner, Lease: lease, saved: saved, report: report}
 	x.taken = x.takeBuf[:0]
+	x.base = time.Now()
 	x.keeper.Start(lease, (*holder)(x))
 	return x
 }
@@ -123,6 +134,10 @@ func (h *holder) RenewFailed(err error) {
 		h.report("renew run lease", err)
 	}
 }
+
+// now returns the time for a step's timings: the execution's start plus the
+// monotonic time since, which reads one clock instead of time.Now's two.
+func (x *Exec) now() time.Time { return x.base.Add(time.Since(x.base)).UTC() }
 
 // Stop ends lease renewal.
 func (x *Exec) Stop() { x.keeper.Stop() }
@@ -225,14 +240,14 @@ func (x *Exec) Next(ctx context.Context, name string) (saved *driver.Step, p Pen
 	if err != nil {
 		return nil, p, x.fail(err)
 	}
-	return nil, Pending{Seq: seq, Name: name, Attempts: attempts, Started: time.Now().UTC()}, nil
+	return nil, Pending{Seq: seq, Name: name, Attempts: attempts, Started: x.now()}, nil
 }
 
 // Save saves the outcome of a step Next returned as pending: the JSON of its
 // result, or the JSON of a declared failure.
 func (x *Exec) Save(ctx context.Context, p Pending, result, failure []byte) error {
 	step := driver.Step{Seq: p.Seq, Name: p.Name, Result: result, Failure: failure, Attempts: p.Attempts,
-		StartedAt: p.Started, FinishedAt: time.Now().UTC()}
+		StartedAt: p.Started, FinishedAt: x.now()}
 	if err := x.J.SaveStep(ctx, x.Run.ID, x.Owner, step); err != nil {
 		return x.fail(err)
 	}
