@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -14,31 +15,88 @@ import (
 
 // runEntry is a run with its steps and the attempts of steps not yet saved.
 //
-// The bytes the driver keeps for a run (its input, its steps' results and
-// failures) are copied into one buffer per run, arena, so that a step costs
-// no allocation of its own; each kept slice is capped at its length, so an
-// append by anyone never reaches the next one.
+// Saved steps are appended to one buffer per run, steps, each as a
+// fixed-size header (the lengths of its name, result and failure, its
+// attempts and times) followed by those bytes: saving a step allocates
+// nothing of its own (the buffer grows by doubling), and the journal holds no
+// pointers per step for the GC to scan. Reading the steps back (GetRun,
+// AcquireRun) walks the buffer.
 type runEntry struct {
-	run   driver.Run
-	steps []stepRec
-	arena []byte
+	run    driver.Run
+	steps  []byte
+	nsteps int
 	// Attempts started of the steps not saved yet: startSeq's count in
 	// starts (nearly always the next step), any other seq's in more.
 	startSeq, starts int
 	more             map[int]int
 }
 
-// stepRec is a saved step as the driver keeps it: times as Unix
-// nanoseconds, so that the journal holds fewer pointers for the GC to scan.
-type stepRec struct {
-	name              string
-	result, failure   []byte
-	attempts          int
-	started, finished int64
+// A step's header in runEntry.steps: name, result and failure lengths
+// (noBytes for nil), attempts, started and finished (Unix nanoseconds, or
+// noTime).
+const (
+	stepHeader = 4*4 + 2*8
+	noBytes    = math.MaxUint32
+	noTime     = math.MinInt64
+)
+
+var le = binary.LittleEndian
+
+// errTooBig: a step's name, result or failure does not fit a header.
+var errTooBig = errors.New("memory: save step: a name, result or failure of 4 GiB or more")
+
+// appendStep appends step to e's steps.
+func (e *runEntry) appendStep(step *driver.Step) error {
+	if uint64(len(step.Name)) >= noBytes || uint64(len(step.Result)) >= noBytes || uint64(len(step.Failure)) >= noBytes {
+		return errTooBig
+	}
+	if e.steps == nil {
+		e.steps = make([]byte, 0, max(1024, 2*(stepHeader+len(step.Name)+len(step.Result)+len(step.Failure))))
+	}
+	b := le.AppendUint32(e.steps, uint32(len(step.Name)))
+	b = le.AppendUint32(b, lenOf(step.Result))
+	b = le.AppendUint32(b, lenOf(step.Failure))
+	b = le.AppendUint32(b, uint32(step.Attempts))
+	b = le.AppendUint64(b, uint64(nanos(step.StartedAt)))
+	b = le.AppendUint64(b, uint64(nanos(step.FinishedAt)))
+	b = append(b, step.Name...)
+	b = append(b, step.Result...)
+	e.steps = append(b, step.Failure...)
+	e.nsteps++
+	return nil
 }
 
-// noTime stands for the zero time.Time in a stepRec.
-const noTime = math.MinInt64
+func lenOf(b []byte) uint32 {
+	if b == nil {
+		return noBytes
+	}
+	return uint32(len(b))
+}
+
+// copySteps returns copies of e's saved steps.
+func (e *runEntry) copySteps() []driver.Step {
+	out := make([]driver.Step, e.nsteps)
+	b := e.steps
+	for i := range out {
+		nname, nres, nfail := le.Uint32(b), le.Uint32(b[4:]), le.Uint32(b[8:])
+		out[i] = driver.Step{Seq: i + 1, Attempts: int(le.Uint32(b[12:])),
+			StartedAt: fromNanos(int64(le.Uint64(b[16:]))), FinishedAt: fromNanos(int64(le.Uint64(b[24:])))}
+		b = b[stepHeader:]
+		out[i].Name, b = string(b[:nname]), b[nname:]
+		out[i].Result, b = take(b, nres)
+		out[i].Failure, b = take(b, nfail)
+	}
+	return out
+}
+
+// take returns a copy of the first n bytes of b (nil for noBytes) and the
+// rest.
+func take(b []byte, n uint32) ([]byte, []byte) {
+	if n == noBytes {
+		return nil, b
+	}
+	return slices.Clone(b[:n:n]), b[n:]
+}
 
 func nanos(t time.Time) int64 {
 	if t.IsZero() {
@@ -52,19 +110,6 @@ func fromNanos(n int64) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(0, n).UTC()
-}
-
-// keep copies b into e's arena and returns the copy (nil stays nil).
-func (e *runEntry) keep(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	if cap(e.arena)-len(e.arena) < len(b) {
-		e.arena = make([]byte, 0, max(2*cap(e.arena), len(b), 256))
-	}
-	n := len(e.arena)
-	e.arena = append(e.arena, b...)
-	return e.arena[n:len(e.arena):len(e.arena)]
 }
 
 // attempts returns a pointer to the attempts counter of unsaved step seq.
@@ -98,15 +143,6 @@ func copyRun(r *driver.Run) driver.Run {
 		c.Result = &res
 	}
 	return c
-}
-
-func copySteps(steps []stepRec) []driver.Step {
-	out := make([]driver.Step, len(steps))
-	for i, s := range steps {
-		out[i] = driver.Step{Seq: i + 1, Name: s.name, Result: slices.Clone(s.result), Failure: slices.Clone(s.failure),
-			Attempts: s.attempts, StartedAt: fromNanos(s.started), FinishedAt: fromNanos(s.finished)}
-	}
-	return out
 }
 
 // due reports whether AcquireRun would take e at now.
@@ -162,7 +198,7 @@ func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Durat
 		run.Attempts = 1
 	}
 	e := &runEntry{run: run}
-	e.run.Input = e.keep(run.Input)
+	e.run.Input = slices.Clone(run.Input)
 	if run.IdemKey != nil {
 		k := *run.IdemKey
 		e.run.IdemKey = &k
@@ -192,7 +228,7 @@ func (d *Driver) GetRun(ctx context.Context, id string) (driver.Run, []driver.St
 	if !ok {
 		return driver.Run{}, nil, driver.ErrNotFound
 	}
-	return copyRun(&e.run), copySteps(e.steps), nil
+	return copyRun(&e.run), e.copySteps(), nil
 }
 
 // ListRuns implements driver.Journal.
@@ -246,7 +282,7 @@ func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Du
 	r.LeaseUntil = now.Add(lease)
 	r.Attempts++
 	r.UpdatedAt = now
-	return copyRun(r), copySteps(e.steps), nil
+	return copyRun(r), e.copySteps(), nil
 }
 
 // heldRun returns the run id held by owner.
@@ -303,14 +339,12 @@ func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Ste
 	if err != nil {
 		return err
 	}
-	if step.Seq != len(e.steps)+1 {
+	if step.Seq != e.nsteps+1 {
 		return driver.ErrStepOrder
 	}
-	if e.steps == nil {
-		e.steps = make([]stepRec, 0, 16)
+	if err := e.appendStep(&step); err != nil {
+		return err
 	}
-	e.steps = append(e.steps, stepRec{name: step.Name, result: e.keep(step.Result), failure: e.keep(step.Failure),
-		attempts: step.Attempts, started: nanos(step.StartedAt), finished: nanos(step.FinishedAt)})
 	if step.Seq == e.startSeq {
 		e.startSeq, e.starts = 0, 0
 	} else if e.more != nil {
