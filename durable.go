@@ -67,12 +67,11 @@ func (c *runCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// newRunCtx returns the context of x's execution, whose Fx is fx (copied in).
-func newRunCtx(parent context.Context, x *journal.Exec, app *App, f *flow, id Identity) *runCtx {
-	c := &runCtx{Context: parent}
+// init makes c the context of x's execution under parent.
+func (c *runCtx) init(parent context.Context, x *journal.Exec, app *App, f *flow, id Identity) {
+	c.Context = parent
 	c.fx.app, c.fx.flow, c.fx.identity, c.fx.run = app, f, id, x
 	c.st = runState{x: x, fx: &c.fx}
-	return c
 }
 
 // stepCtx is a step's context: the run's, plus the step. Its own Value is

@@ -25,7 +25,7 @@ func work(i int) stepOut { return stepOut{N: i, Name: "step " + strconv.Itoa(i)}
 // app (and driver) every 1 000 runs, off the clock: otherwise it would
 // measure the garbage collector scanning an ever larger journal.
 func BenchmarkTenSteps(b *testing.B) {
-	for _, path := range []string{"/plain", "/durable"} {
+	for _, path := range []string{"/plain", "/durable", "/plain-nostep", "/durable-nostep"} {
 		b.Run(path[1:], func(b *testing.B) {
 			b.ReportAllocs()
 			w := &discard{h: http.Header{}}
@@ -70,6 +70,11 @@ func tenStepApp(b *testing.B) *oke.App {
 			}
 			return oke.OK(sum), nil
 		}))
+	// The same two with no step at all: what a run costs on its own.
+	app.Handle(oke.POST("/durable-nostep"), oke.NewFlow("bench.durable0", oke.Options{Durable: true, Idempotency: oke.Off},
+		func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[int], error) { return oke.OK(0), nil }))
+	app.Handle(oke.POST("/plain-nostep"), oke.NewFlow("bench.calls0", oke.Options{Idempotency: oke.Off},
+		func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[int], error) { return oke.OK(0), nil }))
 	if err := app.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}

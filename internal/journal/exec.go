@@ -49,10 +49,14 @@ func (e *MismatchError) Error() string { return e.Message }
 // process's start plus the monotonic time since: one clock read, and IDs of
 // one process never go back when the wall clock is set back.
 func NewRunID() string {
-	ms := processStart.UnixMilli() + time.Since(processStart).Milliseconds()
+	return NewRunIDAt(processStart.Add(time.Since(processStart)))
+}
+
+// NewRunIDAt is NewRunID with the time now given.
+func NewRunIDAt(now time.Time) string {
 	var b [64]byte
 	id := append(b[:0], "run_"...)
-	id = strconv.AppendInt(id, ms, 16)
+	id = strconv.AppendInt(id, now.UnixMilli(), 16)
 	id = append(id, runPrefix...)
 	id = strconv.AppendUint(id, runSeq.Add(1), 36)
 	return string(id)
@@ -89,7 +93,7 @@ type Exec struct {
 	Run    driver.Run
 	Owner  string
 	Lease  time.Duration
-	report func(op string, err error)
+	report Reporter
 
 	mu      sync.Mutex
 	saved   []driver.Step
@@ -104,14 +108,29 @@ type Exec struct {
 	base    time.Time // when the execution began, with a monotonic reading
 }
 
+// Reporter is told of the store failures an execution hits (a failed save,
+// a failed lease renewal), for logs.
+type Reporter interface {
+	ReportRun(runID, op string, err error)
+}
+
 // Start wraps an acquired or created run for execution and starts renewing
-// its lease.
-func Start(j driver.Journal, run driver.Run, saved []driver.Step, owner string, lease time.Duration, report func(op string, err error)) *Exec {
-	x := &Exec{J: j, Run: run, Owner: owner, Lease: lease, saved: saved, report: report}
-	x.taken = x.takeBuf[:0]
-	x.base = time.Now()
-	x.keeper.Start(lease, (*holder)(x))
+// its lease. report may be nil.
+func Start(j driver.Journal, run driver.Run, saved []driver.Step, owner string, lease time.Duration, report Reporter) *Exec {
+	x := new(Exec)
+	x.Init(j, run, saved, owner, lease, report, time.Now())
 	return x
+}
+
+// Init is Start for an Exec the caller allocated (as part of a larger
+// struct): it must be new, and must not move or be copied afterwards. now is
+// the time now, read by the caller (with its monotonic reading, as
+// time.Now gives it): the step timings count from it.
+func (x *Exec) Init(j driver.Journal, run driver.Run, saved []driver.Step, owner string, lease time.Duration, report Reporter, now time.Time) {
+	x.J, x.Run, x.Owner, x.Lease, x.saved, x.report = j, run, owner, lease, saved, report
+	x.taken = x.takeBuf[:0]
+	x.base = now
+	x.keeper.Start(lease, (*holder)(x))
 }
 
 // holder is the Exec as the lease.Holder of its run's lease.
@@ -131,7 +150,7 @@ func (h *holder) Lost() {
 
 func (h *holder) RenewFailed(err error) {
 	if h.report != nil {
-		h.report("renew run lease", err)
+		h.report.ReportRun(h.Run.ID, "renew run lease", err)
 	}
 }
 
@@ -288,7 +307,7 @@ func (x *Exec) fail(err error) error {
 		}
 	}
 	if x.report != nil {
-		x.report("save step", err)
+		x.report.ReportRun(x.Run.ID, "save step", err)
 	}
 	return x.failed
 }
