@@ -35,16 +35,10 @@ type runState struct {
 
 type runStateKey struct{}
 
-// stepInfo is what a step's context carries.
-type stepInfo struct {
-	x     *journal.Exec
-	name  string
-	emits int // Emit/Run calls inside this step, for their dedupe keys
-}
-
-func (s *stepInfo) key() string { return s.x.StepKey(s.name) }
-
 type stepInfoKey struct{}
+
+// stepInfo is what a step's context carries (its stepCtx).
+type stepInfo = stepCtx
 
 // runCtx is a journal run's context: its parent's, plus the run's state. It
 // also holds the run's Fx and the contexts of its first steps, so that an
@@ -74,19 +68,28 @@ func (c *runCtx) init(parent context.Context, x *journal.Exec, app *App, f *flow
 	c.st = runState{x: x, fx: &c.fx}
 }
 
-// stepCtx is a step's context: the run's, plus the step. Its own Value is
-// found first, so the run's state is reached through it too.
+// stepCtx is a step's context: the run's (or whatever context the step was
+// called with), plus the step. Its own Value is found first, so the run's
+// state is reached through it too.
 type stepCtx struct {
-	context.Context
-	info stepInfo
+	parent context.Context
+	name   string
+	emits  int // Emit/Run calls inside this step, for their dedupe keys
 }
+
+func (c *stepCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+func (c *stepCtx) Done() <-chan struct{}       { return c.parent.Done() }
+func (c *stepCtx) Err() error                  { return c.parent.Err() }
 
 func (c *stepCtx) Value(key any) any {
 	if _, ok := key.(stepInfoKey); ok {
-		return &c.info
+		return c
 	}
-	return c.Context.Value(key)
+	return c.parent.Value(key)
 }
+
+// key is the step's stable key (StepKey).
+func (c *stepCtx) key() string { return runFrom(c.parent).x.StepKey(c.name) }
 
 // stepContext returns the context for step seq (1-based) named name, run
 // under ctx.
@@ -97,8 +100,7 @@ func (st *runState) stepContext(ctx context.Context, seq int, name string) conte
 	} else {
 		c = new(stepCtx)
 	}
-	c.Context = ctx
-	c.info = stepInfo{x: st.x, name: name}
+	c.parent, c.name = ctx, name
 	return c
 }
 
@@ -107,8 +109,8 @@ func runFrom(ctx context.Context) *runState {
 	return s
 }
 
-func stepFrom(ctx context.Context) *stepInfo {
-	s, _ := ctx.Value(stepInfoKey{}).(*stepInfo)
+func stepFrom(ctx context.Context) *stepCtx {
+	s, _ := ctx.Value(stepInfoKey{}).(*stepCtx)
 	return s
 }
 

@@ -29,6 +29,7 @@ type runEntry struct {
 	// starts (nearly always the next step), any other seq's in more.
 	startSeq, starts int
 	more             map[int]int
+	result           driver.Response // what run.Result points to once finished
 }
 
 // A step's header in runEntry.steps: name, result and failure lengths
@@ -379,9 +380,9 @@ func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finis
 	r.WakeAt = f.WakeAt
 	r.Error = f.Error
 	if f.Result != nil {
-		res := *f.Result
-		res.Body = slices.Clone(res.Body)
-		r.Result = &res
+		e.result = *f.Result
+		e.result.Body = slices.Clone(f.Result.Body)
+		r.Result = &e.result
 	}
 	r.UpdatedAt = d.now()
 	return nil

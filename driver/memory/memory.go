@@ -32,7 +32,7 @@ var (
 // Option configures a Driver.
 type Option func(*Driver)
 
-// WithClock makes the driver read time from now instead of time.Now. Tests
+// WithClock makes the driver read time from now instead of its own clock. Tests
 // use it to move leases and TTLs forward without sleeping.
 func WithClock(now func() time.Time) Option {
 	return func(d *Driver) { d.now = now }
@@ -45,12 +45,21 @@ func New(opts ...Option) *Driver {
 		runs:   make(map[string]*runEntry),
 		dedupe: make(map[string]string),
 		claims: make(map[string]string),
-		now:    time.Now,
+		now:    clock(),
 	}
 	for _, o := range opts {
 		o(d)
 	}
 	return d
+}
+
+// clock returns the driver's own clock: the wall time when it was made plus
+// the monotonic time since, which is time.Now read with one clock instead of
+// two. It keeps its monotonic reading, as time.Now's does; it differs from
+// time.Now only if the wall clock is set while the driver lives.
+func clock() func() time.Time {
+	base := time.Now()
+	return func() time.Time { return base.Add(time.Since(base)) }
 }
 
 func (d *Driver) check(ctx context.Context) error {
