@@ -46,13 +46,15 @@ var le = binary.LittleEndian
 // errTooBig: a step's name, result or failure does not fit a header.
 var errTooBig = errors.New("memory: save step: a name, result or failure of 4 GiB or more")
 
-// appendStep appends step to e's steps.
-func (e *runEntry) appendStep(step *driver.Step) error {
+// appendStep appends step to e's steps. size is how many bytes of steps
+// the flow's last finished run kept (0 if none): the buffer is made that
+// big, or it grows by doubling.
+func (e *runEntry) appendStep(step *driver.Step, size int) error {
 	if uint64(len(step.Name)) >= noBytes || uint64(len(step.Result)) >= noBytes || uint64(len(step.Failure)) >= noBytes {
 		return errTooBig
 	}
 	if e.steps == nil {
-		e.steps = make([]byte, 0, max(1024, 2*(stepHeader+len(step.Name)+len(step.Result)+len(step.Failure))))
+		e.steps = make([]byte, 0, max(size, 256, 2*(stepHeader+len(step.Name)+len(step.Result)+len(step.Failure))))
 	}
 	b := le.AppendUint32(e.steps, uint32(len(step.Name)))
 	b = le.AppendUint32(b, lenOf(step.Result))
@@ -343,7 +345,11 @@ func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Ste
 	if step.Seq != e.nsteps+1 {
 		return driver.ErrStepOrder
 	}
-	if err := e.appendStep(&step); err != nil {
+	size := 0
+	if e.steps == nil {
+		size = d.stepBytes[e.run.Flow]
+	}
+	if err := e.appendStep(&step, size); err != nil {
 		return err
 	}
 	if step.Seq == e.startSeq {
@@ -374,6 +380,9 @@ func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finis
 		return err
 	}
 	r := &e.run
+	if f.Status.Finished() && len(e.steps) > 0 {
+		d.stepBytes[r.Flow] = len(e.steps)
+	}
 	r.Status = f.Status
 	r.Owner = ""
 	r.LeaseUntil = time.Time{}

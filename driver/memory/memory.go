@@ -19,9 +19,12 @@ type Driver struct {
 	rows   map[driver.Key]*driver.Row
 	runs   map[string]*runEntry
 	dedupe map[string]string // dedupe key → run ID
-	claims map[string]string // business key → run ID
-	now    func() time.Time
-	closed bool
+	// stepBytes: flow → how many bytes of steps its last finished run
+	// kept, so that the next run's buffer is made the right size at once.
+	stepBytes map[string]int
+	claims    map[string]string // business key → run ID
+	now       func() time.Time
+	closed    bool
 }
 
 var (
@@ -41,11 +44,12 @@ func WithClock(now func() time.Time) Option {
 // New returns an empty in-memory driver.
 func New(opts ...Option) *Driver {
 	d := &Driver{
-		rows:   make(map[driver.Key]*driver.Row),
-		runs:   make(map[string]*runEntry),
-		dedupe: make(map[string]string),
-		claims: make(map[string]string),
-		now:    clock(),
+		rows:      make(map[driver.Key]*driver.Row),
+		runs:      make(map[string]*runEntry),
+		dedupe:    make(map[string]string),
+		stepBytes: make(map[string]int),
+		claims:    make(map[string]string),
+		now:       clock(),
 	}
 	for _, o := range opts {
 		o(d)
