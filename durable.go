@@ -51,8 +51,9 @@ type runCtx struct {
 }
 
 // runCtxSteps is how many steps' contexts a runCtx holds; later steps
-// allocate their own.
-const runCtxSteps = 16
+// allocate their own. Twelve keep an execution (see runs.go) within the
+// allocator's 1 536-byte size class.
+const runCtxSteps = 12
 
 func (c *runCtx) Value(key any) any {
 	if _, ok := key.(runStateKey); ok {
