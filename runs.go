@@ -171,8 +171,8 @@ func (a *App) execute(ctx context.Context, f *flow, e *execution, in any) outcom
 }
 
 // finish records the outcome of an execution in the journal.
-func (a *App) finish(ctx context.Context, e *execution, o outcome) outcome {
-	x := &e.x
+func (a *App) finish(ctx context.Context, ex *execution, o outcome) outcome {
+	x := &ex.x
 	if ctx.Done() != nil { // a context that has no Done channel is never cancelled
 		ctx = context.WithoutCancel(ctx)
 	}
@@ -195,8 +195,8 @@ func (a *App) finish(ctx context.Context, e *execution, o outcome) outcome {
 		f = driver.Finish{Status: driver.RunFailed, Error: o.err.Error(),
 			Result: &driver.Response{Status: e.Status, ContentType: "application/json", Body: envelopeBytes(e)}}
 	default:
-		e.resp = driver.Response{Status: o.res.status, ContentType: o.res.contentType, Location: o.res.location, Body: o.res.body}
-		f = driver.Finish{Status: driver.RunCompleted, Result: &e.resp}
+		ex.resp = driver.Response{Status: o.res.status, ContentType: o.res.contentType, Location: o.res.location, Body: o.res.body}
+		f = driver.Finish{Status: driver.RunCompleted, Result: &ex.resp}
 	}
 	if err := a.journal.FinishRun(ctx, run.ID, x.Owner, f); err != nil {
 		a.log.Error("oke: settle journal run", "run", run.ID, "err", err)
