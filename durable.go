@@ -35,24 +35,83 @@ type runState struct {
 
 type runStateKey struct{}
 
-// stepInfo is what a step's context carries.
-type stepInfo struct {
-	x     *journal.Exec
-	name  string
-	emits int // Emit/Run calls inside this step, for their dedupe keys
+type stepInfoKey struct{}
+
+// stepInfo is what a step's context carries (its stepCtx).
+type stepInfo = stepCtx
+
+// runCtx is a journal run's context: its parent's, plus the run's state. It
+// also holds the run's Fx and the contexts of its first steps, so that an
+// execution allocates them all at once.
+type runCtx struct {
+	context.Context
+	st    runState
+	fx    Fx
+	steps [runCtxSteps]stepCtx
 }
 
-func (s *stepInfo) key() string { return s.x.StepKey(s.name) }
+// runCtxSteps is how many steps' contexts a runCtx holds; later steps
+// allocate their own. Twelve keep an execution (see runs.go) within the
+// allocator's 1 536-byte size class.
+const runCtxSteps = 12
 
-type stepInfoKey struct{}
+func (c *runCtx) Value(key any) any {
+	if _, ok := key.(runStateKey); ok {
+		return &c.st
+	}
+	return c.Context.Value(key)
+}
+
+// init makes c the context of x's execution under parent.
+func (c *runCtx) init(parent context.Context, x *journal.Exec, app *App, f *flow, id Identity) {
+	c.Context = parent
+	c.fx.app, c.fx.flow, c.fx.identity, c.fx.run = app, f, id, x
+	c.st = runState{x: x, fx: &c.fx}
+}
+
+// stepCtx is a step's context: the run's (or whatever context the step was
+// called with), plus the step. Its own Value is found first, so the run's
+// state is reached through it too.
+type stepCtx struct {
+	parent context.Context
+	name   string
+	emits  int // Emit/Run calls inside this step, for their dedupe keys
+}
+
+func (c *stepCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+func (c *stepCtx) Done() <-chan struct{}       { return c.parent.Done() }
+func (c *stepCtx) Err() error                  { return c.parent.Err() }
+
+func (c *stepCtx) Value(key any) any {
+	if _, ok := key.(stepInfoKey); ok {
+		return c
+	}
+	return c.parent.Value(key)
+}
+
+// key is the step's stable key (StepKey).
+func (c *stepCtx) key() string { return runFrom(c.parent).x.StepKey(c.name) }
+
+// stepContext returns the context for step seq (1-based) named name, run
+// under ctx.
+func (st *runState) stepContext(ctx context.Context, seq int, name string) context.Context {
+	var c *stepCtx
+	if rc, ok := ctx.(*runCtx); ok && &rc.st == st && seq <= runCtxSteps {
+		c = &rc.steps[seq-1]
+	} else {
+		c = new(stepCtx)
+	}
+	c.parent, c.name = ctx, name
+	return c
+}
 
 func runFrom(ctx context.Context) *runState {
 	s, _ := ctx.Value(runStateKey{}).(*runState)
 	return s
 }
 
-func stepFrom(ctx context.Context) *stepInfo {
-	s, _ := ctx.Value(stepInfoKey{}).(*stepInfo)
+func stepFrom(ctx context.Context) *stepCtx {
+	s, _ := ctx.Value(stepInfoKey{}).(*stepCtx)
 	return s
 }
 
@@ -87,7 +146,7 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	if saved != nil {
 		return savedOutcome[T](name, saved.Result, saved.Failure)
 	}
-	v, err := fn(context.WithValue(ctx, stepInfoKey{}, &stepInfo{x: st.x, name: name}))
+	v, err := fn(st.stepContext(ctx, p.Seq, name))
 	var result, failure []byte
 	if err != nil {
 		var e *Error

@@ -141,12 +141,30 @@ func (a *App) resume(id string) {
 		a.journal.FinishRun(a.base, id, owner, driver.Finish{Status: driver.RunRunning, WakeAt: time.Now().Add(a.cfg.RetryDelay)})
 		return
 	}
-	x := journal.Start(a.journal, run, steps, owner, a.cfg.Lease, a.runReporter(id))
-	a.execute(a.base, f, x, nil)
+	a.execute(a.base, f, a.newExecution(run, steps, owner, time.Now()), nil)
 }
 
-func (a *App) runReporter(id string) func(op string, err error) {
-	return func(op string, err error) { a.log.Error("oke: journal run", "run", id, "op", op, "err", err) }
+// execution is one execution of a journal run and what it needs: its Exec,
+// its context (with its Fx and its first steps' contexts), its final
+// response. One allocation.
+type execution struct {
+	x    journal.Exec
+	rc   runCtx
+	resp driver.Response
+}
+
+// newExecution starts executing run, held by owner; now is the time now.
+func (a *App) newExecution(run driver.Run, saved []driver.Step, owner string, now time.Time) *execution {
+	e := new(execution)
+	e.x.Init(a.journal, run, saved, owner, a.cfg.Lease, (*runReporter)(a), now)
+	return e
+}
+
+// runReporter logs the store failures of journal runs.
+type runReporter App
+
+func (r *runReporter) ReportRun(id, op string, err error) {
+	r.log.Error("oke: journal run", "run", id, "op", op, "err", err)
 }
 
 // outcome of one execution of a run.
@@ -162,9 +180,10 @@ type outcome struct {
 	busy time.Duration
 }
 
-// execute runs the flow's function as x's run and settles the run in the
+// execute runs the flow's function as e's run and settles the run in the
 // journal. in is the decoded input, or nil to decode the run's.
-func (a *App) execute(ctx context.Context, f *flow, x *journal.Exec, in any) outcome {
+func (a *App) execute(ctx context.Context, f *flow, e *execution, in any) outcome {
+	x := &e.x
 	defer x.Stop()
 	run := x.Run
 	id := Identity{Tenant: run.Tenant, Principal: run.Principal}
@@ -172,11 +191,13 @@ func (a *App) execute(ctx context.Context, f *flow, x *journal.Exec, in any) out
 		var derr *Error
 		if in, derr = f.decode(run.Input, nil); derr != nil {
 			err := fmt.Errorf("run %s: its saved input no longer decodes into %s: %w", run.ID, f.inType, derr)
-			return a.finish(ctx, x, outcome{err: err})
+			return a.finish(ctx, e, outcome{err: err})
 		}
 	}
-	fx := &Fx{app: a, flow: f, identity: id, run: x}
-	ctx = context.WithValue(ctx, runStateKey{}, &runState{x: x, fx: fx})
+	rc := &e.rc
+	rc.init(ctx, x, a, f, id)
+	fx := &rc.fx
+	ctx = rc
 	res, _, err := a.callUnary(ctx, f, in, fx)
 	o := outcome{res: res, err: err, nonRead: fx.hasNonRead() || x.Taken() > 0 || x.Saved() > 0}
 	if err != nil && ctx.Err() != nil && a.base.Err() != nil {
@@ -194,12 +215,15 @@ func (a *App) execute(ctx context.Context, f *flow, x *journal.Exec, in any) out
 		o.parked = true
 		o.err = nil
 	}
-	return a.finish(ctx, x, o)
+	return a.finish(ctx, e, o)
 }
 
 // finish records the outcome of an execution in the journal.
-func (a *App) finish(ctx context.Context, x *journal.Exec, o outcome) outcome {
-	ctx = context.WithoutCancel(ctx)
+func (a *App) finish(ctx context.Context, ex *execution, o outcome) outcome {
+	x := &ex.x
+	if ctx.Done() != nil { // a context that has no Done channel is never cancelled
+		ctx = context.WithoutCancel(ctx)
+	}
 	run := x.Run
 	var f driver.Finish
 	switch {
@@ -219,8 +243,8 @@ func (a *App) finish(ctx context.Context, x *journal.Exec, o outcome) outcome {
 		f = driver.Finish{Status: driver.RunFailed, Error: o.err.Error(),
 			Result: &driver.Response{Status: e.Status, ContentType: "application/json", Body: envelopeBytes(e)}}
 	default:
-		f = driver.Finish{Status: driver.RunCompleted, Result: &driver.Response{Status: o.res.status,
-			ContentType: o.res.contentType, Location: o.res.location, Body: o.res.body}}
+		ex.resp = driver.Response{Status: o.res.status, ContentType: o.res.contentType, Location: o.res.location, Body: o.res.body}
+		f = driver.Finish{Status: driver.RunCompleted, Result: &ex.resp}
 	}
 	if err := a.journal.FinishRun(ctx, run.ID, x.Owner, f); err != nil {
 		a.log.Error("oke: settle journal run", "run", run.ID, "err", err)
@@ -239,7 +263,8 @@ func (a *App) finish(ctx context.Context, x *journal.Exec, o outcome) outcome {
 // executes it. claim is nil for a request without a key.
 func (a *App) runDurable(ctx context.Context, f *flow, in any, input []byte, id Identity, claim *idem.Claim) outcome {
 	owner := journal.NewOwner()
-	runID := journal.NewRunID()
+	now := time.Now()
+	runID := journal.NewRunIDAt(now)
 	var idemKey *driver.Key
 	if claim != nil {
 		runID = claim.Row.RunID
@@ -251,7 +276,7 @@ func (a *App) runDurable(ctx context.Context, f *flow, in any, input []byte, id 
 		run, steps, err := a.journal.AcquireRun(ctx, runID, owner, a.cfg.Lease)
 		switch {
 		case err == nil:
-			return a.execute(ctx, f, journal.Start(a.journal, run, steps, owner, a.cfg.Lease, a.runReporter(runID)), nil)
+			return a.execute(ctx, f, a.newExecution(run, steps, owner, time.Now()), nil)
 		case errors.Is(err, driver.ErrNotDue):
 			return a.awaitRun(ctx, runID)
 		case !errors.Is(err, driver.ErrNotFound):
@@ -267,7 +292,7 @@ func (a *App) runDurable(ctx context.Context, f *flow, in any, input []byte, id 
 	if err != nil {
 		return outcome{store: err}
 	}
-	return a.execute(ctx, f, journal.Start(a.journal, run, nil, owner, a.cfg.Lease, a.runReporter(runID)), in)
+	return a.execute(ctx, f, a.newExecution(run, nil, owner, now), in)
 }
 
 // awaitWait bounds how long a request waits for a run held elsewhere

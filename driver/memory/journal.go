@@ -2,8 +2,10 @@ package memory
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -11,11 +13,124 @@ import (
 	"github.com/okengine/oke/driver"
 )
 
-// runEntry is a run with its steps and per-step attempt counts.
+// runEntry is a run with its steps and the attempts of steps not yet saved.
+//
+// Saved steps are appended to one buffer per run, steps, each as a
+// fixed-size header (the lengths of its name, result and failure, its
+// attempts and times) followed by those bytes: saving a step allocates
+// nothing of its own (the buffer grows by doubling), and the journal holds no
+// pointers per step for the GC to scan. Reading the steps back (GetRun,
+// AcquireRun) walks the buffer.
 type runEntry struct {
-	run      driver.Run
-	steps    []driver.Step
-	attempts []int // attempts[seq-1]: attempts started of step seq
+	run    driver.Run
+	steps  []byte
+	nsteps int
+	// Attempts started of the steps not saved yet: startSeq's count in
+	// starts (nearly always the next step), any other seq's in more.
+	startSeq, starts int
+	more             map[int]int
+	result           driver.Response // what run.Result points to once finished
+}
+
+// A step's header in runEntry.steps: name, result and failure lengths
+// (noBytes for nil), attempts, started and finished (Unix nanoseconds, or
+// noTime).
+const (
+	stepHeader = 4*4 + 2*8
+	noBytes    = math.MaxUint32
+	noTime     = math.MinInt64
+)
+
+var le = binary.LittleEndian
+
+// errTooBig: a step's name, result or failure does not fit a header.
+var errTooBig = errors.New("memory: save step: a name, result or failure of 4 GiB or more")
+
+// appendStep appends step to e's steps. size is how many bytes of steps
+// the flow's last finished run kept (0 if none): the buffer is made that
+// big, or it grows by doubling.
+func (e *runEntry) appendStep(step *driver.Step, size int) error {
+	if uint64(len(step.Name)) >= noBytes || uint64(len(step.Result)) >= noBytes || uint64(len(step.Failure)) >= noBytes {
+		return errTooBig
+	}
+	if e.steps == nil {
+		e.steps = make([]byte, 0, max(size, 256, 2*(stepHeader+len(step.Name)+len(step.Result)+len(step.Failure))))
+	}
+	b := le.AppendUint32(e.steps, uint32(len(step.Name)))
+	b = le.AppendUint32(b, lenOf(step.Result))
+	b = le.AppendUint32(b, lenOf(step.Failure))
+	b = le.AppendUint32(b, uint32(step.Attempts))
+	b = le.AppendUint64(b, uint64(nanos(step.StartedAt)))
+	b = le.AppendUint64(b, uint64(nanos(step.FinishedAt)))
+	b = append(b, step.Name...)
+	b = append(b, step.Result...)
+	e.steps = append(b, step.Failure...)
+	e.nsteps++
+	return nil
+}
+
+func lenOf(b []byte) uint32 {
+	if b == nil {
+		return noBytes
+	}
+	return uint32(len(b))
+}
+
+// copySteps returns copies of e's saved steps.
+func (e *runEntry) copySteps() []driver.Step {
+	out := make([]driver.Step, e.nsteps)
+	b := e.steps
+	for i := range out {
+		nname, nres, nfail := le.Uint32(b), le.Uint32(b[4:]), le.Uint32(b[8:])
+		out[i] = driver.Step{Seq: i + 1, Attempts: int(le.Uint32(b[12:])),
+			StartedAt: fromNanos(int64(le.Uint64(b[16:]))), FinishedAt: fromNanos(int64(le.Uint64(b[24:])))}
+		b = b[stepHeader:]
+		out[i].Name, b = string(b[:nname]), b[nname:]
+		out[i].Result, b = take(b, nres)
+		out[i].Failure, b = take(b, nfail)
+	}
+	return out
+}
+
+// take returns a copy of the first n bytes of b (nil for noBytes) and the
+// rest.
+func take(b []byte, n uint32) ([]byte, []byte) {
+	if n == noBytes {
+		return nil, b
+	}
+	return slices.Clone(b[:n:n]), b[n:]
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return noTime
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == noTime {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// attempts returns a pointer to the attempts counter of unsaved step seq.
+func (e *runEntry) attempts(seq int) *int {
+	if seq != e.startSeq {
+		if e.starts != 0 {
+			if e.more == nil {
+				e.more = make(map[int]int)
+			}
+			e.more[e.startSeq] = e.starts
+		}
+		e.startSeq, e.starts = seq, 0
+		if n, ok := e.more[seq]; ok {
+			e.starts = n
+			delete(e.more, seq)
+		}
+	}
+	return &e.starts
 }
 
 func copyRun(r *driver.Run) driver.Run {
@@ -31,16 +146,6 @@ func copyRun(r *driver.Run) driver.Run {
 		c.Result = &res
 	}
 	return c
-}
-
-func copySteps(steps []driver.Step) []driver.Step {
-	out := make([]driver.Step, len(steps))
-	for i, s := range steps {
-		out[i] = s
-		out[i].Result = slices.Clone(s.Result)
-		out[i].Failure = slices.Clone(s.Failure)
-	}
-	return out
 }
 
 // due reports whether AcquireRun would take e at now.
@@ -95,12 +200,24 @@ func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Durat
 		run.LeaseUntil = now.Add(lease)
 		run.Attempts = 1
 	}
-	e := &runEntry{run: copyRun(&run), steps: make([]driver.Step, 0, 16), attempts: make([]int, 0, 16)}
+	e := &runEntry{run: run}
+	e.run.Input = slices.Clone(run.Input)
+	if run.IdemKey != nil {
+		k := *run.IdemKey
+		e.run.IdemKey = &k
+	}
+	if run.Result != nil {
+		res := *run.Result
+		res.Body = slices.Clone(res.Body)
+		e.run.Result = &res
+	}
 	d.runs[run.ID] = e
 	if run.DedupeKey != "" {
 		d.dedupe[run.DedupeKey] = run.ID
 	}
-	return copyRun(&e.run), nil
+	// run is the caller's, with the fields the driver set: its slices and
+	// pointers are the caller's own, not the driver's.
+	return run, nil
 }
 
 // GetRun implements driver.Journal.
@@ -114,7 +231,7 @@ func (d *Driver) GetRun(ctx context.Context, id string) (driver.Run, []driver.St
 	if !ok {
 		return driver.Run{}, nil, driver.ErrNotFound
 	}
-	return copyRun(&e.run), copySteps(e.steps), nil
+	return copyRun(&e.run), e.copySteps(), nil
 }
 
 // ListRuns implements driver.Journal.
@@ -168,7 +285,7 @@ func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Du
 	r.LeaseUntil = now.Add(lease)
 	r.Attempts++
 	r.UpdatedAt = now
-	return copyRun(r), copySteps(e.steps), nil
+	return copyRun(r), e.copySteps(), nil
 }
 
 // heldRun returns the run id held by owner.
@@ -209,11 +326,9 @@ func (d *Driver) StartStep(ctx context.Context, id, owner string, seq int, name 
 	if seq < 1 {
 		return 0, fmt.Errorf("memory: start step: seq %d", seq)
 	}
-	for len(e.attempts) < seq {
-		e.attempts = append(e.attempts, 0)
-	}
-	e.attempts[seq-1]++
-	return e.attempts[seq-1], nil
+	n := e.attempts(seq)
+	*n++
+	return *n, nil
 }
 
 // SaveStep implements driver.Journal.
@@ -227,12 +342,21 @@ func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Ste
 	if err != nil {
 		return err
 	}
-	if step.Seq != len(e.steps)+1 {
+	if step.Seq != e.nsteps+1 {
 		return driver.ErrStepOrder
 	}
-	step.Result = slices.Clone(step.Result)
-	step.Failure = slices.Clone(step.Failure)
-	e.steps = append(e.steps, step)
+	size := 0
+	if e.steps == nil {
+		size = d.stepBytes[e.run.Flow]
+	}
+	if err := e.appendStep(&step, size); err != nil {
+		return err
+	}
+	if step.Seq == e.startSeq {
+		e.startSeq, e.starts = 0, 0
+	} else if e.more != nil {
+		delete(e.more, step.Seq)
+	}
 	if e.run.UpdatedAt = step.FinishedAt; step.FinishedAt.IsZero() {
 		e.run.UpdatedAt = d.now()
 	}
@@ -256,15 +380,18 @@ func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finis
 		return err
 	}
 	r := &e.run
+	if f.Status.Finished() && len(e.steps) > 0 {
+		d.stepBytes[r.Flow] = len(e.steps)
+	}
 	r.Status = f.Status
 	r.Owner = ""
 	r.LeaseUntil = time.Time{}
 	r.WakeAt = f.WakeAt
 	r.Error = f.Error
 	if f.Result != nil {
-		res := *f.Result
-		res.Body = slices.Clone(res.Body)
-		r.Result = &res
+		e.result = *f.Result
+		e.result.Body = slices.Clone(f.Result.Body)
+		r.Result = &e.result
 	}
 	r.UpdatedAt = d.now()
 	return nil

@@ -19,9 +19,12 @@ type Driver struct {
 	rows   map[driver.Key]*driver.Row
 	runs   map[string]*runEntry
 	dedupe map[string]string // dedupe key → run ID
-	claims map[string]string // business key → run ID
-	now    func() time.Time
-	closed bool
+	// stepBytes: flow → how many bytes of steps its last finished run
+	// kept, so that the next run's buffer is made the right size at once.
+	stepBytes map[string]int
+	claims    map[string]string // business key → run ID
+	now       func() time.Time
+	closed    bool
 }
 
 var (
@@ -32,7 +35,7 @@ var (
 // Option configures a Driver.
 type Option func(*Driver)
 
-// WithClock makes the driver read time from now instead of time.Now. Tests
+// WithClock makes the driver read time from now instead of its own clock. Tests
 // use it to move leases and TTLs forward without sleeping.
 func WithClock(now func() time.Time) Option {
 	return func(d *Driver) { d.now = now }
@@ -41,16 +44,26 @@ func WithClock(now func() time.Time) Option {
 // New returns an empty in-memory driver.
 func New(opts ...Option) *Driver {
 	d := &Driver{
-		rows:   make(map[driver.Key]*driver.Row),
-		runs:   make(map[string]*runEntry),
-		dedupe: make(map[string]string),
-		claims: make(map[string]string),
-		now:    time.Now,
+		rows:      make(map[driver.Key]*driver.Row),
+		runs:      make(map[string]*runEntry),
+		dedupe:    make(map[string]string),
+		stepBytes: make(map[string]int),
+		claims:    make(map[string]string),
+		now:       clock(),
 	}
 	for _, o := range opts {
 		o(d)
 	}
 	return d
+}
+
+// clock returns the driver's own clock: the wall time when it was made plus
+// the monotonic time since, which is time.Now read with one clock instead of
+// two. It keeps its monotonic reading, as time.Now's does; it differs from
+// time.Now only if the wall clock is set while the driver lives.
+func clock() func() time.Time {
+	base := time.Now()
+	return func() time.Time { return base.Add(time.Since(base)) }
 }
 
 func (d *Driver) check(ctx context.Context) error {

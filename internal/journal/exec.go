@@ -45,13 +45,26 @@ func (e *MismatchError) Error() string { return e.Message }
 
 // NewRunID returns a new run ID: "run_", the time in milliseconds (hex, so
 // IDs sort roughly by creation), a random per-process part and a counter —
-// unique across processes without a random read per run.
+// unique across processes without a random read per run. The time is the
+// process's start plus the monotonic time since: one clock read, and IDs of
+// one process never go back when the wall clock is set back.
 func NewRunID() string {
-	return "run_" + strconv.FormatInt(time.Now().UnixMilli(), 16) + runPrefix + strconv.FormatUint(runSeq.Add(1), 36)
+	return NewRunIDAt(processStart.Add(time.Since(processStart)))
+}
+
+// NewRunIDAt is NewRunID with the time now given.
+func NewRunIDAt(now time.Time) string {
+	var b [64]byte
+	id := append(b[:0], "run_"...)
+	id = strconv.AppendInt(id, now.UnixMilli(), 16)
+	id = append(id, runPrefix...)
+	id = strconv.AppendUint(id, runSeq.Add(1), 36)
+	return string(id)
 }
 
 var (
-	runPrefix = func() string {
+	processStart = time.Now()
+	runPrefix    = func() string {
 		var b [6]byte
 		rand.Read(b[:])
 		return hex.EncodeToString(b[:]) + "_"
@@ -80,7 +93,7 @@ type Exec struct {
 	Run    driver.Run
 	Owner  string
 	Lease  time.Duration
-	report func(op string, err error)
+	report Reporter
 
 	mu      sync.Mutex
 	saved   []driver.Step
@@ -91,33 +104,59 @@ type Exec struct {
 	parked  bool
 	wakeAt  time.Time
 	failed  error // ErrSaveFailed / ErrLostLease once hit
-	keeper  *lease.Keeper
+	keeper  lease.Keeper
+	base    time.Time // when the execution began, with a monotonic reading
+}
+
+// Reporter is told of the store failures an execution hits (a failed save,
+// a failed lease renewal), for logs.
+type Reporter interface {
+	ReportRun(runID, op string, err error)
 }
 
 // Start wraps an acquired or created run for execution and starts renewing
-// its lease.
-func Start(j driver.Journal, run driver.Run, saved []driver.Step, owner string, lease time.Duration, report func(op string, err error)) *Exec {
-	x := &Exec{J: j, Run: run, Owner: owner, Lease: lease, saved: saved, report: report}
-	x.taken = x.takeBuf[:0]
-	x.arm()
+// its lease. report may be nil.
+func Start(j driver.Journal, run driver.Run, saved []driver.Step, owner string, lease time.Duration, report Reporter) *Exec {
+	x := new(Exec)
+	x.Init(j, run, saved, owner, lease, report, time.Now())
 	return x
 }
 
-func (x *Exec) arm() {
-	x.keeper = lease.Keep(x.Lease, func(ctx context.Context, d time.Duration) error {
-		return x.J.RenewRun(ctx, x.Run.ID, x.Owner, d)
-	}, func() {
-		x.mu.Lock()
-		if x.failed == nil {
-			x.failed = ErrLostLease
-		}
-		x.mu.Unlock()
-	}, func(err error) {
-		if x.report != nil {
-			x.report("renew run lease", err)
-		}
-	})
+// Init is Start for an Exec the caller allocated (as part of a larger
+// struct): it must be new, and must not move or be copied afterwards. now is
+// the time now, read by the caller (with its monotonic reading, as
+// time.Now gives it): the step timings count from it.
+func (x *Exec) Init(j driver.Journal, run driver.Run, saved []driver.Step, owner string, lease time.Duration, report Reporter, now time.Time) {
+	x.J, x.Run, x.Owner, x.Lease, x.saved, x.report = j, run, owner, lease, saved, report
+	x.taken = x.takeBuf[:0]
+	x.base = now
+	x.keeper.Start(lease, (*holder)(x))
 }
+
+// holder is the Exec as the lease.Holder of its run's lease.
+type holder Exec
+
+func (h *holder) Renew(ctx context.Context, d time.Duration) error {
+	return h.J.RenewRun(ctx, h.Run.ID, h.Owner, d)
+}
+
+func (h *holder) Lost() {
+	h.mu.Lock()
+	if h.failed == nil {
+		h.failed = ErrLostLease
+	}
+	h.mu.Unlock()
+}
+
+func (h *holder) RenewFailed(err error) {
+	if h.report != nil {
+		h.report.ReportRun(h.Run.ID, "renew run lease", err)
+	}
+}
+
+// now returns the time for a step's timings: the execution's start plus the
+// monotonic time since, which reads one clock instead of time.Now's two.
+func (x *Exec) now() time.Time { return x.base.Add(time.Since(x.base)).UTC() }
 
 // Stop ends lease renewal.
 func (x *Exec) Stop() { x.keeper.Stop() }
@@ -220,14 +259,14 @@ func (x *Exec) Next(ctx context.Context, name string) (saved *driver.Step, p Pen
 	if err != nil {
 		return nil, p, x.fail(err)
 	}
-	return nil, Pending{Seq: seq, Name: name, Attempts: attempts, Started: time.Now().UTC()}, nil
+	return nil, Pending{Seq: seq, Name: name, Attempts: attempts, Started: x.now()}, nil
 }
 
 // Save saves the outcome of a step Next returned as pending: the JSON of its
 // result, or the JSON of a declared failure.
 func (x *Exec) Save(ctx context.Context, p Pending, result, failure []byte) error {
 	step := driver.Step{Seq: p.Seq, Name: p.Name, Result: result, Failure: failure, Attempts: p.Attempts,
-		StartedAt: p.Started, FinishedAt: time.Now().UTC()}
+		StartedAt: p.Started, FinishedAt: x.now()}
 	if err := x.J.SaveStep(ctx, x.Run.ID, x.Owner, step); err != nil {
 		return x.fail(err)
 	}
@@ -268,7 +307,7 @@ func (x *Exec) fail(err error) error {
 		}
 	}
 	if x.report != nil {
-		x.report("save step", err)
+		x.report.ReportRun(x.Run.ID, "save step", err)
 	}
 	return x.failed
 }

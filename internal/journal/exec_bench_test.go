@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/driver/file"
 	"github.com/okengine/oke/driver/memory"
 )
 
@@ -34,6 +35,43 @@ func BenchmarkStep(b *testing.B) {
 			b.StartTimer()
 		}
 		x.Step(ctx, names[i%1000], func(context.Context) ([]byte, []byte, error) { return result, nil, nil })
+		i++
+	}
+	x.Stop()
+}
+
+// BenchmarkStepFile is BenchmarkStep on the file driver: StartStep, the
+// function, and SaveStep, which returns after an fsync.
+func BenchmarkStepFile(b *testing.B) {
+	ctx := context.Background()
+	d, err := file.Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	names := make([]string, 1000)
+	for i := range names {
+		names[i] = "step " + strconv.Itoa(i)
+	}
+	result := []byte(`{"n":1,"name":"step 1"}`)
+	var x *Exec
+	i := 0
+	for b.Loop() {
+		if i%1000 == 0 {
+			b.StopTimer()
+			if x != nil {
+				x.Stop()
+			}
+			run, err := d.CreateRun(ctx, driver.Run{ID: NewRunID(), Flow: "f", Owner: "o"}, time.Minute)
+			if err != nil {
+				b.Fatal(err)
+			}
+			x = Start(d, run, nil, "o", time.Minute, nil)
+			b.StartTimer()
+		}
+		if _, _, err := x.Step(ctx, names[i%1000], func(context.Context) ([]byte, []byte, error) { return result, nil, nil }); err != nil {
+			b.Fatal(err)
+		}
 		i++
 	}
 	x.Stop()

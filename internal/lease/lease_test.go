@@ -57,3 +57,52 @@ func TestKeeperStopsWhenTheLeaseIsLost(t *testing.T) {
 		t.Fatalf("renewals %d, errors %d, losses %d; want 2, 1, 1", n.Load(), errs.Load(), lost.Load())
 	}
 }
+
+func TestLeaseStoppedEarlyIsNeverRenewed(t *testing.T) {
+	var n atomic.Int64
+	k := Keep(300*time.Millisecond, func(ctx context.Context, d time.Duration) error {
+		n.Add(1)
+		return nil
+	}, nil, nil)
+	k.Stop()
+	time.Sleep(400 * time.Millisecond)
+	if n.Load() != 0 {
+		t.Fatalf("a lease stopped at once was renewed %d times", n.Load())
+	}
+}
+
+func TestLeasesOfOneLengthAreEachRenewed(t *testing.T) {
+	const leases = 50
+	var counts [leases]atomic.Int64
+	keepers := make([]*Keeper, leases)
+	for i := range keepers {
+		keepers[i] = Keep(30*time.Millisecond, func(ctx context.Context, d time.Duration) error {
+			counts[i].Add(1)
+			return nil
+		}, nil, nil)
+	}
+	// Stopping some leaves the others renewed.
+	for i := 0; i < leases; i += 2 {
+		keepers[i].Stop()
+	}
+	stopped := make([]int64, leases)
+	for i := 0; i < leases; i += 2 {
+		stopped[i] = counts[i].Load()
+	}
+	eventually(t, "two renewals of each lease still held", func() bool {
+		for i := 1; i < leases; i += 2 {
+			if counts[i].Load() < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	for i := 0; i < leases; i += 2 {
+		if got := counts[i].Load(); got > stopped[i]+1 { // at most one renewal already under way
+			t.Errorf("lease %d: renewals went on after Stop: %d → %d", i, stopped[i], got)
+		}
+	}
+	for i := 1; i < leases; i += 2 {
+		keepers[i].Stop()
+	}
+}
