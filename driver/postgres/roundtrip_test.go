@@ -200,7 +200,9 @@ func TestRoundTripsPerOperation(t *testing.T) {
 // TestRoundTripsPerKeyedRequest counts what a keyed POST costs end to end,
 // through oke's HTTP handling on the Postgres driver: a replay is one round
 // trip (the claim statement returns the stored response), a live request
-// two (claim; complete) plus the flow's own statements.
+// two (claim; complete) plus the flow's own statements; a live request whose
+// flow writes through Fx.Tx (its write and the stored response commit
+// together) five: claim; BEGIN, INSERT, complete, COMMIT.
 func TestRoundTripsPerKeyedRequest(t *testing.T) {
 	t.Parallel()
 	d, rt := roundTripDriver(t)
@@ -212,38 +214,61 @@ func TestRoundTripsPerKeyedRequest(t *testing.T) {
 			runs.Add(1)
 			return oke.Created(map[string]any{"id": "ch_1", "amount": in.Amount}, "/charges/ch_1"), nil
 		}))
+	table := pgx.Identifier{d.Schema(), "charges"}.Sanitize()
+	if _, err := d.Pool().Exec(t.Context(), `CREATE TABLE `+table+` (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, amount bigint NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	app.Handle(oke.POST("/charges-tx"), oke.NewFlow("payments.charge-tx",
+		oke.Options{Idempotency: oke.Required},
+		func(ctx context.Context, in struct{ Amount int64 }, fx *oke.Fx) (oke.Response[map[string]any], error) {
+			runs.Add(1)
+			tx, err := fx.Tx(ctx)
+			if err != nil {
+				return oke.Response[map[string]any]{}, err
+			}
+			var id int64
+			if err := tx.QueryRow(ctx, `INSERT INTO `+table+` (amount) VALUES ($1) RETURNING id`, in.Amount).Scan(&id); err != nil {
+				return oke.Response[map[string]any]{}, err
+			}
+			return oke.Created(map[string]any{"id": id, "amount": in.Amount}, fmt.Sprint("/charges/", id)), nil
+		}))
 	if err := app.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { app.Close(context.Background()) })
 
-	post := func(key string) *httptest.ResponseRecorder {
+	post := func(path, key string) *httptest.ResponseRecorder {
 		t.Helper()
-		r := httptest.NewRequestWithContext(mark(t.Context()), http.MethodPost, "/charges", strings.NewReader(`{"Amount":1000}`))
+		r := httptest.NewRequestWithContext(mark(t.Context()), http.MethodPost, path, strings.NewReader(`{"Amount":1000}`))
 		r.Header.Set("Idempotency-Key", key)
 		r.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
 		app.ServeHTTP(w, r)
 		return w
 	}
-	post("warm-up-key-000000000001") // prepares the claim and complete statements
-	if w := post("warm-up-key-000000000001"); w.Code != http.StatusCreated {
-		t.Fatalf("warm-up replay: %d %s", w.Code, w.Body)
+	// Warm up: prepare every statement on the one connection.
+	for _, path := range []string{"/charges", "/charges-tx"} {
+		post(path, "warm-up-key-000000000001")
+		if w := post(path, "warm-up-key-000000000001"); w.Code != http.StatusCreated {
+			t.Fatalf("warm-up replay %s: %d %s", path, w.Code, w.Body)
+		}
 	}
 	rt.take()
 
 	for _, tc := range []struct {
 		name      string
-		key       string
+		path, key string
 		wantTrips int64
 		replayed  bool
 	}{
-		{"live request: claim, complete", "charge-key-0000000000001", 2, false},
-		{"replay: the claim returns the stored response", "charge-key-0000000000001", 1, true},
-		{"second replay", "charge-key-0000000000001", 1, true},
+		{"live request: claim, complete", "/charges", "charge-key-0000000000001", 2, false},
+		{"replay: the claim returns the stored response", "/charges", "charge-key-0000000000001", 1, true},
+		{"second replay", "/charges", "charge-key-0000000000001", 1, true},
+		{"live request with Fx.Tx: claim; begin, insert, complete, commit", "/charges-tx", "charge-key-0000000000002", 5, false},
+		{"replay of a request that used Fx.Tx", "/charges-tx", "charge-key-0000000000002", 1, true},
 	} {
 		before := runs.Load()
-		w := post(tc.key)
+		w := post(tc.path, tc.key)
 		writes, queries, sqls := rt.take()
 		if w.Code != http.StatusCreated || (w.Header().Get("Idempotent-Replayed") == "true") != tc.replayed {
 			t.Fatalf("%s: %d %q (Idempotent-Replayed %q), want 201, replayed %v", tc.name, w.Code, w.Body,
