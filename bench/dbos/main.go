@@ -33,13 +33,45 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// counter counts the statements sent on a pool (one round trip each once
+// pgx has prepared them) and the transactions that end in a commit; with
+// -count the program prints them per request when it stops.
+type counter struct {
+	statements, commits, requests atomic.Int64
+
+	mu    sync.Mutex
+	bySQL map[string]int64 // statements by their first words
+}
+
+func (c *counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	c.statements.Add(1)
+	words := strings.Fields(data.SQL)
+	key := strings.Join(words[:min(len(words), 7)], " ")
+	c.mu.Lock()
+	if c.bySQL == nil {
+		c.bySQL = map[string]int64{}
+	}
+	c.bySQL[key]++
+	c.mu.Unlock()
+	if strings.EqualFold(strings.TrimSpace(data.SQL), "commit") {
+		c.commits.Add(1)
+	}
+	return ctx
+}
+
+func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // The demo's charges table (examples/payments/app/schema_postgres.sql).
 const schema = `CREATE TABLE IF NOT EXISTS charges (
@@ -71,9 +103,10 @@ type Charge struct {
 }
 
 type server struct {
-	dctx dbos.Context
-	pool *pgxpool.Pool
-	ds   *dbos.DataSource // with -tx
+	count *counter
+	dctx  dbos.Context
+	pool  *pgxpool.Pool
+	ds    *dbos.DataSource // with -tx
 }
 
 // charge is the workflow: one step that inserts the charge.
@@ -95,6 +128,7 @@ func (s *server) charge(ctx dbos.Context, in ChargeIn) (Charge, error) {
 }
 
 func (s *server) serveCharge(w http.ResponseWriter, r *http.Request) {
+	s.count.requests.Add(1)
 	key := r.Header.Get("Idempotency-Key")
 	if len(key) < 16 || len(key) > 255 {
 		fail(w, http.StatusBadRequest, "IdempotencyKeyInvalid", "Idempotency-Key must be 16–255 printable ASCII characters.")
@@ -138,23 +172,28 @@ func main() {
 	dsn := flag.String("postgres", "", "the `DSN` of this program's database (DBOS's system tables and the charges table)")
 	poolSize := flag.Int("pool", 20, "`connections` in the charges pool (DBOS's system pool keeps its own default, 20)")
 	useTx := flag.Bool("tx", false, "insert with RunAsTransaction (the insert and DBOS's step record in one transaction) instead of RunAsStep")
+	count := flag.Bool("count", false, "count the statements and explicit commits on both pools, and print them per request on exit")
 	flag.Parse()
 	if *dsn == "" {
 		log.Fatal("dbos: -postgres is required")
 	}
-	if err := run(*addr, *dsn, *poolSize, *useTx); err != nil {
+	if err := run(*addr, *dsn, *poolSize, *useTx, *count); err != nil {
 		log.Fatalf("dbos: %v", err)
 	}
 }
 
-func run(addr, dsn string, poolSize int, useTx bool) error {
+func run(addr, dsn string, poolSize int, useTx, count bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	cnt := &counter{}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return err
 	}
 	cfg.MaxConns = int32(poolSize)
+	if count {
+		cfg.ConnConfig.Tracer = cnt
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err
@@ -163,15 +202,48 @@ func run(addr, dsn string, poolSize int, useTx bool) error {
 	if _, err := pool.Exec(ctx, schema); err != nil {
 		return fmt.Errorf("create charges: %w", err)
 	}
-	dctx, err := dbos.NewContext(ctx, dbos.Config{
+	dcfg := dbos.Config{
 		AppName:     "oke-bench-dbos",
 		DatabaseURL: dsn,
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+	if count {
+		// DBOS's own pool, as NewSystemDatabase makes it for a DatabaseURL
+		// (20 connections unless the DSN says pool_max_conns), traced.
+		scfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(dsn, "pool_max_conns") {
+			scfg.MaxConns = 20
+		}
+		scfg.MaxConnLifetime, scfg.MaxConnIdleTime = time.Hour, 5*time.Minute
+		scfg.ConnConfig.Tracer = cnt
+		if dcfg.SystemDBPool, err = pgxpool.NewWithConfig(ctx, scfg); err != nil {
+			return err
+		}
+		defer dcfg.SystemDBPool.Close()
+		defer func() {
+			n := max(cnt.requests.Load(), 1)
+			fmt.Fprintf(os.Stderr, "dbos: %d requests: %.2f statements, %.2f explicit commits per request\n",
+				cnt.requests.Load(), float64(cnt.statements.Load())/float64(n), float64(cnt.commits.Load())/float64(n))
+			keys := make([]string, 0, len(cnt.bySQL))
+			for k := range cnt.bySQL {
+				keys = append(keys, k)
+			}
+			sort.Slice(keys, func(i, j int) bool { return cnt.bySQL[keys[i]] > cnt.bySQL[keys[j]] })
+			for _, k := range keys {
+				if per := float64(cnt.bySQL[k]) / float64(n); per >= 0.01 {
+					fmt.Fprintf(os.Stderr, "  %5.2f  %s\n", per, k)
+				}
+			}
+		}()
+	}
+	dctx, err := dbos.NewContext(ctx, dcfg)
 	if err != nil {
 		return err
 	}
-	s := &server{dctx: dctx, pool: pool}
+	s := &server{count: cnt, dctx: dctx, pool: pool}
 	if useTx {
 		if s.ds, err = dbos.NewDataSource(dctx, pool, dbos.WithDataSourceName("charges")); err != nil {
 			return err
