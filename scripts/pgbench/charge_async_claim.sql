@@ -1,6 +1,9 @@
 -- charge.sql with the claim's commit not waiting for its WAL flush
 -- (SET LOCAL synchronous_commit = off): the experiment of docs/BENCHMARKS.md
--- section 6. The completing transaction still commits synchronously.
+-- section 6. The completing transaction still commits synchronously. The
+-- claim's BEGIN, SET LOCAL, claim and COMMIT go in one pipeline (one round
+-- trip, as a driver would send them with a pgx Batch); without it the three
+-- extra round trips cost more than the flush saves (charge_async_claim_rt.sql).
 --
 -- Generated from driver/postgres/rows.go (claimSQL, Complete; schema "oke")
 -- and examples/payments/app/charges.go (the charge INSERT); keep in step with
@@ -15,6 +18,7 @@
 \set key (:run * 1000 + :client_id) * 1000000000 + :n
 \set owner :key
 
+\startpipeline
 BEGIN;
 
 SET LOCAL synchronous_commit = off;
@@ -54,6 +58,7 @@ LEFT JOIN up ON true
 LEFT JOIN old ON true;
 
 COMMIT;
+\endpipeline
 
 BEGIN;
 
