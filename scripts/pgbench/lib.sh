@@ -3,11 +3,10 @@
 # OKE_BENCH_PG is the server, without a database: postgres://user@host:port
 # (default postgres://postgres@127.0.0.1:5432, what scripts/pg starts). The
 # user must be allowed to create databases. Every database made here is
-# called oke_bench_*, and dropped by pgb_cleanup.
+# called oke_bench_<name>_<pid of the script>, and dropped by pgb_cleanup.
 
 OKE_BENCH_PG="${OKE_BENCH_PG:-postgres://postgres@127.0.0.1:5432}"
 pgb_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-pgb_dbs=()
 
 pgb_say() { echo "$(basename "$0"): $*" >&2; }
 
@@ -56,18 +55,19 @@ pgb_need() {
 # pgb_psql runs psql on database $1 with the rest of the arguments.
 pgb_psql() { local db=$1; shift; psql "$OKE_BENCH_PG/$db?sslmode=disable" -X -v ON_ERROR_STOP=1 -qAt "$@"; }
 
-# pgb_createdb creates a fresh database oke_bench_<$1>_<pid> and prints its name.
+# pgb_createdb creates a fresh database oke_bench_<$1>_<pid> and prints its
+# name ($$ is the script's pid, also in the subshell of db=$(pgb_createdb x)).
 pgb_createdb() {
 	local db="oke_bench_$1_$$"
 	pgb_psql postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >&2
-	pgb_dbs+=("$db")
 	echo "$db"
 }
 
-# pgb_cleanup drops the databases pgb_createdb made (call it from a trap).
+# pgb_cleanup drops the databases pgb_createdb made in this script (call it
+# from a trap).
 pgb_cleanup() {
 	local db
-	for db in "${pgb_dbs[@]}"; do
+	for db in $(pgb_psql postgres -c "SELECT datname FROM pg_database WHERE datname ~ '^oke_bench_[a-z0-9]+_$$\$'" 2>/dev/null); do
 		pgb_psql postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
 	done
 }
