@@ -1,0 +1,284 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/okengine/oke"
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/driver/postgres"
+)
+
+// Round trips are a behaviour, not a timing: each one is a network hop to
+// the server and back, and under load a request's latency and the server's
+// throughput follow them. These tests count them exactly.
+//
+// A round trip is counted where it happens: one write of the client's
+// buffered messages to the socket, answered by the server before the next
+// write (pgx sends a statement's Bind/Execute/Sync, or a Parse/Describe/Sync,
+// in one write, and waits for ReadyForQuery). The counts are taken on a
+// one-connection pool with its statements already prepared (pgx caches them
+// per connection: the first use of a statement on a connection costs one
+// more round trip, to prepare it), and with the pool's liveness ping off
+// (pgxpool pings a connection that sat idle for a second; never under load).
+
+// roundTrips counts the writes to the server's socket, which are the round
+// trips (see above), and the statements pgx sends, per context marker.
+type roundTrips struct {
+	writes  atomic.Int64
+	queries atomic.Int64 // statements run (pgx QueryTracer), marked contexts only
+	sqls    atomic.Pointer[[]string]
+}
+
+type countKey struct{}
+
+// mark returns a context whose statements the tracer counts.
+func mark(ctx context.Context) context.Context { return context.WithValue(ctx, countKey{}, true) }
+
+func (rt *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if ctx.Value(countKey{}) != nil {
+		rt.queries.Add(1)
+		for {
+			old := rt.sqls.Load()
+			var next []string
+			if old != nil {
+				next = append(next, *old...)
+			}
+			sql := strings.Join(strings.Fields(data.SQL), " ")
+			if len(sql) > 60 {
+				sql = sql[:60] + "…"
+			}
+			next = append(next, sql)
+			if rt.sqls.CompareAndSwap(old, &next) {
+				break
+			}
+		}
+	}
+	return ctx
+}
+
+func (rt *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// take returns the counts since the last take and resets them.
+func (rt *roundTrips) take() (writes, queries int64, sqls []string) {
+	if p := rt.sqls.Swap(nil); p != nil {
+		sqls = *p
+	}
+	return rt.writes.Swap(0), rt.queries.Swap(0), sqls
+}
+
+// countingConn counts writes to the server.
+type countingConn struct {
+	net.Conn
+	rt *roundTrips
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	c.rt.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// roundTripDriver returns a migrated driver on a schema of its own whose one
+// connection counts its round trips.
+func roundTripDriver(t *testing.T) (*postgres.Driver, *roundTrips) {
+	t.Helper()
+	url, admin := server(t)
+	schema := fmt.Sprintf("oke_test_%d_%d", os.Getpid(), schemaSeq.Add(1))
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &roundTrips{}
+	cfg.MaxConns, cfg.MinConns = 1, 0
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	cfg.ConnConfig.Tracer = rt
+	dial := cfg.ConnConfig.DialFunc
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{Conn: c, rt: rt}, nil
+	}
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := postgres.Open(t.Context(), "", postgres.WithPool(pool), postgres.WithSchema(schema))
+	if err != nil {
+		pool.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		d.Close()
+		pool.Close()
+		_, err := admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	if err := d.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return d, rt
+}
+
+func TestRoundTripsPerOperation(t *testing.T) {
+	t.Parallel()
+	d, rt := roundTripDriver(t)
+	ctx := t.Context()
+	claim := func(ctx context.Context, key, owner string) driver.ClaimResult {
+		t.Helper()
+		res, err := d.Claim(ctx, driver.ClaimRequest{
+			Key:         driver.Key{Tenant: "t", Principal: "anon", Flow: "payments.charge", Key: key},
+			Fingerprint: "fp", Owner: owner, Lease: 30 * time.Second, TTL: time.Hour,
+		})
+		if err != nil {
+			t.Fatalf("claim %s: %v", key, err)
+		}
+		return res
+	}
+	complete := func(ctx context.Context, key, owner string) {
+		t.Helper()
+		err := d.Complete(ctx, driver.Key{Tenant: "t", Principal: "anon", Flow: "payments.charge", Key: key}, owner,
+			driver.Response{Status: 201, ContentType: "application/json", Body: []byte(`{"id":"ch_1"}`)}, time.Hour)
+		if err != nil {
+			t.Fatalf("complete %s: %v", key, err)
+		}
+	}
+	// Warm up: the one connection prepares the claim and complete
+	// statements (a round trip each, once per connection).
+	claim(ctx, "warm-up-key-000000000001", "o0")
+	complete(ctx, "warm-up-key-000000000001", "o0")
+	rt.take()
+
+	check := func(op string, wantTrips int64, f func(ctx context.Context)) {
+		t.Helper()
+		f(mark(ctx))
+		writes, queries, sqls := rt.take()
+		if writes != wantTrips || queries != wantTrips {
+			t.Errorf("%s: %d round trips (%d statements: %q), want %d", op, writes, queries, sqls, wantTrips)
+		}
+	}
+	check("live claim of a new key", 1, func(ctx context.Context) {
+		if res := claim(ctx, "charge-key-0000000000001", "o1"); !res.Claimed {
+			t.Fatalf("claim of a new key: not claimed: %+v", res)
+		}
+	})
+	check("complete (store the response)", 1, func(ctx context.Context) {
+		complete(ctx, "charge-key-0000000000001", "o1")
+	})
+	check("replay of a completed key", 1, func(ctx context.Context) {
+		res := claim(ctx, "charge-key-0000000000001", "o2")
+		if res.Claimed || res.Row.State != driver.Completed || res.Row.Response == nil ||
+			string(res.Row.Response.Body) != `{"id":"ch_1"}` {
+			t.Fatalf("claim of a completed key: %+v, want the stored response", res)
+		}
+	})
+	check("claim of a key still running", 1, func(ctx context.Context) {
+		claim(ctx, "charge-key-0000000000002", "o3")
+	})
+	rt.take()
+	check("in progress (a second claim of a running key)", 1, func(ctx context.Context) {
+		if res := claim(ctx, "charge-key-0000000000002", "o4"); res.Claimed || res.Row.State != driver.Running {
+			t.Fatalf("claim of a running key: %+v, want not claimed, running", res)
+		}
+	})
+}
+
+// TestRoundTripsPerKeyedRequest counts what a keyed POST costs end to end,
+// through oke's HTTP handling on the Postgres driver: a replay is one round
+// trip (the claim statement returns the stored response), a live request
+// two (claim; complete) plus the flow's own statements; a live request whose
+// flow writes through Fx.Tx (its write and the stored response commit
+// together) five: claim; BEGIN, INSERT, complete, COMMIT.
+func TestRoundTripsPerKeyedRequest(t *testing.T) {
+	t.Parallel()
+	d, rt := roundTripDriver(t)
+	app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1})
+	var runs atomic.Int64
+	app.Handle(oke.POST("/charges"), oke.NewFlow("payments.charge",
+		oke.Options{Idempotency: oke.Required, Effects: []oke.Effect{oke.EffectWrite}},
+		func(ctx context.Context, in struct{ Amount int64 }, fx *oke.Fx) (oke.Response[map[string]any], error) {
+			runs.Add(1)
+			return oke.Created(map[string]any{"id": "ch_1", "amount": in.Amount}, "/charges/ch_1"), nil
+		}))
+	table := pgx.Identifier{d.Schema(), "charges"}.Sanitize()
+	if _, err := d.Pool().Exec(t.Context(), `CREATE TABLE `+table+` (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, amount bigint NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	app.Handle(oke.POST("/charges-tx"), oke.NewFlow("payments.charge-tx",
+		oke.Options{Idempotency: oke.Required},
+		func(ctx context.Context, in struct{ Amount int64 }, fx *oke.Fx) (oke.Response[map[string]any], error) {
+			runs.Add(1)
+			tx, err := fx.Tx(ctx)
+			if err != nil {
+				return oke.Response[map[string]any]{}, err
+			}
+			var id int64
+			if err := tx.QueryRow(ctx, `INSERT INTO `+table+` (amount) VALUES ($1) RETURNING id`, in.Amount).Scan(&id); err != nil {
+				return oke.Response[map[string]any]{}, err
+			}
+			return oke.Created(map[string]any{"id": id, "amount": in.Amount}, fmt.Sprint("/charges/", id)), nil
+		}))
+	if err := app.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Close(context.Background()) })
+
+	post := func(path, key string) *httptest.ResponseRecorder {
+		t.Helper()
+		r := httptest.NewRequestWithContext(mark(t.Context()), http.MethodPost, path, strings.NewReader(`{"Amount":1000}`))
+		r.Header.Set("Idempotency-Key", key)
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		app.ServeHTTP(w, r)
+		return w
+	}
+	// Warm up: prepare every statement on the one connection.
+	for _, path := range []string{"/charges", "/charges-tx"} {
+		post(path, "warm-up-key-000000000001")
+		if w := post(path, "warm-up-key-000000000001"); w.Code != http.StatusCreated {
+			t.Fatalf("warm-up replay %s: %d %s", path, w.Code, w.Body)
+		}
+	}
+	rt.take()
+
+	for _, tc := range []struct {
+		name      string
+		path, key string
+		wantTrips int64
+		replayed  bool
+	}{
+		{"live request: claim, complete", "/charges", "charge-key-0000000000001", 2, false},
+		{"replay: the claim returns the stored response", "/charges", "charge-key-0000000000001", 1, true},
+		{"second replay", "/charges", "charge-key-0000000000001", 1, true},
+		{"live request with Fx.Tx: claim; begin, insert, complete, commit", "/charges-tx", "charge-key-0000000000002", 5, false},
+		{"replay of a request that used Fx.Tx", "/charges-tx", "charge-key-0000000000002", 1, true},
+	} {
+		before := runs.Load()
+		w := post(tc.path, tc.key)
+		writes, queries, sqls := rt.take()
+		if w.Code != http.StatusCreated || (w.Header().Get("Idempotent-Replayed") == "true") != tc.replayed {
+			t.Fatalf("%s: %d %q (Idempotent-Replayed %q), want 201, replayed %v", tc.name, w.Code, w.Body,
+				w.Header().Get("Idempotent-Replayed"), tc.replayed)
+		}
+		if ran := runs.Load() - before; ran != map[bool]int64{false: 1, true: 0}[tc.replayed] {
+			t.Errorf("%s: the flow ran %d times", tc.name, ran)
+		}
+		if writes != tc.wantTrips || queries != tc.wantTrips {
+			t.Errorf("%s: %d round trips (%d statements: %q), want %d", tc.name, writes, queries, sqls, tc.wantTrips)
+		}
+	}
+}
