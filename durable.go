@@ -31,6 +31,10 @@ type StepMismatchError = journal.MismatchError
 type runState struct {
 	x  *journal.Exec
 	fx *Fx
+	// The transaction a step opened with Fx.Tx (steps run one at a time),
+	// and that step: Step ends it with the step's save.
+	tx     *flowTx
+	txStep *stepCtx
 }
 
 type runStateKey struct{}
@@ -146,7 +150,16 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	if saved != nil {
 		return savedOutcome[T](name, saved.Result, saved.Failure)
 	}
-	v, err := fn(st.stepContext(ctx, p.Seq, name))
+	sc := st.stepContext(ctx, p.Seq, name)
+	v, err := fn(sc)
+	var tx *flowTx
+	if st.tx != nil && st.txStep == sc {
+		tx, st.tx, st.txStep = st.tx, nil, nil
+		if err != nil {
+			tx.rollback() // a failing step's writes are undone
+			tx = nil
+		}
+	}
 	var result, failure []byte
 	if err != nil {
 		var e *Error
@@ -158,6 +171,12 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 		}
 	} else if result, err = json.Marshal(v); err != nil {
 		return zero, fmt.Errorf("step %q: encode result: %w", name, err)
+	}
+	if tx != nil {
+		if err := st.saveWithTx(ctx, p, result, tx); err != nil {
+			return zero, err
+		}
+		return v, nil
 	}
 	if err := st.x.Save(ctx, p, result, failure); err != nil {
 		return zero, err

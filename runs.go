@@ -199,6 +199,7 @@ func (a *App) execute(ctx context.Context, f *flow, e *execution, in any) outcom
 	fx := &rc.fx
 	ctx = rc
 	res, _, err := a.callUnary(ctx, f, in, fx)
+	rc.st.endStepTx()
 	o := outcome{res: res, err: err, nonRead: fx.hasNonRead() || x.Taken() > 0 || x.Saved() > 0}
 	if err != nil && ctx.Err() != nil && a.base.Err() != nil {
 		// The app is closing and cut the run off: it has not failed. Release

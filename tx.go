@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/journal"
 )
 
 // ErrNoDatabase is returned by Fx.Tx when the app has no database to open a
@@ -123,8 +124,54 @@ func (fx *Fx) takeTx() *flowTx {
 	return t
 }
 
-// openTx opens the transaction of the step s (not yet wired: see the step
-// transaction commit).
-func (s *stepInfo) openTx(ctx context.Context, fx *Fx) (*Tx, error) {
-	return nil, fmt.Errorf("oke: flow %s: Fx.Tx inside a step is not supported yet", fx.flow.name)
+// openTx returns the transaction of the step s, opening it on first use.
+func (s *stepCtx) openTx(ctx context.Context, fx *Fx) (*Tx, error) {
+	st := runFrom(s.parent)
+	if st == nil { // Step in a flow that is not durable: no journal to join
+		return nil, fmt.Errorf("oke: flow %s: Fx.Tx inside oke.Step of a flow that is not durable: call it outside the step", fx.flow.name)
+	}
+	if st.tx != nil && st.txStep != s {
+		return nil, fmt.Errorf("oke: flow %s: Fx.Tx in step %q while step %q holds a transaction: steps inside steps cannot open their own", fx.flow.name, s.name, st.txStep.name)
+	}
+	if st.tx == nil {
+		t, err := fx.app.beginTx(ctx, fx.flow.name)
+		if err != nil {
+			return nil, err
+		}
+		st.tx, st.txStep = t, s
+	}
+	return &Tx{fx: fx, tx: st.tx.tx, pending: st.tx}, nil
+}
+
+// saveWithTx saves a step whose function succeeded with its transaction tx
+// open. On the store's own database the step's result is saved in tx and
+// commits with the step's writes; elsewhere tx commits first and the result
+// is saved after (a crash between the two runs the step again).
+func (st *runState) saveWithTx(ctx context.Context, p journal.Pending, result []byte, tx *flowTx) error {
+	if !tx.joined {
+		if err := tx.commit(st.fx); err != nil {
+			return err // not saved: the step runs again on the next attempt
+		}
+		return st.x.Save(ctx, p, result, nil)
+	}
+	td := st.fx.app.cfg.Driver.(driver.TxDriver)
+	err := st.x.SaveIn(ctx, p, result, nil, func(ctx context.Context, id, owner string, step driver.Step) error {
+		if err := td.SaveStepTx(ctx, tx.tx, id, owner, step); err != nil {
+			return err
+		}
+		return tx.commit(st.fx)
+	})
+	if err != nil {
+		tx.rollback()
+	}
+	return err
+}
+
+// endStepTx rolls back a step's transaction that its step never ended (the
+// step's function panicked).
+func (st *runState) endStepTx() {
+	if st.tx != nil {
+		st.tx.rollback()
+		st.tx, st.txStep = nil, nil
+	}
 }

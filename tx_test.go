@@ -161,3 +161,54 @@ func TestFxTxOutsideAStepOfADurableFlowIsRefused(t *testing.T) {
 		t.Fatalf("Fx.Tx outside a step of a durable flow: %v, want an error pointing at oke.Step", got)
 	}
 }
+
+// On a driver that keeps no SQL (memory), a step's transaction on Config.DB
+// commits when the step succeeds — just before its result is saved — and
+// rolls back when it fails: the failed attempt leaves nothing behind.
+func TestFxTxInsideAStepCommitsWithTheStep(t *testing.T) {
+	db := sqliteDB(t)
+	app := oke.New(oke.Config{DB: db, SweepInterval: -1, PollInterval: -1, Logger: quiet()})
+	attempt := 0
+	app.Handle(oke.POST("/d"), oke.NewFlow("d.steptx", oke.Options{Durable: true},
+		func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[int], error) {
+			_, err := oke.Step(ctx, "note", func(ctx context.Context) (int, error) {
+				attempt++
+				tx, err := fx.Tx(ctx)
+				if err != nil {
+					return 0, err
+				}
+				if _, err := tx.Exec(ctx, `INSERT INTO notes (text) VALUES ('x')`); err != nil {
+					return 0, err
+				}
+				if attempt == 1 {
+					return 0, errors.New("the provider timed out")
+				}
+				return attempt, nil
+			})
+			if err != nil {
+				return oke.Response[int]{}, err
+			}
+			return oke.OK(attempt), nil
+		}))
+	if err := app.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close(context.Background())
+	post := func() int {
+		w := httptest.NewRecorder()
+		app.ServeHTTP(w, httptest.NewRequest("POST", "/d", strings.NewReader(`{}`)))
+		return w.Code
+	}
+	if code := post(); code != http.StatusInternalServerError {
+		t.Fatalf("first: %d, want 500", code)
+	}
+	if n := countNotes(t, db); n != 0 {
+		t.Fatalf("notes = %d after the step failed, want 0", n)
+	}
+	if code := post(); code != http.StatusOK {
+		t.Fatalf("second run: %d, want 200", code)
+	}
+	if n := countNotes(t, db); n != 1 {
+		t.Fatalf("notes = %d, want 1", n)
+	}
+}

@@ -350,3 +350,98 @@ func TestLostConnectionInsideTheFlowAnswers503(t *testing.T) {
 		t.Fatalf("charges = %d, want 1", n)
 	}
 }
+
+// stepApp is an app on d whose POST /pay runs a durable flow with one step,
+// "charge", that inserts a row through the step's transaction and then calls
+// during (if set).
+func stepApp(t *testing.T, d *postgres.Driver, during func(ctx context.Context, attempt int32) error) (*oke.App, string) {
+	t.Helper()
+	table := pgx.Identifier{d.Schema(), "payments"}.Sanitize()
+	if _, err := d.Pool().Exec(t.Context(), `CREATE TABLE `+table+` (id bigserial PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	var attempts atomic.Int32
+	app.Handle(oke.POST("/pay"), oke.NewFlow("pg.pay", oke.Options{Durable: true},
+		func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[int64], error) {
+			id, err := oke.Step(ctx, "charge", func(ctx context.Context) (int64, error) {
+				tx, err := fx.Tx(ctx)
+				if err != nil {
+					return 0, err
+				}
+				var id int64
+				if err := tx.QueryRow(ctx, `INSERT INTO `+table+` DEFAULT VALUES RETURNING id`).Scan(&id); err != nil {
+					return 0, err
+				}
+				if during != nil {
+					if err := during(ctx, attempts.Add(1)); err != nil {
+						return 0, err
+					}
+				}
+				return id, nil
+			})
+			if err != nil {
+				return oke.Response[int64]{}, err
+			}
+			return oke.OK(id), nil
+		}))
+	if err := app.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Close(context.Background()) })
+	return app, table
+}
+
+func count(t *testing.T, d *postgres.Driver, table string) int {
+	t.Helper()
+	var n int
+	if err := d.Pool().QueryRow(t.Context(), `SELECT count(*) FROM `+table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestStepWritesCommitWithTheSavedStep(t *testing.T) {
+	d := newDriver(t)
+	app, table := stepApp(t, d, nil)
+	w := httptest.NewRecorder()
+	app.ServeHTTP(w, httptest.NewRequest("POST", "/pay", strings.NewReader(`{}`)))
+	if w.Code != http.StatusOK {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	runs, err := d.ListRuns(t.Context(), driver.RunFilter{Flow: "pg.pay"}, 10)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs: %v %v", runs, err)
+	}
+	_, steps, err := d.GetRun(t.Context(), runs[0].ID)
+	if err != nil || len(steps) != 1 || string(steps[0].Result) != strings.TrimSpace(w.Body.String()) {
+		t.Fatalf("steps %+v (%v), want the charge saved with the id %s", steps, err, w.Body)
+	}
+	if n := count(t, d, table); n != 1 {
+		t.Fatalf("payments = %d, want 1", n)
+	}
+}
+
+// A step whose run was taken over while it ran cannot save: its save is
+// fenced by the run's owner, and its writes, in the same transaction, are
+// rolled back with it.
+func TestAStepThatLostItsRunCannotCommitItsWrites(t *testing.T) {
+	_, admin := server(t)
+	d := newDriver(t)
+	runs := pgx.Identifier{d.Schema(), "oke_runs"}.Sanitize()
+	app, table := stepApp(t, d, func(ctx context.Context, attempt int32) error {
+		// Another process takes the run over (its lease lapsed while this
+		// one stalled).
+		_, err := admin.Exec(ctx, `UPDATE `+runs+` SET owner = 'another-process'`)
+		return err
+	})
+	w := httptest.NewRecorder()
+	app.ServeHTTP(w, httptest.NewRequest("POST", "/pay", strings.NewReader(`{}`)))
+	if w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("%d %s, want 503 (the step could not be saved)", w.Code, w.Body)
+	}
+	if n := count(t, d, table); n != 0 {
+		t.Fatalf("payments = %d, want 0: the step's write must roll back with its fenced save", n)
+	}
+}

@@ -273,6 +273,18 @@ func (x *Exec) Save(ctx context.Context, p Pending, result, failure []byte) erro
 	return nil
 }
 
+// SaveIn is Save with save in place of the journal's SaveStep: for a step
+// whose result is saved in the caller's transaction, with the step's own
+// writes (driver.TxDriver.SaveStepTx, then the commit).
+func (x *Exec) SaveIn(ctx context.Context, p Pending, result, failure []byte, save func(ctx context.Context, id, owner string, step driver.Step) error) error {
+	step := driver.Step{Seq: p.Seq, Name: p.Name, Result: result, Failure: failure, Attempts: p.Attempts,
+		StartedAt: p.Started, FinishedAt: x.now()}
+	if err := save(ctx, x.Run.ID, x.Owner, step); err != nil {
+		return x.fail(err)
+	}
+	return nil
+}
+
 // Step runs fn as step name, or returns its saved outcome: Next, fn, Save.
 // fn returns the JSON of the result, or the JSON of a declared failure
 // (saved and replayed too), or a plain error (not saved: the step runs again
