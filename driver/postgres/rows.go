@@ -80,6 +80,12 @@ func expiredSQL(t string) string {
 
 // claimSQL is the whole claim, one statement:
 //
+//   - done reads the row without a lock when it is completed and unexpired:
+//     such a row never changes until it expires (Complete is its last
+//     write; Sweep and a claim replace only expired rows), so its replay
+//     needs no lock. Then old and up do nothing, and the statement writes
+//     nothing: no transaction id, no WAL, no flush at commit — a replay is a
+//     pure read, and replays of one hot key do not queue on its row lock;
 //   - old locks the existing row, if any (FOR UPDATE; under READ COMMITTED it
 //     waits for a concurrent writer and then sees its committed version), so
 //     the row reported as Previous is the one the decision was made on;
@@ -92,10 +98,16 @@ func expiredSQL(t string) string {
 // Every time is now(): the database's clock, the same for the whole
 // statement.
 var claimSQL = `
-WITH old AS (
+WITH done AS (
+	SELECT ` + rowCols + `, false AS expired
+	FROM {s}.oke_idempotency d
+	WHERE tenant = $1 AND principal = $2 AND flow = $3 AND idem_key = $4
+		AND d.state = 2 AND d.expires_at > now()
+), old AS (
 	SELECT ` + rowCols + `, ` + expiredSQL("o") + ` AS expired
 	FROM {s}.oke_idempotency o
 	WHERE tenant = $1 AND principal = $2 AND flow = $3 AND idem_key = $4
+		AND NOT EXISTS (SELECT 1 FROM done)
 	FOR UPDATE
 ), up AS (
 	INSERT INTO {s}.oke_idempotency AS t
@@ -103,6 +115,7 @@ WITH old AS (
 	SELECT $1, $2, $3, $4, $5, 1, $6,
 		now() + $7 * interval '1 microsecond', now() + $8 * interval '1 microsecond', now(), $9
 	FROM (SELECT count(*) FROM old) AS lock_old_first
+	WHERE NOT EXISTS (SELECT 1 FROM done)
 	ON CONFLICT (tenant, principal, flow, idem_key) DO UPDATE SET
 		fingerprint = excluded.fingerprint,
 		state = 1,
@@ -120,10 +133,10 @@ WITH old AS (
 		OR (t.state = 1 AND t.lease_until <= now() AND t.fingerprint = excluded.fingerprint)
 	RETURNING ` + prefixed("t") + `
 )
-SELECT ` + prefixed("up") + `, ` + prefixed("old") + `, old.expired, now()
+SELECT ` + prefixed("up") + `, ` + prefixed("seen") + `, seen.expired, now()
 FROM (VALUES (1)) AS one
 LEFT JOIN up ON true
-LEFT JOIN old ON true`
+LEFT JOIN (SELECT * FROM old UNION ALL SELECT * FROM done) AS seen ON true`
 
 // Claim implements driver.Driver in one statement (claimSQL). When a
 // concurrent claim inserted the key after this statement's snapshot and its
