@@ -2,6 +2,7 @@ package oke
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -343,9 +344,8 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 	// replays it.
 	if ftx != nil {
 		// In the flow's transaction: the response commits with its writes.
-		err := claim.CompleteTx(ctx, ftx.tx, stored, func() error { return ftx.commit(fx) })
+		err := ftx.commitWith(fx, func(conn *sql.Conn) error { return claim.CommitComplete(ctx, conn, stored) })
 		if err != nil {
-			ftx.rollback()
 			if errors.Is(err, driver.ErrNotOwner) {
 				// Another attempt holds the key now; this one's writes
 				// were rolled back. The retry gets that attempt's answer.

@@ -75,7 +75,7 @@ func (s *Store) Tx(ctx context.Context, opts *sql.TxOptions, fn func(tx *Tx) err
 // Tx is a transaction: the flow's own (Fx.Tx), or one opened by Store.Tx.
 type Tx struct {
 	fx      *Fx
-	tx      *sql.Tx
+	tx      queryer
 	pending *flowTx // the flow's transaction: effects count once it commits
 }
 

@@ -3,6 +3,7 @@ package oke
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -19,7 +20,9 @@ var ErrNoDatabase = errors.New("oke: Fx.Tx needs a database: use the Postgres dr
 // flowTx is a flow's transaction: opened by Fx.Tx on first use, ended by oke
 // once the flow returns.
 type flowTx struct {
-	tx *sql.Tx
+	q    queryer   // where the flow's statements go: conn or tx
+	tx   *sql.Tx   // not joined: a database/sql transaction on Config.DB
+	conn *sql.Conn // joined: a connection with BEGIN sent, ended by the driver
 	// joined: the transaction is on the driver's own database, and the
 	// flow's outcome (its stored response, or a step's saved result) is
 	// written in it before it commits.
@@ -72,7 +75,7 @@ func (fx *Fx) Tx(ctx context.Context) (*Tx, error) {
 		}
 		root.tx = t
 	}
-	return &Tx{fx: fx, tx: root.tx.tx, pending: root.tx}, nil
+	return &Tx{fx: fx, tx: root.tx.q, pending: root.tx}, nil
 }
 
 // beginTx opens a flow's transaction. It outlives the flow's context (the
@@ -89,25 +92,88 @@ func (a *App) beginTx(ctx context.Context, flow string) (*flowTx, error) {
 	if db == nil {
 		return nil, fmt.Errorf("flow %s: %w", flow, ErrNoDatabase)
 	}
-	tx, err := db.BeginTx(context.WithoutCancel(ctx), nil)
+	ctx = context.WithoutCancel(ctx)
+	if !joined {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, fmt.Errorf("flow %s: begin transaction: %w", flow, err)
+		}
+		return &flowTx{q: tx, tx: tx}, nil
+	}
+	// On the driver's database the transaction is a BEGIN on a connection
+	// of its own, so that the driver can store the outcome and commit in
+	// one go (driver.TxDriver).
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("flow %s: begin transaction: %w", flow, err)
 	}
-	return &flowTx{tx: tx, joined: joined}, nil
+	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+		discard(conn)
+		return nil, fmt.Errorf("flow %s: begin transaction: %w", flow, err)
+	}
+	return &flowTx{q: conn, conn: conn, joined: true}, nil
+}
+
+// queryer is what the flow's statements go to: a *sql.Tx or a *sql.Conn.
+type queryer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// discard closes conn and keeps database/sql from reusing it: its
+// transaction's state is unknown.
+func discard(conn *sql.Conn) {
+	conn.Raw(func(any) error { return sqldriver.ErrBadConn })
+	conn.Close()
 }
 
 // rollback ends t without its writes.
 func (t *flowTx) rollback() {
-	if t != nil {
-		t.tx.Rollback()
+	if t == nil {
+		return
 	}
+	if t.tx != nil {
+		t.tx.Rollback()
+		return
+	}
+	if _, err := t.conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+		discard(t.conn)
+		return
+	}
+	t.conn.Close()
 }
 
 // commit commits t and records its effects on fx. A failed commit may still
 // have committed (the connection can break after the server did), so the
 // effects are recorded either way: erring that way never runs a flow twice.
 func (t *flowTx) commit(fx *Fx) error {
-	err := t.tx.Commit()
+	return t.commitWith(fx, func(conn *sql.Conn) error {
+		_, err := conn.ExecContext(context.Background(), "COMMIT")
+		return err
+	})
+}
+
+// commitWith ends a joined t with end, which stores the flow's outcome in it
+// and commits (driver.TxDriver), or commits a transaction on Config.DB. Its
+// effects are recorded unless end reports that it rolled back (ErrNotOwner,
+// ErrStepOrder).
+func (t *flowTx) commitWith(fx *Fx, end func(conn *sql.Conn) error) error {
+	var err error
+	if t.tx != nil {
+		err = t.tx.Commit()
+	} else {
+		err = end(t.conn)
+		switch {
+		case err == nil:
+			t.conn.Close()
+		case errors.Is(err, driver.ErrNotOwner) || errors.Is(err, driver.ErrStepOrder):
+			t.conn.Close() // rolled back: nothing happened
+			return err
+		default:
+			discard(t.conn)
+		}
+	}
 	fx.recordBits(t.effects.Load())
 	if err != nil {
 		return fmt.Errorf("commit the flow's transaction: %w", err)
@@ -140,7 +206,7 @@ func (s *stepCtx) openTx(ctx context.Context, fx *Fx) (*Tx, error) {
 		}
 		st.tx, st.txStep = t, s
 	}
-	return &Tx{fx: fx, tx: st.tx.tx, pending: st.tx}, nil
+	return &Tx{fx: fx, tx: st.tx.q, pending: st.tx}, nil
 }
 
 // saveWithTx saves a step whose function succeeded with its transaction tx
@@ -155,16 +221,11 @@ func (st *runState) saveWithTx(ctx context.Context, p journal.Pending, result []
 		return st.x.Save(ctx, p, result, nil)
 	}
 	td := st.fx.app.cfg.Driver.(driver.TxDriver)
-	err := st.x.SaveIn(ctx, p, result, nil, func(ctx context.Context, id, owner string, step driver.Step) error {
-		if err := td.SaveStepTx(ctx, tx.tx, id, owner, step); err != nil {
-			return err
-		}
-		return tx.commit(st.fx)
+	return st.x.SaveIn(ctx, p, result, nil, func(ctx context.Context, id, owner string, step driver.Step) error {
+		return tx.commitWith(st.fx, func(conn *sql.Conn) error {
+			return td.CommitStep(context.WithoutCancel(ctx), conn, id, owner, step)
+		})
 	})
-	if err != nil {
-		tx.rollback()
-	}
-	return err
 }
 
 // endStepTx rolls back a step's transaction that its step never ended (the

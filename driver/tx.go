@@ -14,19 +14,26 @@ import (
 // writes to the same database exactly-once, where writes anywhere else are
 // at-least-once.
 //
-// Both methods are fenced like their plain counterparts: ErrNotOwner when
-// owner no longer holds the row or run, and then the caller must roll tx
-// back. Neither commits tx; nothing they write is durable until the caller
-// commits it.
+// The flow's transaction is a BEGIN sent on a connection of DB (a
+// *sql.Conn), so that the driver may end it its own way: the commit methods
+// store the outcome in it, fenced like their plain counterparts, and commit
+// it — in one round trip where the driver can pipeline. Nothing they write is
+// durable unless that commit happens.
 type TxDriver interface {
 	Driver
 	// DB returns a database/sql handle on the driver's database. The driver
 	// owns it: callers must not close it.
 	DB() *sql.DB
-	// CompleteTx is Complete inside tx.
-	CompleteTx(ctx context.Context, tx *sql.Tx, key Key, owner string, resp Response, ttl time.Duration) error
-	// SaveStepTx is Journal.SaveStep inside tx.
-	SaveStepTx(ctx context.Context, tx *sql.Tx, id, owner string, step Step) error
+	// CommitComplete is Complete inside the transaction open on conn,
+	// followed by its commit. ErrNotOwner: owner no longer holds the row;
+	// nothing was stored and the transaction was rolled back. Any other
+	// error: it is unknown whether the transaction committed, and the
+	// caller must not reuse conn (discard it).
+	CommitComplete(ctx context.Context, conn *sql.Conn, key Key, owner string, resp Response, ttl time.Duration) error
+	// CommitStep is Journal.SaveStep inside the transaction open on conn,
+	// followed by its commit; errors as for CommitComplete (ErrNotOwner,
+	// ErrStepOrder: rolled back, nothing saved).
+	CommitStep(ctx context.Context, conn *sql.Conn, id, owner string, step Step) error
 	// Unavailable reports whether err — from a statement a flow sent on
 	// DB's connections, possibly wrapped — means the database could not be
 	// reached (a lost connection, a server shutting down), as opposed to

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -36,33 +38,82 @@ func (d *Driver) DB() *sql.DB {
 	return d.db
 }
 
-// CompleteTx implements driver.TxDriver: Complete's statement inside tx.
-// The response is stored when tx commits, together with the flow's writes.
-func (d *Driver) CompleteTx(ctx context.Context, tx *sql.Tx, key driver.Key, owner string, resp driver.Response, ttl time.Duration) error {
+// completeOrFailSQL is completeSQL that fails (division by zero) when it
+// stores nothing, so that a COMMIT sent behind it in the same pipeline is
+// skipped by the server's error handling instead of committing the flow's
+// writes without their response.
+const completeOrFailSQL = `WITH u AS (` + completeSQL + ` RETURNING 1) SELECT 1 / count(*) FROM u`
+
+// CommitComplete implements driver.TxDriver: the fenced completion and the
+// COMMIT go to the server as one pipeline, one round trip.
+func (d *Driver) CommitComplete(ctx context.Context, conn *sql.Conn, key driver.Key, owner string, resp driver.Response, ttl time.Duration) error {
 	if err := d.check(); err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, d.sql(completeSQL), completeArgs(key, owner, resp, ttl)...)
-	if err != nil {
-		return d.wrap("complete in transaction", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return d.wrap("complete in transaction", err)
-	} else if n == 0 {
-		return fmt.Errorf("postgres: complete in transaction: %w", driver.ErrNotOwner)
-	}
-	return nil
+	return d.commitWith(ctx, conn, "complete in transaction", func(b *pgx.Batch) {
+		b.Queue(d.sql(completeOrFailSQL), completeArgs(key, owner, resp, ttl)...)
+	})
 }
 
-// SaveStepTx implements driver.TxDriver: SaveStep's statement inside tx.
-// The step is saved when tx commits, together with the step's writes.
-func (d *Driver) SaveStepTx(ctx context.Context, tx *sql.Tx, id, owner string, step driver.Step) error {
+// CommitStep implements driver.TxDriver: SaveStep's statement in the
+// transaction, then the COMMIT. saveStepSQL reports what it did rather than
+// failing, so its answer is read before the commit is sent: two round trips.
+func (d *Driver) CommitStep(ctx context.Context, conn *sql.Conn, id, owner string, step driver.Step) error {
 	if err := d.check(); err != nil {
 		return err
 	}
 	var saved, held bool
-	err := tx.QueryRowContext(ctx, d.sql(saveStepSQL), saveStepArgs(id, owner, step)...).Scan(&saved, &held)
-	return d.savedStep(id, step.Seq, saved, held, err)
+	err := conn.QueryRowContext(ctx, d.sql(saveStepSQL), saveStepArgs(id, owner, step)...).Scan(&saved, &held)
+	if err = d.savedStep(id, step.Seq, saved, held, err); err != nil {
+		if errors.Is(err, driver.ErrNotOwner) || errors.Is(err, driver.ErrStepOrder) {
+			if _, rerr := conn.ExecContext(ctx, "ROLLBACK"); rerr != nil {
+				return d.wrap("save step in transaction", rerr)
+			}
+		}
+		return err
+	}
+	return d.commitWith(ctx, conn, "save step in transaction", func(*pgx.Batch) {})
+}
+
+// commitWith sends the statements queue adds and a COMMIT as one pipeline
+// on conn's pgx connection. A failed first statement whose error says the
+// row was not held (division by zero, see completeOrFailSQL) is ErrNotOwner,
+// after a ROLLBACK.
+func (d *Driver) commitWith(ctx context.Context, conn *sql.Conn, op string, queue func(*pgx.Batch)) error {
+	return conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("postgres: %s: the connection is a %T, not pgx's", op, dc)
+		}
+		c := sc.Conn()
+		b := &pgx.Batch{}
+		queue(b)
+		n := b.Len()
+		b.Queue("COMMIT")
+		br := c.SendBatch(ctx, b)
+		var first error
+		for i := 0; i <= n; i++ {
+			if _, err := br.Exec(); err != nil && first == nil {
+				first = err
+			}
+		}
+		if err := br.Close(); err != nil && first == nil {
+			first = err
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(first, &pgErr) && pgErr.Code == "22012" {
+			// The fenced statement stored nothing: the server skipped the
+			// COMMIT and the transaction is aborted.
+			if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
+				return d.wrap(op, err)
+			}
+			return fmt.Errorf("postgres: %s: %w", op, driver.ErrNotOwner)
+		}
+		if first != nil {
+			return d.wrap(op, first)
+		}
+		return nil
+	})
 }
 
 // Unavailable implements driver.TxDriver with the driver's one error

@@ -178,26 +178,22 @@ func (c *Claim) Complete(ctx context.Context, resp driver.Response) error {
 	return err
 }
 
-// CompleteTx stores resp inside tx (the driver must be a driver.TxDriver)
-// and then calls commit, which commits tx: the response is stored exactly
-// when the caller's writes in tx are. It ends the claim either way. On an
-// error the caller must roll tx back; ErrNotOwner means another attempt
-// holds the key, any other error that the outcome is unknown (a failed
-// commit may have committed) — the row is left to lapse, and the next
-// request with the key replays the response if it was stored, or runs again
-// if it was not.
-func (c *Claim) CompleteTx(ctx context.Context, tx *sql.Tx, resp driver.Response, commit func() error) error {
-	// Stop renewing first: a renewal would wait for tx's lock on the row
-	// and then find it completed.
+// CommitComplete stores resp in the transaction open on conn and commits
+// it (driver.TxDriver.CommitComplete): the response is stored exactly when
+// the caller's writes in that transaction are. It ends the claim either way.
+// ErrNotOwner means another attempt holds the key and the transaction was
+// rolled back; any other error that the outcome is unknown (a failed commit
+// may have committed) — the row is left to lapse, and the next request with
+// the key replays the response if it was stored, or runs again if not.
+func (c *Claim) CommitComplete(ctx context.Context, conn *sql.Conn, resp driver.Response) error {
+	// Stop renewing first: a renewal would wait for the transaction's lock
+	// on the row and then find it completed.
 	c.stop()
 	d, ok := c.e.Driver.(driver.TxDriver)
 	if !ok {
 		return errors.New("store idempotent response in a transaction: the driver keeps no SQL rows")
 	}
-	err := d.CompleteTx(context.WithoutCancel(ctx), tx, c.Key, c.owner, resp, c.ttl)
-	if err == nil {
-		err = commit()
-	}
+	err := d.CommitComplete(context.WithoutCancel(ctx), conn, c.Key, c.owner, resp, c.ttl)
 	if err != nil {
 		err = fmt.Errorf("store idempotent response in the flow's transaction: %w", err)
 		c.report("complete", err)
