@@ -108,19 +108,27 @@
 // Per request with an Idempotency-Key: Claim is one round trip (two in the
 // rare lost race above), Renew one per lease period, Complete or Release
 // one. Each commits on its own (autocommit), so "durable when it returns"
-// is Postgres's commit. Per durable step: StartStep and SaveStep, one each;
+// is Postgres's commit. A replay's claim reads the completed row without a
+// lock: it writes nothing, so its commit waits for no WAL flush. A flow
+// writing through Fx.Tx costs the claim, BEGIN, its own statements, and one
+// pipelined round trip for the fenced completion and the COMMIT: four round
+// trips and two flushed commits for a charge of one INSERT. Per durable step: StartStep and SaveStep, one each;
 // AcquireRun and GetRun one each (the run and its steps go as one pgx batch).
 //
 // # Exactly-once writes: the transaction twins
 //
 // The driver is a driver.TxDriver: DB returns a database/sql handle on its
-// pool, and CompleteTx and SaveStepTx run Complete's and SaveStep's fenced
-// statements inside a caller's transaction. oke's Fx.Tx uses them, so a
+// pool, and CommitComplete and CommitStep run Complete's and SaveStep's
+// fenced statements inside a caller's transaction and commit it. oke's Fx.Tx uses them, so a
 // flow's writes to this database and its stored response (or a step's saved
 // result) commit together: a crash never leaves one without the other, and
 // an attempt whose lease lapsed finds another owner and must roll back.
-// With Fx.Tx a live keyed request costs two commits: the claim, and the
-// flow's writes with the response. See docs/postgres.md.
+// The transaction is a BEGIN on a connection of DB, so that CommitComplete
+// can send the completion and the COMMIT as one pipeline; the completion
+// then fails (division by zero) rather than touching no row when the owner
+// lost the key, and the server skips the COMMIT. With Fx.Tx a live keyed
+// request costs two commits: the claim, and the flow's writes with the
+// response. See docs/postgres.md.
 //
 // # Errors
 //

@@ -275,7 +275,7 @@ func (x *Exec) Save(ctx context.Context, p Pending, result, failure []byte) erro
 
 // SaveIn is Save with save in place of the journal's SaveStep: for a step
 // whose result is saved in the caller's transaction, with the step's own
-// writes (driver.TxDriver.SaveStepTx, then the commit).
+// writes (driver.TxDriver.CommitStep).
 func (x *Exec) SaveIn(ctx context.Context, p Pending, result, failure []byte, save func(ctx context.Context, id, owner string, step driver.Step) error) error {
 	step := driver.Step{Seq: p.Seq, Name: p.Name, Result: result, Failure: failure, Attempts: p.Attempts,
 		StartedAt: p.Started, FinishedAt: x.now()}
