@@ -255,8 +255,22 @@ func (a *App) finish(ctx context.Context, ex *execution, o outcome) outcome {
 	}
 	if f.Status == driver.RunSleeping || f.Status == driver.RunRunning {
 		a.wake()
+		a.wakeAt(f.WakeAt)
 	}
 	return o
+}
+
+// wakeAt nudges the scheduler when a run this process parked becomes due,
+// so that a sleep ends on time rather than at the next poll. A driver that
+// is a driver.Notifier has the scheduler arm that timer from the store
+// (NextDue), for runs parked by any process; the poll covers a restart.
+func (a *App) wakeAt(t time.Time) {
+	if _, ok := a.journal.(driver.Notifier); ok || a.cfg.PollInterval < 0 {
+		return
+	}
+	if d := time.Until(t); d > 0 {
+		time.AfterFunc(d+time.Millisecond, a.wake)
+	}
 }
 
 // runDurable serves a durable flow over HTTP: it starts a journal run (or,
