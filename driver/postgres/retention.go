@@ -23,12 +23,7 @@ func (d *Driver) sweepRuns(ctx context.Context, limit int) (int, error) {
 	if d.retention <= 0 {
 		return 0, nil
 	}
-	total := 0
-	for limit <= 0 || total < limit {
-		n := sweepBatch
-		if limit > 0 {
-			n = min(n, limit-total)
-		}
+	return inBatches(limit, func(n int) (int, error) {
 		var got int
 		err := d.pool.QueryRow(ctx, d.sql(`WITH gone AS (
 				DELETE FROM {s}.oke_runs WHERE id IN (
@@ -45,8 +40,23 @@ func (d *Driver) sweepRuns(ctx context.Context, limit int) (int, error) {
 				DELETE FROM {s}.oke_claims WHERE run_id IN (SELECT id FROM gone)
 			)
 			SELECT count(*) FROM gone`), micros(d.retention), n).Scan(&got)
+		return got, d.wrap("sweep runs", err)
+	})
+}
+
+// inBatches calls batch with sizes of at most sweepBatch until it deletes
+// fewer than it was asked to, or limit (when positive) is reached, and
+// returns how many it deleted in all.
+func inBatches(limit int, batch func(n int) (int, error)) (int, error) {
+	total := 0
+	for limit <= 0 || total < limit {
+		n := sweepBatch
+		if limit > 0 {
+			n = min(n, limit-total)
+		}
+		got, err := batch(n)
 		if err != nil {
-			return total, d.wrap("sweep runs", err)
+			return total, err
 		}
 		total += got
 		if got < n {

@@ -316,25 +316,16 @@ func (d *Driver) Sweep(ctx context.Context, limit int) (int, error) {
 	if err := d.check(); err != nil {
 		return 0, err
 	}
-	total := 0
-	for limit <= 0 || total < limit {
-		n := sweepBatch
-		if limit > 0 {
-			n = min(n, limit-total)
-		}
+	total, err := inBatches(limit, func(n int) (int, error) {
 		tag, err := d.pool.Exec(ctx, d.sql(`DELETE FROM {s}.oke_idempotency t
 			WHERE ctid IN (
 				SELECT ctid FROM {s}.oke_idempotency o WHERE `+expiredSQL("o")+`
 				LIMIT $1 FOR UPDATE SKIP LOCKED
 			) AND `+expiredSQL("t")), n)
-		if err != nil {
-			return total, d.wrap("sweep", err)
-		}
-		got := int(tag.RowsAffected())
-		total += got
-		if got < n {
-			break
-		}
+		return int(tag.RowsAffected()), d.wrap("sweep", err)
+	})
+	if err != nil {
+		return total, err
 	}
 	if _, err := d.sweepRuns(ctx, limit); err != nil {
 		return total, err
