@@ -25,11 +25,18 @@ BEGIN;
 
 SET LOCAL synchronous_commit = off;
 
-WITH old AS (
+WITH done AS (
+	SELECT tenant, principal, flow, idem_key, fingerprint, state, owner, lease_until,
+	expires_at, created_at, completed_at, resp_status, resp_content_type, resp_location, resp_body, run_id, false AS expired
+	FROM oke.oke_idempotency d
+	WHERE tenant = :tenant AND principal = :principal AND flow = :flow AND idem_key = :key
+		AND d.state = 2 AND d.expires_at > now()
+), old AS (
 	SELECT tenant, principal, flow, idem_key, fingerprint, state, owner, lease_until,
 	expires_at, created_at, completed_at, resp_status, resp_content_type, resp_location, resp_body, run_id, (o.expires_at <= now() AND NOT (o.state = 1 AND o.lease_until > now())) AS expired
 	FROM oke.oke_idempotency o
 	WHERE tenant = :tenant AND principal = :principal AND flow = :flow AND idem_key = :key
+		AND NOT EXISTS (SELECT 1 FROM done)
 	FOR UPDATE
 ), up AS (
 	INSERT INTO oke.oke_idempotency AS t
@@ -37,6 +44,7 @@ WITH old AS (
 	SELECT :tenant, :principal, :flow, :key, :fp, 1, :owner,
 		now() + :lease * interval '1 microsecond', now() + :ttl * interval '1 microsecond', now(), ''
 	FROM (SELECT count(*) FROM old) AS lock_old_first
+	WHERE NOT EXISTS (SELECT 1 FROM done)
 	ON CONFLICT (tenant, principal, flow, idem_key) DO UPDATE SET
 		fingerprint = excluded.fingerprint,
 		state = 1,
@@ -54,10 +62,10 @@ WITH old AS (
 		OR (t.state = 1 AND t.lease_until <= now() AND t.fingerprint = excluded.fingerprint)
 	RETURNING t.tenant, t.principal, t.flow, t.idem_key, t.fingerprint, t.state, t.owner, t.lease_until, t.expires_at, t.created_at, t.completed_at, t.resp_status, t.resp_content_type, t.resp_location, t.resp_body, t.run_id
 )
-SELECT up.tenant, up.principal, up.flow, up.idem_key, up.fingerprint, up.state, up.owner, up.lease_until, up.expires_at, up.created_at, up.completed_at, up.resp_status, up.resp_content_type, up.resp_location, up.resp_body, up.run_id, old.tenant, old.principal, old.flow, old.idem_key, old.fingerprint, old.state, old.owner, old.lease_until, old.expires_at, old.created_at, old.completed_at, old.resp_status, old.resp_content_type, old.resp_location, old.resp_body, old.run_id, old.expired, now()
+SELECT up.tenant, up.principal, up.flow, up.idem_key, up.fingerprint, up.state, up.owner, up.lease_until, up.expires_at, up.created_at, up.completed_at, up.resp_status, up.resp_content_type, up.resp_location, up.resp_body, up.run_id, seen.tenant, seen.principal, seen.flow, seen.idem_key, seen.fingerprint, seen.state, seen.owner, seen.lease_until, seen.expires_at, seen.created_at, seen.completed_at, seen.resp_status, seen.resp_content_type, seen.resp_location, seen.resp_body, seen.run_id, seen.expired, now()
 FROM (VALUES (1)) AS one
 LEFT JOIN up ON true
-LEFT JOIN old ON true;
+LEFT JOIN (SELECT * FROM old UNION ALL SELECT * FROM done) AS seen ON true;
 
 COMMIT;
 
