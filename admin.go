@@ -29,6 +29,7 @@ type RunView struct {
 	Result     *StoredView `json:"result,omitempty"`
 	CreatedAt  time.Time   `json:"createdAt"`
 	UpdatedAt  time.Time   `json:"updatedAt"`
+	StepCount  int         `json:"stepCount"` // saved steps (also in listings, which carry no Steps)
 	Steps      []StepView  `json:"steps,omitempty"`
 }
 
@@ -56,7 +57,8 @@ type StoredView struct {
 func ViewRun(r driver.Run, steps []driver.Step) RunView {
 	v := RunView{ID: r.ID, Flow: r.Flow, Status: r.Status.String(), Input: rawJSON(r.Input), Tenant: r.Tenant,
 		Principal: r.Principal, Attempts: r.Attempts, Owner: r.Owner, ReplayOf: r.ReplayOf, Parent: r.Parent,
-		Event: r.Event, Error: r.Error, Result: viewStored(r.Result), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		Event: r.Event, Error: r.Error, Result: viewStored(r.Result), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		StepCount: max(r.Steps, len(steps))}
 	if !r.LeaseUntil.IsZero() && r.Owner != "" {
 		t := r.LeaseUntil
 		v.LeaseUntil = &t

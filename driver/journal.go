@@ -75,6 +75,10 @@ type Run struct {
 
 	CreatedAt time.Time
 	UpdatedAt time.Time
+
+	// Steps is how many steps the run has saved. ListRuns fills it in (so a
+	// listing needs no GetRun per run); GetRun returns the steps themselves.
+	Steps int
 }
 
 // Step is one saved step of a run.
@@ -123,7 +127,7 @@ type Journal interface {
 	CreateRun(ctx context.Context, run Run, lease time.Duration) (Run, error)
 	// GetRun returns a run and its saved steps in order. ErrNotFound if none.
 	GetRun(ctx context.Context, id string) (Run, []Step, error)
-	// ListRuns returns up to limit runs in ID order.
+	// ListRuns returns up to limit runs in ID order, each with Steps set.
 	ListRuns(ctx context.Context, f RunFilter, limit int) ([]Run, error)
 	// AcquireRun takes a run that is due — not finished, not held by a live
 	// lease, and WakeAt reached — for owner: Status becomes RunRunning,

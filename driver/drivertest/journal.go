@@ -55,6 +55,7 @@ var journalRules = []journalRule{
 	{"GetRunReturnsStepsInOrder", testGetRunSteps},
 	{"GetRunOfMissingRunIsErrNotFound", testGetRunMissing},
 	{"ListRunsIsInIDOrderWithCursorFiltersAndLimit", testListRuns},
+	{"ListRunsCountsSavedSteps", testListRunsSteps},
 	{"AcquireRunTakesDueUnownedRun", testAcquireUnowned},
 	{"AcquireRunRefusesLiveLease", testAcquireLiveLease},
 	{"AcquireRunRefusesRunParkedUntilLater", testAcquireParked},
@@ -516,6 +517,25 @@ func testGetRunMissing(t *testing.T, j journal) {
 	createHeld(t, j, "run-1", "worker-1", hold)
 	_, _, err := j.GetRun(t.Context(), "run-2")
 	wantErr(t, "GetRun of a missing run", err, driver.ErrNotFound)
+}
+
+func testListRunsSteps(t *testing.T, j journal) {
+	createHeld(t, j, "run-steps-0", "worker-1", hold)
+	createHeld(t, j, "run-steps-3", "worker-1", hold)
+	for seq := 1; seq <= 3; seq++ {
+		saveStep(t, j, "run-steps-3", "worker-1", stepN(seq))
+	}
+	runs, err := j.ListRuns(t.Context(), driver.RunFilter{}, 0)
+	if err != nil {
+		t.Fatalf("ListRuns: %v", err)
+	}
+	got := map[string]int{}
+	for _, r := range runs {
+		got[r.ID] = r.Steps
+	}
+	if got["run-steps-0"] != 0 || got["run-steps-3"] != 3 {
+		t.Fatalf("ListRuns step counts: %v, want run-steps-0: 0, run-steps-3: 3", got)
+	}
 }
 
 func testListRuns(t *testing.T, j journal) {

@@ -629,6 +629,7 @@ func (d *Driver) ListRuns(ctx context.Context, f driver.RunFilter, limit int) ([
 	var seq uint64
 	for i, e := range match {
 		out[i] = copyRun(&e.run)
+		out[i].Steps = len(e.steps)
 		seq = max(seq, e.durable)
 	}
 	j.mu.Unlock()

@@ -252,7 +252,9 @@ func (d *Driver) ListRuns(ctx context.Context, f driver.RunFilter, limit int) ([
 		if len(f.Status) > 0 && !slices.Contains(f.Status, e.run.Status) {
 			continue
 		}
-		out = append(out, copyRun(&e.run))
+		r := copyRun(&e.run)
+		r.Steps = e.nsteps
+		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	if limit > 0 && len(out) > limit {

@@ -232,7 +232,9 @@ func (d *Driver) ListRuns(ctx context.Context, f driver.RunFilter, limit int) ([
 	for i, s := range f.Status {
 		statuses[i] = int16(s)
 	}
-	rows, err := d.pool.Query(ctx, d.sql(`SELECT `+runColumns("r")+` FROM {s}.oke_runs r
+	rows, err := d.pool.Query(ctx, d.sql(`SELECT `+runColumns("r")+`,
+			(SELECT count(*) FROM {s}.oke_steps s WHERE s.run_id = r.id)
+		FROM {s}.oke_runs r
 		WHERE r.id > $1 AND ($2 = '' OR r.flow = $2) AND (cardinality($3::smallint[]) = 0 OR r.status = ANY($3))
 		ORDER BY r.id LIMIT $4`), f.After, f.Flow, statuses, limitArg(limit))
 	if err != nil {
@@ -242,10 +244,12 @@ func (d *Driver) ListRuns(ctx context.Context, f driver.RunFilter, limit int) ([
 	var out []driver.Run
 	for rows.Next() {
 		var s runScan
-		if err := rows.Scan(s.dest()...); err != nil {
+		var steps int
+		if err := rows.Scan(append(s.dest(), &steps)...); err != nil {
 			return nil, d.wrap("list runs", err)
 		}
 		r, _ := s.run()
+		r.Steps = steps
 		out = append(out, r)
 	}
 	return out, d.wrap("list runs", rows.Err())

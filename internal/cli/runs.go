@@ -168,11 +168,7 @@ func runsLs(ctx context.Context, name string, args []string, stdout, stderr io.W
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tFLOW\tSTATUS\tATTEMPTS\tCREATED\tSTEPS")
 	for _, r := range runs {
-		full, err := src.getRun(ctx, r.ID) // the list carries no steps
-		if err != nil {
-			return fail(stderr, name, err)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\n", r.ID, r.Flow, r.Status, r.Attempts, stamp(r.CreatedAt), len(full.Steps))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\n", r.ID, r.Flow, r.Status, r.Attempts, stamp(r.CreatedAt), r.StepCount)
 	}
 	tw.Flush()
 	if len(runs) == f.limit {
