@@ -177,7 +177,16 @@ func (d *Driver) listen(ctx context.Context, done chan struct{}) {
 // now was missed), and passes notifications on until the connection fails
 // or ctx is cancelled. listening is called once LISTEN has succeeded.
 func (d *Driver) listenOnce(ctx context.Context, listening func()) error {
-	conn, err := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig)
+	// The pool's own connect hooks apply to this connection too (token
+	// auth, session settings), as to any connection of the pool.
+	pc := d.pool.Config()
+	cc := pc.ConnConfig
+	if pc.BeforeConnect != nil {
+		if err := pc.BeforeConnect(ctx, cc); err != nil {
+			return fmt.Errorf("postgres: listen: before connect: %w", err)
+		}
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return fmt.Errorf("postgres: listen: connect: %w", err)
 	}
@@ -186,6 +195,11 @@ func (d *Driver) listenOnce(ctx context.Context, listening func()) error {
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
+	if pc.AfterConnect != nil {
+		if err := pc.AfterConnect(ctx, conn); err != nil {
+			return fmt.Errorf("postgres: listen: after connect: %w", err)
+		}
+	}
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel}.Sanitize()); err != nil {
 		return fmt.Errorf("postgres: listen on %q: %w", d.channel, err)
 	}

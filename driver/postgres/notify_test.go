@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -425,5 +426,42 @@ func TestBacklogStartsWhenASlotFrees(t *testing.T) {
 	release <- struct{}{} // the first run ends; its slot frees
 	if n := next("once the slot freed"); n != 2 {
 		t.Fatalf("run %d started second, want 2", n)
+	}
+}
+
+// The listener's connection goes through the pool's connect hooks, like the
+// pool's own connections (a hook may set credentials or session settings).
+func TestListenerUsesThePoolsConnectHooks(t *testing.T) {
+	url, admin := server(t)
+	base := newDriver(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	hooked := map[uint32]bool{}
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		mu.Lock()
+		hooked[c.PgConn().PID()] = true
+		mu.Unlock()
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	d, err := postgres.Open(t.Context(), "", postgres.WithPool(pool), postgres.WithSchema(base.Schema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	_, stop := d.WatchDue()
+	defer stop()
+	pid := listenerPID(t, admin, d.WakeChannel(), 0)
+	mu.Lock()
+	defer mu.Unlock()
+	if !hooked[uint32(pid)] {
+		t.Fatalf("the listener's connection (pid %d) did not go through AfterConnect (hooked: %v)", pid, hooked)
 	}
 }
