@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-var updatePgbench = flag.Bool("update-pgbench", false, "rewrite the claim in scripts/pgbench/*.sql from claimSQL")
+var updatePgbench = flag.Bool("update-pgbench", false, "rewrite the claim in scripts/pgbench/parts/claim.sql from claimSQL")
 
 // pgbenchClaim is claimSQL as the pgbench scripts send it: schema oke, and
 // pgbench variables for the parameters.
@@ -29,10 +29,13 @@ func pgbenchClaim() string {
 // rewrites them after claimSQL changes.
 func TestPgbenchScriptsClaimLikeTheDriver(t *testing.T) {
 	files, err := filepath.Glob("../../scripts/pgbench/*.sql")
+	parts, _ := filepath.Glob("../../scripts/pgbench/parts/*.sql")
+	files = append(files, parts...)
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no pgbench scripts found (%v)", err)
 	}
 	want := pgbenchClaim()
+	claims := 0
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -49,6 +52,7 @@ func TestPgbenchScriptsClaimLikeTheDriver(t *testing.T) {
 			t.Fatalf("%s: the claim starting at WITH has no end (ON true;)", f)
 		}
 		end += start + len("ON true;")
+		claims++
 		if strings.Join(strings.Fields(s[start:end]), " ") == strings.Join(strings.Fields(want), " ") {
 			continue
 		}
@@ -59,5 +63,8 @@ func TestPgbenchScriptsClaimLikeTheDriver(t *testing.T) {
 		if err := os.WriteFile(f, []byte(s[:start]+want+s[end:]), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if claims == 0 {
+		t.Fatal("no pgbench script holds a claim statement (scripts/pgbench/parts/claim.sql)")
 	}
 }

@@ -8,6 +8,19 @@
 OKE_BENCH_PG="${OKE_BENCH_PG:-postgres://postgres@127.0.0.1:5432}"
 pgb_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
+# pgb_expand SCRIPT writes scripts/pgbench/SCRIPT to a temporary file with
+# every "--@include NAME" line replaced by parts/NAME (pgbench has no
+# include), and prints the file's name; the caller removes it. The parts
+# hold what the scripts share: the driver's claim, a fresh key, the charge
+# and its completion.
+pgb_expand() {
+	local f
+	f=$(mktemp --suffix=.sql)
+	awk -v dir="$pgb_dir/parts" '/^--@include / { p = dir "/" $2; while ((getline l < p) > 0) print l; close(p); next } { print }' \
+		"$pgb_dir/$1" >"$f"
+	echo "$f"
+}
+
 pgb_say() { echo "$(basename "$0"): $*" >&2; }
 
 # pgb_bindir prints the directory of the server's client tools (pgbench is
@@ -101,11 +114,13 @@ pgb_fp=$(printf 'payments.charge {"amount":1000,"currency":"usd"}' | sha256sum |
 # run ids (1 to 9 000 000; 0 is the replay key's).
 pgb_run() {
 	local db=$1 script=$2 dur=$3 clients=$4 run=$5
-	local out
+	local out f
+	f=$(pgb_expand "$script")
 	out=$(pgbench "$OKE_BENCH_PG/$db?sslmode=disable" -n -M prepared -c "$clients" -j 2 -T "$dur" \
 		-D run="$run" -D n=0 -D fp="$pgb_fp" -D lease=30000000 -D ttl=86400000000 \
 		-D tenant=default -D principal=anon -D flow=payments.charge \
-		-f "$pgb_dir/$script" 2>&1) || { echo "$out" >&2; return 1; }
+		-f "$f" 2>&1) || { rm -f "$f"; echo "$out" >&2; return 1; }
+	rm -f "$f"
 	local tps lat n failed
 	tps=$(awk '/^tps = / {print $3}' <<<"$out")
 	lat=$(awk '/^latency average = / {print $4}' <<<"$out")
