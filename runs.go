@@ -212,6 +212,12 @@ func (a *App) execute(ctx context.Context, f *flow, e *execution, in any) outcom
 	}
 	if ferr := x.Failure(); ferr != nil {
 		o.store = ferr
+	} else if err != nil && a.unavailable(err) {
+		// The flow failed because the store (or its database, which the
+		// step's transaction uses) could not be reached: not the run's
+		// fault. Retry it later, as after a failed save; the request gets
+		// 503.
+		o.store, o.err = err, nil
 	} else if _, parked := x.Parked(); parked {
 		o.parked = true
 		o.err = nil

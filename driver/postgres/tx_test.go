@@ -354,7 +354,7 @@ func TestLostConnectionInsideTheFlowAnswers503(t *testing.T) {
 // stepApp is an app on d whose POST /pay runs a durable flow with one step,
 // "charge", that inserts a row through the step's transaction and then calls
 // during (if set).
-func stepApp(t *testing.T, d *postgres.Driver, during func(ctx context.Context, attempt int32) error) (*oke.App, string) {
+func stepApp(t *testing.T, d *postgres.Driver, during func(ctx context.Context, attempt int32, tx *oke.Tx) error) (*oke.App, string) {
 	t.Helper()
 	table := pgx.Identifier{d.Schema(), "payments"}.Sanitize()
 	if _, err := d.Pool().Exec(t.Context(), `CREATE TABLE `+table+` (id bigserial PRIMARY KEY)`); err != nil {
@@ -375,7 +375,7 @@ func stepApp(t *testing.T, d *postgres.Driver, during func(ctx context.Context, 
 					return 0, err
 				}
 				if during != nil {
-					if err := during(ctx, attempts.Add(1)); err != nil {
+					if err := during(ctx, attempts.Add(1), tx); err != nil {
 						return 0, err
 					}
 				}
@@ -430,7 +430,7 @@ func TestAStepThatLostItsRunCannotCommitItsWrites(t *testing.T) {
 	_, admin := server(t)
 	d := newDriver(t)
 	runs := pgx.Identifier{d.Schema(), "oke_runs"}.Sanitize()
-	app, table := stepApp(t, d, func(ctx context.Context, attempt int32) error {
+	app, table := stepApp(t, d, func(ctx context.Context, attempt int32, _ *oke.Tx) error {
 		// Another process takes the run over (its lease lapsed while this
 		// one stalled).
 		_, err := admin.Exec(ctx, `UPDATE `+runs+` SET owner = 'another-process'`)
@@ -443,5 +443,42 @@ func TestAStepThatLostItsRunCannotCommitItsWrites(t *testing.T) {
 	}
 	if n := count(t, d, table); n != 0 {
 		t.Fatalf("payments = %d, want 0: the step's write must roll back with its fenced save", n)
+	}
+}
+
+// A step whose transaction loses its connection does not fail the run: the
+// request answers 503 and the run waits for a retry, like a run whose save
+// could not reach the store.
+func TestLostConnectionInsideAStepRetriesTheRun(t *testing.T) {
+	_, admin := server(t)
+	d := newDriver(t)
+	app, table := stepApp(t, d, func(ctx context.Context, attempt int32, tx *oke.Tx) error {
+		var pid int32
+		if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			return err
+		}
+		if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+		if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {
+			return fmt.Errorf("check the payment: %w", err)
+		}
+		return errors.New("the statement on a terminated connection worked")
+	})
+	w := httptest.NewRecorder()
+	app.ServeHTTP(w, httptest.NewRequest("POST", "/pay", strings.NewReader(`{}`)))
+	if w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("%d %s, want 503", w.Code, w.Body)
+	}
+	runs, err := d.ListRuns(t.Context(), driver.RunFilter{Flow: "pg.pay"}, 10)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs: %v %v", runs, err)
+	}
+	if r := runs[0]; r.Status != driver.RunRunning || r.Steps != 0 || !r.WakeAt.After(time.Now()) {
+		t.Fatalf("run %s, %d steps, wake %v: want it running, no step saved, parked for a retry", r.Status, r.Steps, r.WakeAt)
+	}
+	if n := count(t, d, table); n != 0 {
+		t.Fatalf("payments = %d, want 0", n)
 	}
 }
