@@ -290,7 +290,7 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 			// A failure, declared or not, rolls the flow's writes back.
 			ftx.rollback()
 			ftx = nil
-		case !ftx.joined:
+		case !ftx.joined():
 			// Another database than the store's: commit before storing.
 			if err := ftx.commit(fx); err != nil {
 				runErr = err

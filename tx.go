@@ -20,13 +20,8 @@ var ErrNoDatabase = errors.New("oke: Fx.Tx needs a database: use the Postgres dr
 // flowTx is a flow's transaction: opened by Fx.Tx on first use, ended by oke
 // once the flow returns.
 type flowTx struct {
-	q    queryer   // where the flow's statements go: conn or tx
-	tx   *sql.Tx   // not joined: a database/sql transaction on Config.DB
+	tx   *sql.Tx   // on Config.DB: a database/sql transaction
 	conn *sql.Conn // joined: a connection with BEGIN sent, ended by the driver
-	// joined: the transaction is on the driver's own database, and the
-	// flow's outcome (its stored response, or a step's saved result) is
-	// written in it before it commits.
-	joined bool
 	// effects of its statements, recorded on the flow once it commits (or
 	// may have): rolled-back writes changed nothing.
 	effects atomic.Uint32
@@ -75,7 +70,7 @@ func (fx *Fx) Tx(ctx context.Context) (*Tx, error) {
 		}
 		root.tx = t
 	}
-	return &Tx{fx: fx, tx: root.tx.q, pending: root.tx}, nil
+	return &Tx{fx: fx, tx: root.tx.queryer(), pending: root.tx}, nil
 }
 
 // beginTx opens a flow's transaction. It outlives the flow's context (the
@@ -98,7 +93,7 @@ func (a *App) beginTx(ctx context.Context, flow string) (*flowTx, error) {
 		if err != nil {
 			return nil, fmt.Errorf("flow %s: begin transaction: %w", flow, err)
 		}
-		return &flowTx{q: tx, tx: tx}, nil
+		return &flowTx{tx: tx}, nil
 	}
 	// On the driver's database the transaction is a BEGIN on a connection
 	// of its own, so that the driver can store the outcome and commit in
@@ -111,7 +106,20 @@ func (a *App) beginTx(ctx context.Context, flow string) (*flowTx, error) {
 		discard(conn)
 		return nil, fmt.Errorf("flow %s: begin transaction: %w", flow, err)
 	}
-	return &flowTx{q: conn, conn: conn, joined: true}, nil
+	return &flowTx{conn: conn}, nil
+}
+
+// joined reports whether t is on the driver's own database (a
+// driver.TxDriver): the flow's outcome (its stored response, or a step's
+// saved result) is then written in t before it commits.
+func (t *flowTx) joined() bool { return t.conn != nil }
+
+// queryer returns where the flow's statements go.
+func (t *flowTx) queryer() queryer {
+	if t.tx != nil {
+		return t.tx
+	}
+	return t.conn
 }
 
 // queryer is what the flow's statements go to: a *sql.Tx or a *sql.Conn.
@@ -206,7 +214,7 @@ func (s *stepCtx) openTx(ctx context.Context, fx *Fx) (*Tx, error) {
 		}
 		st.tx, st.txStep = t, s
 	}
-	return &Tx{fx: fx, tx: st.tx.q, pending: st.tx}, nil
+	return &Tx{fx: fx, tx: st.tx.queryer(), pending: st.tx}, nil
 }
 
 // saveWithTx saves a step whose function succeeded with its transaction tx
@@ -214,7 +222,7 @@ func (s *stepCtx) openTx(ctx context.Context, fx *Fx) (*Tx, error) {
 // commits with the step's writes; elsewhere tx commits first and the result
 // is saved after (a crash between the two runs the step again).
 func (st *runState) saveWithTx(ctx context.Context, p journal.Pending, result []byte, tx *flowTx) error {
-	if !tx.joined {
+	if !tx.joined() {
 		if err := tx.commit(st.fx); err != nil {
 			return err // not saved: the step runs again on the next attempt
 		}
