@@ -21,7 +21,7 @@ var ErrNoDatabase = errors.New("oke: Fx.Tx needs a database: use the Postgres dr
 // once the flow returns.
 type flowTx struct {
 	tx   *sql.Tx   // on Config.DB: a database/sql transaction
-	conn *sql.Conn // joined: a connection with BEGIN sent, ended by the driver
+	conn *sql.Conn // joined: a connection the driver began, ended by the driver
 	// effects of its statements, recorded on the flow once it commits (or
 	// may have): rolled-back writes changed nothing.
 	effects atomic.Uint32
@@ -95,14 +95,15 @@ func (a *App) beginTx(ctx context.Context, flow string) (*flowTx, error) {
 		}
 		return &flowTx{tx: tx}, nil
 	}
-	// On the driver's database the transaction is a BEGIN on a connection
-	// of its own, so that the driver can store the outcome and commit in
-	// one go (driver.TxDriver).
+	// On the driver's database the transaction is the driver's Begin on a
+	// connection of its own, so that the driver can begin it with the
+	// flow's first statement and store the outcome and commit in one go
+	// (driver.TxDriver).
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("flow %s: begin transaction: %w", flow, err)
 	}
-	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+	if err := a.cfg.Driver.(driver.TxDriver).Begin(ctx, conn); err != nil {
 		discard(conn)
 		return nil, fmt.Errorf("flow %s: begin transaction: %w", flow, err)
 	}

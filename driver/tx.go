@@ -14,16 +14,24 @@ import (
 // writes to the same database exactly-once, where writes anywhere else are
 // at-least-once.
 //
-// The flow's transaction is a BEGIN sent on a connection of DB (a
-// *sql.Conn), so that the driver may end it its own way: the commit methods
-// store the outcome in it, fenced like their plain counterparts, and commit
-// it — in one round trip where the driver can pipeline. Nothing they write is
-// durable unless that commit happens.
+// The flow's transaction is opened by Begin on a connection of DB (a
+// *sql.Conn), so that the driver may begin and end it its own way: Begin
+// may defer the BEGIN to the first statement and send both in one round
+// trip; the commit methods store the outcome in it, fenced like their plain
+// counterparts, and commit it — in one round trip where the driver can
+// pipeline. Nothing they write is durable unless that commit happens. The
+// caller ends a transaction it does not commit that way by sending
+// ROLLBACK (or COMMIT) on conn.
 type TxDriver interface {
 	Driver
 	// DB returns a database/sql handle on the driver's database. The driver
 	// owns it: callers must not close it.
 	DB() *sql.DB
+	// Begin opens a transaction on conn, a connection of DB. It may send
+	// nothing yet: the BEGIN then goes with the first statement sent on
+	// conn, and a COMMIT or ROLLBACK sent before any statement ends the
+	// transaction without a round trip.
+	Begin(ctx context.Context, conn *sql.Conn) error
 	// CommitComplete is Complete inside the transaction open on conn,
 	// followed by its commit. ErrNotOwner: owner no longer holds the row;
 	// nothing was stored and the transaction was rolled back. Any other

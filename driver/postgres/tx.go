@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/okengine/oke/driver"
 )
@@ -22,18 +21,20 @@ var _ driver.TxDriver = (*Driver)(nil)
 // connections for the length of their transaction while the driver's own
 // statements (claims, runs an Emit starts, …) take short turns on the first:
 // one shared pool could fill up with flows that each wait for a connection
-// to do driver work. The driver closes it on Close.
+// to do driver work. A transaction Begin opens on one of its connections
+// sends its BEGIN with its first statement (see lazytx.go); otherwise its
+// connections are pgx's. The driver closes it on Close.
 func (d *Driver) DB() *sql.DB {
 	d.dbOnce.Do(func() {
 		pool, err := pgxpool.NewWithConfig(context.Background(), d.pool.Config())
 		if err != nil {
 			// Unreachable: the config made the first pool, and connecting
 			// is lazy. Share the first pool rather than fail.
-			d.db = stdlib.OpenDBFromPool(d.pool)
+			d.db = openDB(d.pool)
 			return
 		}
 		d.txPool = pool
-		d.db = stdlib.OpenDBFromPool(pool)
+		d.db = openDB(pool)
 	})
 	return d.db
 }
@@ -81,12 +82,17 @@ func (d *Driver) CommitStep(ctx context.Context, conn *sql.Conn, id, owner strin
 // after a ROLLBACK.
 func (d *Driver) commitWith(ctx context.Context, conn *sql.Conn, op string, queue func(*pgx.Batch)) error {
 	return conn.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
+		lc, ok := dc.(*lazyConn)
 		if !ok {
-			return fmt.Errorf("postgres: %s: the connection is a %T, not pgx's", op, dc)
+			return fmt.Errorf("postgres: %s: the connection is a %T, not one of the driver's DB", op, dc)
 		}
-		c := sc.Conn()
+		c := lc.Conn.Conn()
 		b := &pgx.Batch{}
+		if lc.pending {
+			// The flow sent nothing in its transaction: it begins here.
+			lc.pending = false
+			b.Queue("BEGIN")
+		}
 		queue(b)
 		n := b.Len()
 		b.Queue("COMMIT")

@@ -1,0 +1,9 @@
+package postgres
+
+import (
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// PgConn returns the pgx connection under a connection of Driver.DB, as
+// (*sql.Conn).Raw hands it out.
+func PgConn(dc any) *pgconn.PgConn { return dc.(*lazyConn).Conn.Conn().PgConn() }

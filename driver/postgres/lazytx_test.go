@@ -1,0 +1,259 @@
+package postgres_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/okengine/oke/driver/postgres"
+)
+
+// begun returns a connection of d.DB() with a transaction begun (lazily:
+// nothing sent yet), returned to the pool at the end of the test.
+func begun(t *testing.T, d *postgres.Driver) *sql.Conn {
+	t.Helper()
+	conn, err := d.DB().Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if err := d.Begin(t.Context(), conn); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// scanAll reads rows into the values database/sql hands out (Scan into
+// *any), so that two ways of running one query can be compared exactly.
+func scanAll(t *testing.T, rows *sql.Rows) [][]any {
+	t.Helper()
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]any
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, vals)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The first statement of a lazily begun transaction travels in a pipeline
+// with its BEGIN, and its rows are converted by oke, not by pgx's
+// database/sql adapter: every type must come out as the adapter gives it.
+func TestFirstStatementOfATransactionReturnsWhatPgxsAdapterReturns(t *testing.T) {
+	t.Parallel()
+	d := newDriver(t)
+	ctx := t.Context()
+	enum := pgx.Identifier{d.Schema(), "mood"}.Sanitize()
+	if _, err := d.Pool().Exec(ctx, `CREATE TYPE `+enum+` AS ENUM ('calm', 'busy')`); err != nil {
+		t.Fatal(err)
+	}
+	exprs := []string{
+		"true", "false", `'\xdeadbeef'::bytea`, "7::int2", "-8::int4", "9000000000::int8",
+		"1.5::float4", "2.25::float8", "12345.678900::numeric", "'NaN'::numeric", "'text'::text",
+		"'vc'::varchar(5)", "'c'::char(3)", "'name'::name", "'9b2f6c1e-0000-4000-8000-000000000001'::uuid",
+		`'{"a": [1, 2]}'::json`, `'{"a": [1, 2]}'::jsonb`, "'2026-11-29'::date", "'infinity'::date",
+		"'2026-11-29 22:40:01.123456'::timestamp", "'2026-11-29 22:40:01.123456+02'::timestamptz",
+		"'1 day 02:03:04'::interval", "'{1,2,3}'::int4[]", `'{"a b",c}'::text[]`, "'10.0.0.1/8'::inet",
+		"42::oid", "'(1,2)'::point", "'<a/>'::xml", "'busy'::" + enum, "12.5::money", "NULL::int4",
+		"NULL::text", "'é ✓'::text",
+	}
+	for _, e := range exprs {
+		t.Run(e, func(t *testing.T) {
+			q := "SELECT " + e + " AS v, $1::int4 AS n"
+			want := func() [][]any {
+				rows, err := d.DB().QueryContext(ctx, q, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return scanAll(t, rows)
+			}()
+			conn := begun(t, d)
+			rows, err := conn.QueryContext(ctx, q, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := scanAll(t, rows)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("first statement of a transaction: %#v\n  pgx's adapter: %#v", got, want)
+			}
+			if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// txStatus reads the server's view of conn's transaction: 'I' idle, 'T' in
+// a transaction, 'E' in a failed one.
+func txStatus(t *testing.T, conn *sql.Conn) byte {
+	t.Helper()
+	var st byte
+	err := conn.Raw(func(dc any) error {
+		st = postgres.PgConn(dc).TxStatus()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestLazyBeginIsATransaction(t *testing.T) {
+	t.Parallel()
+	d := newDriver(t)
+	ctx := t.Context()
+	table := pgx.Identifier{d.Schema(), "lazy"}.Sanitize()
+	if _, err := d.Pool().Exec(ctx, `CREATE TABLE `+table+` (id int PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	count := func() (n int) {
+		t.Helper()
+		if err := d.Pool().QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	t.Run("nothing is sent until the first statement, which begins it", func(t *testing.T) {
+		conn := begun(t, d)
+		if st := txStatus(t, conn); st != 'I' {
+			t.Fatalf("after Begin: status %c, want I (no BEGIN sent yet)", st)
+		}
+		if _, err := conn.ExecContext(ctx, `INSERT INTO `+table+` VALUES (1)`); err != nil {
+			t.Fatal(err)
+		}
+		if st := txStatus(t, conn); st != 'T' {
+			t.Fatalf("after the first statement: status %c, want T", st)
+		}
+		if n := count(); n != 0 {
+			t.Fatalf("another connection sees %d rows before the commit, want 0", n)
+		}
+		if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(); n != 0 {
+			t.Fatalf("%d rows after ROLLBACK, want 0", n)
+		}
+	})
+
+	t.Run("the first statement may be a query; COMMIT keeps its writes", func(t *testing.T) {
+		conn := begun(t, d)
+		var id int
+		if err := conn.QueryRowContext(ctx, `INSERT INTO `+table+` VALUES (2) RETURNING id`).Scan(&id); err != nil || id != 2 {
+			t.Fatalf("INSERT … RETURNING: %d, %v", id, err)
+		}
+		if _, err := conn.ExecContext(ctx, `INSERT INTO `+table+` VALUES (3)`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(); n != 2 {
+			t.Fatalf("%d rows after COMMIT, want 2", n)
+		}
+	})
+
+	t.Run("a failing first statement leaves the transaction failed, not committed", func(t *testing.T) {
+		conn := begun(t, d)
+		_, err := conn.ExecContext(ctx, `INSERT INTO `+table+` VALUES (2)`) // taken
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+			t.Fatalf("duplicate insert: %v, want unique_violation", err)
+		}
+		if st := txStatus(t, conn); st != 'E' {
+			t.Fatalf("status %c, want E (a failed transaction)", st)
+		}
+		if _, err := conn.ExecContext(ctx, `INSERT INTO `+table+` VALUES (4)`); err == nil {
+			t.Fatal("a statement after the failure ran; want it refused in the failed transaction")
+		}
+		if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(); n != 2 {
+			t.Fatalf("%d rows, want 2", n)
+		}
+	})
+
+	t.Run("a transaction ended before any statement sends nothing", func(t *testing.T) {
+		for _, end := range []string{"COMMIT", "ROLLBACK", " rollback ;"} {
+			conn := begun(t, d)
+			if _, err := conn.ExecContext(ctx, end); err != nil {
+				t.Fatalf("%q: %v", end, err)
+			}
+			// The next statement runs outside any transaction: autocommit.
+			if _, err := conn.ExecContext(ctx, `INSERT INTO `+table+` VALUES (10)`); err != nil {
+				t.Fatal(err)
+			}
+			if st := txStatus(t, conn); st != 'I' {
+				t.Fatalf("%q then a statement: status %c, want I (autocommit)", end, st)
+			}
+			if _, err := conn.ExecContext(ctx, `DELETE FROM `+table+` WHERE id = 10`); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+
+	t.Run("a connection returned with its BEGIN unsent is not in a transaction when reused", func(t *testing.T) {
+		conn, err := d.DB().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Begin(ctx, conn); err != nil {
+			t.Fatal(err)
+		}
+		conn.Close()
+		// Whichever connection the pool hands out next runs autocommit.
+		for range 3 {
+			if _, err := d.DB().ExecContext(ctx, `INSERT INTO `+table+` VALUES (11) ON CONFLICT DO NOTHING`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := count(); n != 3 {
+			t.Fatalf("%d rows, want 3: a statement ran in a transaction that never committed", n)
+		}
+	})
+
+	t.Run("Begin twice is an error", func(t *testing.T) {
+		conn := begun(t, d)
+		if err := d.Begin(ctx, conn); err == nil {
+			t.Fatal("second Begin: nil error")
+		}
+		if _, err := conn.ExecContext(ctx, "SELECT 1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Begin(ctx, conn); err == nil {
+			t.Fatal("Begin inside a begun transaction: nil error")
+		}
+		conn.ExecContext(ctx, "ROLLBACK")
+	})
+
+	t.Run("a cancelled first statement reports the cancellation", func(t *testing.T) {
+		conn := begun(t, d)
+		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		_, err := conn.ExecContext(cctx, "SELECT pg_sleep(5)")
+		if err == nil {
+			t.Fatal("pg_sleep(5) under a 50 ms deadline: nil error")
+		}
+	})
+}
