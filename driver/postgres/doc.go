@@ -110,15 +110,20 @@
 // one. Each commits on its own (autocommit), so "durable when it returns"
 // is Postgres's commit. A replay's claim reads the completed row without a
 // lock: it writes nothing, so its commit waits for no WAL flush. A flow
-// writing through Fx.Tx costs the claim, BEGIN, its own statements, and one
-// pipelined round trip for the fenced completion and the COMMIT: four round
-// trips and two flushed commits for a charge of one INSERT. Per durable step: StartStep and SaveStep, one each;
+// writing through Fx.Tx costs the claim, its own statements — the first one
+// carries the transaction's BEGIN in the same pipeline (Begin sends
+// nothing) — and one pipelined round trip for the fenced completion and the
+// COMMIT: three round trips and two flushed commits for a charge of one
+// INSERT. Per durable step: StartStep and SaveStep, one each;
 // AcquireRun and GetRun one each (the run and its steps go as one pgx batch).
 //
 // # Exactly-once writes: the transaction twins
 //
 // The driver is a driver.TxDriver: DB returns a database/sql handle on its
-// pool, and CommitComplete and CommitStep run Complete's and SaveStep's
+// pool, Begin opens a transaction on one of its connections lazily (the
+// BEGIN travels with the first statement; the rows of that statement are
+// converted to exactly the values pgx's database/sql adapter gives, type by
+// type), and CommitComplete and CommitStep run Complete's and SaveStep's
 // fenced statements inside a caller's transaction and commit it. oke's Fx.Tx uses them, so a
 // flow's writes to this database and its stored response (or a step's saved
 // result) commit together: a crash never leaves one without the other, and

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -184,6 +185,16 @@ func (r *lazyRows) Columns() []string {
 		}
 	}
 	return r.names
+}
+
+// ColumnTypeDatabaseTypeName is the column's type name, upper-cased, or
+// its OID when pgx does not know it — as pgx's adapter reports it.
+func (r *lazyRows) ColumnTypeDatabaseTypeName(i int) string {
+	oid := r.rows.FieldDescriptions()[i].DataTypeOID
+	if t, ok := r.conn.TypeMap().TypeForOID(oid); ok {
+		return strings.ToUpper(t.Name)
+	}
+	return strconv.FormatUint(uint64(oid), 10)
 }
 
 func (r *lazyRows) Close() error {

@@ -30,7 +30,8 @@ func begun(t *testing.T, d *postgres.Driver) *sql.Conn {
 }
 
 // scanAll reads rows into the values database/sql hands out (Scan into
-// *any), so that two ways of running one query can be compared exactly.
+// *any), after the columns' database type names, so that two ways of
+// running one query can be compared exactly.
 func scanAll(t *testing.T, rows *sql.Rows) [][]any {
 	t.Helper()
 	defer rows.Close()
@@ -38,7 +39,15 @@ func scanAll(t *testing.T, rows *sql.Rows) [][]any {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out [][]any
+	types, err := rows.ColumnTypes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []any
+	for _, ct := range types {
+		names = append(names, ct.DatabaseTypeName())
+	}
+	out := [][]any{names}
 	for rows.Next() {
 		vals := make([]any, len(cols))
 		ptrs := make([]any, len(cols))
