@@ -129,7 +129,15 @@ func (c *lazyConn) QueryContext(ctx context.Context, query string, argsV []sqldr
 		br.Close()
 		return nil, err
 	}
-	return &lazyRows{conn: c.Conn.Conn(), br: br, rows: rows}, nil
+	// Read the first row now, as pgx's adapter does: a statement that
+	// fails reports it here, not at the first Next.
+	more := rows.Next()
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		br.Close()
+		return nil, err
+	}
+	return &lazyRows{conn: c.Conn.Conn(), br: br, rows: rows, first: true, more: more}, nil
 }
 
 // ResetSession clears a BEGIN that was never sent: the connection is back
@@ -174,6 +182,9 @@ type lazyRows struct {
 	rows  pgx.Rows
 	names []string
 	conv  []func(src []byte) (sqldriver.Value, error)
+	// first: the first row was read by QueryContext; more: whether it
+	// exists.
+	first, more bool
 }
 
 func (r *lazyRows) Columns() []string {
@@ -207,7 +218,13 @@ func (r *lazyRows) Close() error {
 }
 
 func (r *lazyRows) Next(dest []sqldriver.Value) error {
-	if !r.rows.Next() {
+	more := r.more
+	if r.first {
+		r.first = false
+	} else {
+		more = r.rows.Next()
+	}
+	if !more {
 		if err := r.rows.Err(); err != nil {
 			return err
 		}

@@ -203,6 +203,42 @@ func TestLazyBeginIsATransaction(t *testing.T) {
 		}
 	})
 
+	t.Run("a failing first query reports its error from Query, as pgx's adapter does", func(t *testing.T) {
+		q := `INSERT INTO ` + table + ` VALUES (2) RETURNING id` // taken
+		_, want := d.DB().QueryContext(ctx, q)
+		conn := begun(t, d)
+		rows, err := conn.QueryContext(ctx, q)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "23505" || want == nil || err.Error() != want.Error() {
+			t.Fatalf("Query: rows %v, error %v; pgx's adapter: %v", rows != nil, err, want)
+		}
+		if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("a first query of many rows reads them all", func(t *testing.T) {
+		conn := begun(t, d)
+		rows, err := conn.QueryContext(ctx, `SELECT g FROM generate_series(1, 1000) g`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := scanAll(t, rows)
+		if len(got) != 1001 || got[1][0] != int64(1) || got[1000][0] != int64(1000) {
+			t.Fatalf("%d rows (with the type names), first %v, last %v", len(got), got[1], got[len(got)-1])
+		}
+		conn.ExecContext(ctx, "ROLLBACK")
+		conn = begun(t, d)
+		empty, err := conn.QueryContext(ctx, `SELECT 1 WHERE false`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := scanAll(t, empty); len(got) != 1 {
+			t.Fatalf("no rows: got %v", got[1:])
+		}
+		conn.ExecContext(ctx, "ROLLBACK")
+	})
+
 	t.Run("a transaction ended before any statement sends nothing", func(t *testing.T) {
 		for _, end := range []string{"COMMIT", "ROLLBACK", " rollback ;"} {
 			conn := begun(t, d)
