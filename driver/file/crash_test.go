@@ -112,9 +112,6 @@ func journalChild(d *Driver) {
 							die("renew", err)
 						}
 					}
-					if _, err := d.StartStep(ctx, id, "child", seq, fmt.Sprintf("step %d", seq)); err != nil {
-						die("start", err)
-					}
 					if err := d.SaveStep(ctx, id, "child", stepOf(i, seq)); err != nil {
 						die("save", err)
 					}

@@ -13,7 +13,7 @@ import (
 	"github.com/okengine/oke/driver"
 )
 
-// runEntry is a run with its steps and the attempts of steps not yet saved.
+// runEntry is a run with its steps.
 //
 // Saved steps are appended to one buffer per run, steps, each as a
 // fixed-size header (the lengths of its name, result and failure, its
@@ -25,11 +25,7 @@ type runEntry struct {
 	run    driver.Run
 	steps  []byte
 	nsteps int
-	// Attempts started of the steps not saved yet: startSeq's count in
-	// starts (nearly always the next step), any other seq's in more.
-	startSeq, starts int
-	more             map[int]int
-	result           driver.Response // what run.Result points to once finished
+	result driver.Response // what run.Result points to once finished
 }
 
 // A step's header in runEntry.steps: name, result and failure lengths
@@ -115,24 +111,6 @@ func fromNanos(n int64) time.Time {
 	return time.Unix(0, n).UTC()
 }
 
-// attempts returns a pointer to the attempts counter of unsaved step seq.
-func (e *runEntry) attempts(seq int) *int {
-	if seq != e.startSeq {
-		if e.starts != 0 {
-			if e.more == nil {
-				e.more = make(map[int]int)
-			}
-			e.more[e.startSeq] = e.starts
-		}
-		e.startSeq, e.starts = seq, 0
-		if n, ok := e.more[seq]; ok {
-			e.starts = n
-			delete(e.more, seq)
-		}
-	}
-	return &e.starts
-}
-
 func copyRun(r *driver.Run) driver.Run {
 	c := *r
 	c.Input = slices.Clone(r.Input)
@@ -196,9 +174,10 @@ func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Durat
 	if run.Status == 0 {
 		run.Status = driver.RunRunning
 	}
+	run.Attempts, run.NextAttempts = 0, 0
 	if run.Owner != "" {
 		run.LeaseUntil = now.Add(lease)
-		run.Attempts = 1
+		run.Attempts, run.NextAttempts = 1, 1
 	}
 	e := &runEntry{run: run}
 	e.run.Input = slices.Clone(run.Input)
@@ -282,6 +261,11 @@ func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Du
 		return driver.Run{}, nil, driver.ErrNotDue
 	}
 	r := &e.run
+	if r.Status == driver.RunSleeping {
+		r.NextAttempts = max(r.NextAttempts, 1)
+	} else {
+		r.NextAttempts++
+	}
 	r.Status = driver.RunRunning
 	r.Owner = owner
 	r.LeaseUntil = now.Add(lease)
@@ -314,25 +298,6 @@ func (d *Driver) RenewRun(ctx context.Context, id, owner string, lease time.Dura
 	return nil
 }
 
-// StartStep implements driver.Journal.
-func (d *Driver) StartStep(ctx context.Context, id, owner string, seq int, name string) (int, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.check(ctx); err != nil {
-		return 0, err
-	}
-	e, err := d.heldRun(id, owner)
-	if err != nil {
-		return 0, err
-	}
-	if seq < 1 {
-		return 0, fmt.Errorf("memory: start step: seq %d", seq)
-	}
-	n := e.attempts(seq)
-	*n++
-	return *n, nil
-}
-
 // SaveStep implements driver.Journal.
 func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Step) error {
 	d.mu.Lock()
@@ -354,11 +319,7 @@ func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Ste
 	if err := e.appendStep(&step, size); err != nil {
 		return err
 	}
-	if step.Seq == e.startSeq {
-		e.startSeq, e.starts = 0, 0
-	} else if e.more != nil {
-		delete(e.more, step.Seq)
-	}
+	e.run.NextAttempts = 1
 	if e.run.UpdatedAt = step.FinishedAt; step.FinishedAt.IsZero() {
 		e.run.UpdatedAt = d.now()
 	}

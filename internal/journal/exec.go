@@ -225,8 +225,9 @@ type Pending struct {
 }
 
 // Next takes the next step, named name. If the journal holds it, Next
-// returns the saved step; otherwise it records the attempt and returns the
-// step to run (then call Save). Steps are taken one at a time.
+// returns the saved step; otherwise it returns the step to run (then call
+// Save), with its attempts counted from the run's NextAttempts: Next makes
+// no driver call. Steps are taken one at a time.
 func (x *Exec) Next(ctx context.Context, name string) (saved *driver.Step, p Pending, err error) {
 	x.mu.Lock()
 	if x.parked {
@@ -255,9 +256,12 @@ func (x *Exec) Next(ctx context.Context, name string) (saved *driver.Step, p Pen
 		return s, p, nil
 	}
 	x.mu.Unlock()
-	attempts, err := x.J.StartStep(ctx, x.Run.ID, x.Owner, seq, name)
-	if err != nil {
-		return nil, p, x.fail(err)
+	// Only the first unsaved step can have been begun by an earlier
+	// execution: the driver counts those in Run.NextAttempts (this one
+	// included). Every later step is new to this execution.
+	attempts := 1
+	if seq == len(x.saved)+1 {
+		attempts = max(x.Run.NextAttempts, 1)
 	}
 	return nil, Pending{Seq: seq, Name: name, Attempts: attempts, Started: x.now()}, nil
 }

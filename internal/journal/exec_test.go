@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,5 +68,73 @@ func TestStepTimesAreWallTimesInOrder(t *testing.T) {
 			t.Errorf("step %q: %d attempts, want 1", s.Name, s.Attempts)
 		}
 		last = s.FinishedAt
+	}
+}
+
+// TestStepAttemptsCountExecutionsThatBeganTheStep: the first step an
+// execution runs (the one after the saved ones) has as many attempts as
+// executions began it — the driver's Run.NextAttempts, which counts pick-ups
+// after a lapse, including one cut off between two steps —; every later
+// step of the execution has 1.
+func TestStepAttemptsCountExecutionsThatBeganTheStep(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// cutOff: executions that died before this one, each after saving
+		// this many new steps.
+		cutOff []int
+		want   []int // attempts of steps 1..4 once this execution saved them
+	}{
+		{"first execution", nil, []int{1, 1, 1, 1}},
+		{"cut off in step 1", []int{0}, []int{2, 1, 1, 1}},
+		{"cut off in step 1 twice", []int{0, 0}, []int{3, 1, 1, 1}},
+		{"cut off after step 2", []int{2}, []int{1, 1, 2, 1}},
+		{"cut off after step 1, then in step 2", []int{1, 0}, []int{1, 3, 1, 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			d := memory.New()
+			run := func(x *Exec, from, to int) {
+				t.Helper()
+				for seq := from; seq <= to; seq++ {
+					_, _, err := x.Step(ctx, "step "+strconv.Itoa(seq), func(context.Context) ([]byte, []byte, error) {
+						return []byte(`1`), nil, nil
+					})
+					if err != nil {
+						t.Fatalf("step %d: %v", seq, err)
+					}
+				}
+			}
+			// Each dead execution held the run with a lease that already
+			// ended, so the next one takes it over at once.
+			r, err := d.CreateRun(ctx, driver.Run{ID: "run-1", Flow: "f", Owner: "o0"}, -time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, saved := Start(d, r, nil, "o0", time.Minute, nil), 0
+			for i, n := range c.cutOff {
+				run(x, saved+1, saved+n)
+				x.Stop()
+				saved += n
+				owner := "o" + strconv.Itoa(i+1)
+				r, steps, err := d.AcquireRun(ctx, "run-1", owner, -time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				x = Start(d, r, steps, owner, time.Minute, nil)
+			}
+			run(x, 1, 4)
+			x.Stop()
+			_, steps, err := d.GetRun(ctx, "run-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for _, s := range steps {
+				got = append(got, s.Attempts)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("attempts of steps 1..4 = %v, want %v", got, c.want)
+			}
+		})
 	}
 }
