@@ -52,12 +52,15 @@ func (e *runEntry) appendStep(step *driver.Step, size int) error {
 	if e.steps == nil {
 		e.steps = make([]byte, 0, max(size, 256, 2*(stepHeader+len(step.Name)+len(step.Result)+len(step.Failure))))
 	}
-	b := le.AppendUint32(e.steps, uint32(len(step.Name)))
-	b = le.AppendUint32(b, lenOf(step.Result))
-	b = le.AppendUint32(b, lenOf(step.Failure))
-	b = le.AppendUint32(b, uint32(step.Attempts))
-	b = le.AppendUint64(b, uint64(nanos(step.StartedAt)))
-	b = le.AppendUint64(b, uint64(nanos(step.FinishedAt)))
+	n := len(e.steps)
+	b := slices.Grow(e.steps, stepHeader+len(step.Name)+len(step.Result)+len(step.Failure))[:n+stepHeader]
+	h := b[n:]
+	le.PutUint32(h, uint32(len(step.Name)))
+	le.PutUint32(h[4:], lenOf(step.Result))
+	le.PutUint32(h[8:], lenOf(step.Failure))
+	le.PutUint32(h[12:], uint32(step.Attempts))
+	le.PutUint64(h[16:], uint64(nanos(step.StartedAt)))
+	le.PutUint64(h[24:], uint64(nanos(step.FinishedAt)))
 	b = append(b, step.Name...)
 	b = append(b, step.Result...)
 	e.steps = append(b, step.Failure...)
@@ -191,6 +194,7 @@ func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Durat
 		e.run.Result = &res
 	}
 	d.runs[run.ID] = e
+	d.lastRun = e
 	if run.DedupeKey != "" {
 		d.dedupe[run.DedupeKey] = run.ID
 	}
@@ -274,10 +278,19 @@ func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Du
 	return copyRun(r), e.copySteps(), nil
 }
 
-// heldRun returns the run id held by owner.
+// heldRun returns the run id held by owner. The run a fenced call last
+// found is checked before the map: an execution's calls (its steps, its
+// finish) come one after another, so they mostly skip hashing the ID.
 func (d *Driver) heldRun(id, owner string) (*runEntry, error) {
-	e, ok := d.runs[id]
-	if !ok || e.run.Owner != owner || owner == "" || e.run.Status.Finished() {
+	e := d.lastRun
+	if e == nil || e.run.ID != id {
+		var ok bool
+		if e, ok = d.runs[id]; !ok {
+			return nil, driver.ErrNotOwner
+		}
+		d.lastRun = e
+	}
+	if e.run.Owner != owner || owner == "" || e.run.Status.Finished() {
 		return nil, driver.ErrNotOwner
 	}
 	return e, nil
