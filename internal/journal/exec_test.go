@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -134,6 +135,50 @@ func TestStepAttemptsCountExecutionsThatBeganTheStep(t *testing.T) {
 			}
 			if !slices.Equal(got, c.want) {
 				t.Errorf("attempts of steps 1..4 = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestRepeatedStepNameIsAMismatch: a name taken before in the execution is
+// refused, whether the names are still scanned or kept in a map, and a
+// name that only looks alike (same length, first and last byte) is not.
+func TestRepeatedStepNameIsAMismatch(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		before int    // distinct steps taken first
+		repeat string // then this name
+		dup    bool
+	}{
+		{"first name again", 3, "step 0", true},
+		{"last name again", 3, "step 2", true},
+		{"look-alike is new", 3, "sXep 0", false},
+		{"repeat among many", 40, "step 5", true},
+		{"repeat of a name kept after the scan", 40, "step 33", true},
+		{"new name among many", 40, "step 40", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			d := memory.New()
+			r, err := d.CreateRun(ctx, driver.Run{ID: "run-1", Flow: "f", Owner: "o"}, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := Start(d, r, nil, "o", time.Minute, nil)
+			defer x.Stop()
+			step := func(name string) error {
+				_, _, err := x.Step(ctx, name, func(context.Context) ([]byte, []byte, error) { return []byte(`1`), nil, nil })
+				return err
+			}
+			for i := range c.before {
+				if err := step("step " + strconv.Itoa(i)); err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+			}
+			err = step(c.repeat)
+			var m *MismatchError
+			if got := errors.As(err, &m); got != c.dup {
+				t.Errorf("step %q after %d steps: err = %v; want a MismatchError: %v", c.repeat, c.before, err, c.dup)
 			}
 		})
 	}
