@@ -31,6 +31,19 @@ type RunView struct {
 	UpdatedAt  time.Time   `json:"updatedAt"`
 	StepCount  int         `json:"stepCount"` // saved steps (also in listings, which carry no Steps)
 	Steps      []StepView  `json:"steps,omitempty"`
+	Next       *NextView   `json:"next,omitempty"` // unfinished runs: the step after the saved ones
+}
+
+// NextView is the step an unfinished run takes next, after its saved ones:
+// only its position is known (its name is the code's, once it gets there).
+// Attempts is how many executions have begun it (driver.Run.NextAttempts):
+// for a held run, its holder included; for a run waiting to be picked up
+// after a lapse or a release, those so far (the next pick-up adds one); for
+// a sleeping run, 1, the execution that wakes it. An execution cut off
+// between two steps counts as an attempt of the later one.
+type NextView struct {
+	Seq      int `json:"seq"`
+	Attempts int `json:"attempts"`
 }
 
 // StepView is a saved step.
@@ -66,6 +79,9 @@ func ViewRun(r driver.Run, steps []driver.Step) RunView {
 	if !r.WakeAt.IsZero() {
 		t := r.WakeAt
 		v.WakeAt = &t
+	}
+	if !r.Status.Finished() {
+		v.Next = &NextView{Seq: v.StepCount + 1, Attempts: r.NextAttempts}
 	}
 	for _, s := range steps {
 		v.Steps = append(v.Steps, StepView{Seq: s.Seq, Name: s.Name, Result: rawJSON(s.Result), Failure: rawJSON(s.Failure),

@@ -64,6 +64,29 @@ type Run struct {
 	WakeAt     time.Time // not to be picked up before this (sleep, retry delay)
 	Attempts   int       // how many times the run was picked up (1 after its first start)
 
+	// NextAttempts is how many executions have begun the run's next step —
+	// the one after its last saved step (Seq = saved steps + 1) — this
+	// one included. The driver keeps it, with no call of its own, by these
+	// rules, each applied atomically with the call it rides on:
+	//
+	//   - CreateRun with an owner sets it to 1 (the creator goes on to
+	//     step 1); without one, to 0 (no execution has begun yet).
+	//   - SaveStep sets it to 1: the execution that saved step n goes on to
+	//     step n+1.
+	//   - AcquireRun adds 1 (a run whose holder's lease lapsed, one released
+	//     for a retry, one enqueued), except for a run that was sleeping:
+	//     the sleep is itself a saved step, so the waking execution is
+	//     already counted (it is raised to 1 if it was 0).
+	//
+	// An execution cut off between two steps (after saving step n, before
+	// step n+1 returned or even began) thus counts as an attempt of step
+	// n+1. The engine passes it as the first unsaved step's Step.Attempts;
+	// later steps of the same execution have 1. For a finished run it refers
+	// to a step that never came (the flow ended), and means nothing. Every
+	// call that returns a run (CreateRun, AcquireRun, GetRun, ListRuns)
+	// carries it.
+	NextAttempts int
+
 	ReplayOf  string // the run this one replays
 	Parent    string // the run that started it (Run) or emitted its event
 	Event     string // the event that started it (OnEvent flows)
@@ -111,7 +134,7 @@ type RunFilter struct {
 // steps, their leases, and business-key claims. It is optional: a driver
 // that implements it (type assertion) can run durable flows.
 //
-// Fenced methods (RenewRun, StartStep, SaveStep, FinishRun) succeed only for
+// Fenced methods (RenewRun, SaveStep, FinishRun) succeed only for
 // the run's current owner and return ErrNotOwner otherwise. An owner whose
 // lease lapsed still owns the run until another AcquireRun takes it. SaveStep and
 // FinishRun return only once durable; CreateRun and ClaimKey too when they
@@ -121,7 +144,8 @@ type Journal interface {
 	// CreateRun inserts run. Its ID is chosen by the caller and unique (a
 	// taken ID is an error, not ErrDuplicate).
 	// When run.Owner is set the run is created held by it for lease, with
-	// Attempts 1; otherwise it is unowned and due at run.WakeAt (zero: now).
+	// Attempts 1 and NextAttempts 1; otherwise it is unowned and due at
+	// run.WakeAt (zero: now), with both 0.
 	// When run.DedupeKey is set and another run has it, nothing is inserted
 	// and that run is returned with ErrDuplicate.
 	CreateRun(ctx context.Context, run Run, lease time.Duration) (Run, error)
@@ -131,18 +155,16 @@ type Journal interface {
 	ListRuns(ctx context.Context, f RunFilter, limit int) ([]Run, error)
 	// AcquireRun takes a run that is due — not finished, not held by a live
 	// lease, and WakeAt reached — for owner: Status becomes RunRunning,
-	// Attempts grows by one. It returns the run and its saved steps, or
+	// Attempts grows by one, and so does NextAttempts unless the run was
+	// sleeping (see Run.NextAttempts). It returns the run and its saved steps, or
 	// ErrNotDue (ErrNotFound if there is no such run). owner must not be
 	// empty.
 	AcquireRun(ctx context.Context, id, owner string, lease time.Duration) (Run, []Step, error)
 	// RenewRun extends owner's lease to now+lease.
 	RenewRun(ctx context.Context, id, owner string, lease time.Duration) error
-	// StartStep records that an attempt of step seq (named name) began and
-	// returns how many attempts it has had, this one included. It need not
-	// be durable.
-	StartStep(ctx context.Context, id, owner string, seq int, name string) (int, error)
 	// SaveStep saves a finished step; step.Seq must be one more than the
-	// last saved step's (ErrStepOrder otherwise). Durable when it returns.
+	// last saved step's (ErrStepOrder otherwise), and sets the run's
+	// NextAttempts to 1. Durable when it returns.
 	SaveStep(ctx context.Context, id, owner string, step Step) error
 	// FinishRun ends the run (RunCompleted, RunFailed) or parks it — any
 	// other status is an error —

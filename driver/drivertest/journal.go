@@ -67,7 +67,10 @@ var journalRules = []journalRule{
 	{"StaleOwnerIsFencedAfterTakeover", testStaleRunOwner},
 	{"FencedCallsNeedTheCurrentOwner", testRunNonOwner},
 	{"RenewRunExtendsLease", testRenewRun},
-	{"StartStepCountsAttemptsPerStepAcrossTakeovers", testStartStep},
+	{"NextAttemptsIsOneForARunCreatedHeldAndZeroForOneEnqueued", testNextAttemptsCreate},
+	{"SaveStepResetsNextAttemptsToOne", testNextAttemptsSave},
+	{"AcquireRunAfterALapseOrAReleaseCountsAnotherAttempt", testNextAttemptsTakeover},
+	{"AcquireRunAfterASleepCountsNoAttempt", testNextAttemptsSleep},
 	{"SaveStepMustBeTheNextInOrder", testSaveStepOrder},
 	{"SaveStepKeepsResultFailureAndAttemptsExactly", testSaveStepExact},
 	{"FinishRunCompletedStoresResultAndClearsOwner", testFinishCompleted},
@@ -740,10 +743,6 @@ var fencedRunCalls = []struct {
 	{"RenewRun", func(t *testing.T, j journal, id, owner string) error {
 		return j.RenewRun(t.Context(), id, owner, hold)
 	}},
-	{"StartStep", func(t *testing.T, j journal, id, owner string) error {
-		_, err := j.StartStep(t.Context(), id, owner, 2, "step 2")
-		return err
-	}},
 	{"SaveStep", func(t *testing.T, j journal, id, owner string) error {
 		s := stepN(2)
 		s.Result = []byte(`"written by ` + owner + `"`)
@@ -769,10 +768,11 @@ func testStaleRunOwner(t *testing.T, j journal) {
 			stored.LeaseUntil, stored.Result, fresh.LeaseUntil)
 	}
 	sameSteps(t, "steps after the stale owner's calls", steps, saved)
-	// The stale StartStep counted nothing for the new owner either.
-	n, err := j.StartStep(t.Context(), "run-1", "fresh", 2, "step 2")
-	if err != nil || n != 1 {
-		t.Errorf("StartStep by the new owner: %d, %v; want 1 (the stale owner's attempt did not count)", n, err)
+	// The stale owner's refused SaveStep did not reset the count: step 2
+	// is on its second execution (the stale owner's, cut off, and fresh).
+	if fresh.NextAttempts != 2 || stored.NextAttempts != 2 {
+		t.Errorf("NextAttempts: %d when acquired, %d after the stale owner's calls; want 2 and 2",
+			fresh.NextAttempts, stored.NextAttempts)
 	}
 	saveStep(t, j, "run-1", "fresh", stepN(2))
 }
@@ -834,37 +834,91 @@ func testRenewRun(t *testing.T, j journal) {
 	wantState(t, "run taken after its renewed lease ended", run, driver.RunRunning, "worker-2", 2)
 }
 
-func testStartStep(t *testing.T, j journal) {
-	createHeld(t, j, "run-1", "worker-1", hold)
-	start := func(owner string, seq int, name string, want int) {
-		t.Helper()
-		n, err := j.StartStep(t.Context(), "run-1", owner, seq, name)
-		if err != nil {
-			t.Fatalf("StartStep(seq %d, %q) by %s: %v", seq, name, owner, err)
-		}
-		if n != want {
-			t.Errorf("StartStep(seq %d, %q) by %s = %d attempts, want %d", seq, name, owner, n, want)
+// wantNext checks run id's NextAttempts as GetRun and ListRuns report it.
+func wantNext(t *testing.T, j journal, what, id string, want int) {
+	t.Helper()
+	run, _ := getRun(t, j, id)
+	runs, err := j.ListRuns(t.Context(), driver.RunFilter{}, many)
+	if err != nil {
+		t.Fatalf("%s: ListRuns: %v", what, err)
+	}
+	listed := -1
+	for _, r := range runs {
+		if r.ID == id {
+			listed = r.NextAttempts
 		}
 	}
+	if run.NextAttempts != want || listed != want {
+		t.Errorf("%s: NextAttempts %d (GetRun), %d (ListRuns); want %d", what, run.NextAttempts, listed, want)
+	}
+}
+
+func testNextAttemptsCreate(t *testing.T, j journal) {
+	held := createHeld(t, j, "run-held", "worker-1", hold)
+	if held.NextAttempts != 1 {
+		t.Errorf("CreateRun with an owner returned NextAttempts %d, want 1 (the creator begins step 1)", held.NextAttempts)
+	}
+	wantNext(t, j, "run created held", "run-held", 1)
+	queued := createWaking(t, j, "run-queued", time.Time{})
+	if queued.NextAttempts != 0 {
+		t.Errorf("CreateRun without an owner returned NextAttempts %d, want 0 (nobody began step 1)", queued.NextAttempts)
+	}
+	wantNext(t, j, "run created unowned", "run-queued", 0)
+	if run, _ := acquire(t, j, "run-queued", "worker-1", hold); run.NextAttempts != 1 {
+		t.Errorf("AcquireRun of an enqueued run returned NextAttempts %d, want 1", run.NextAttempts)
+	}
+	wantNext(t, j, "enqueued run after its first pick-up", "run-queued", 1)
+}
+
+func testNextAttemptsSave(t *testing.T, j journal) {
+	lapsedRun(t, j, "run-1", "worker-1", 0) // cut off before step 1 returned
+	if run, _ := acquire(t, j, "run-1", "worker-2", hold); run.NextAttempts != 2 {
+		t.Fatalf("AcquireRun after a lapse: NextAttempts %d, want 2", run.NextAttempts)
+	}
 	s1 := stepN(1)
-	start("worker-1", 1, s1.Name, 1)
-	s1.Attempts = 1
-	saveStep(t, j, "run-1", "worker-1", s1)
-	start("worker-1", 2, "charge", 1)
-	start("worker-1", 2, "charge", 2) // retried in place
-	lapse(t, j, "run-1", "worker-1")  // worker-1 dies mid-step
-	acquire(t, j, "run-1", "worker-2", hold)
-	start("worker-2", 2, "charge", 3) // counted across the takeover
-	lapse(t, j, "run-1", "worker-2")  // and worker-2 too
-	_, steps := acquire(t, j, "run-1", "worker-3", hold)
-	sameSteps(t, "steps after two takeovers", steps, []driver.Step{s1})
-	start("worker-3", 2, "charge", 4)
-	s2 := driver.Step{Seq: 2, Name: "charge", Result: []byte(`{"id":"ch_1"}`), Attempts: 4,
-		StartedAt: time.Now().Add(-time.Second), FinishedAt: time.Now()}
-	saveStep(t, j, "run-1", "worker-3", s2)
-	start("worker-3", 3, "email", 1) // each step counts on its own
-	_, steps = getRun(t, j, "run-1")
-	sameSteps(t, "steps saved", steps, []driver.Step{s1, s2})
+	s1.Attempts = 2
+	saveStep(t, j, "run-1", "worker-2", s1)
+	wantNext(t, j, "after SaveStep of step 1", "run-1", 1)
+	saveStep(t, j, "run-1", "worker-2", stepN(2))
+	wantNext(t, j, "after SaveStep of step 2", "run-1", 1)
+	_, steps := getRun(t, j, "run-1")
+	sameSteps(t, "steps saved", steps, []driver.Step{s1, stepN(2)})
+}
+
+func testNextAttemptsTakeover(t *testing.T, j journal) {
+	lapsedRun(t, j, "run-1", "worker-1", 1) // saved step 1, then died
+	wantNext(t, j, "run whose holder died after step 1", "run-1", 1)
+	if run, _ := acquire(t, j, "run-1", "worker-2", hold); run.NextAttempts != 2 {
+		t.Errorf("AcquireRun after a lapse returned NextAttempts %d, want 2 (cut off between steps counts)", run.NextAttempts)
+	}
+	wantNext(t, j, "run taken over after a lapse", "run-1", 2)
+	finishRun(t, j, "run-1", "worker-2", driver.Finish{Status: driver.RunRunning})
+	wantNext(t, j, "run released for a retry", "run-1", 2) // FinishRun counts nothing
+	if run, _ := acquire(t, j, "run-1", "worker-3", hold); run.NextAttempts != 3 {
+		t.Errorf("AcquireRun after a release returned NextAttempts %d, want 3", run.NextAttempts)
+	}
+	wantNext(t, j, "run picked up after a release", "run-1", 3)
+	// RenewRun counts nothing either.
+	if err := j.RenewRun(t.Context(), "run-1", "worker-3", hold); err != nil {
+		t.Fatalf("RenewRun: %v", err)
+	}
+	wantNext(t, j, "run after RenewRun", "run-1", 3)
+}
+
+func testNextAttemptsSleep(t *testing.T, j journal) {
+	createHeld(t, j, "run-1", "worker-1", hold)
+	saveStep(t, j, "run-1", "worker-1", stepN(1)) // the sleep's step: its wake time
+	finishRun(t, j, "run-1", "worker-1", driver.Finish{Status: driver.RunSleeping, WakeAt: time.Now().Add(-time.Second)})
+	wantNext(t, j, "sleeping run", "run-1", 1)
+	if run, _ := acquire(t, j, "run-1", "worker-2", hold); run.NextAttempts != 1 {
+		t.Errorf("AcquireRun of a sleeping run returned NextAttempts %d, want 1 (waking is not a retry)", run.NextAttempts)
+	}
+	wantNext(t, j, "run woken from its sleep", "run-1", 1)
+	// A waking execution that dies is a retry like any other.
+	lapse(t, j, "run-1", "worker-2")
+	if run, _ := acquire(t, j, "run-1", "worker-3", hold); run.NextAttempts != 2 {
+		t.Errorf("AcquireRun after the woken holder's lease lapsed returned NextAttempts %d, want 2", run.NextAttempts)
+	}
 }
 
 func testSaveStepOrder(t *testing.T, j journal) {
@@ -1182,7 +1236,6 @@ func testJournalClose(t *testing.T, j journal) {
 		{"ListRuns", func() error { _, err := j.ListRuns(ctx, driver.RunFilter{}, 10); return err }},
 		{"AcquireRun", func() error { _, _, err := j.AcquireRun(ctx, "run-1", "worker-2", hold); return err }},
 		{"RenewRun", func() error { return j.RenewRun(ctx, "run-1", "worker-1", hold) }},
-		{"StartStep", func() error { _, err := j.StartStep(ctx, "run-1", "worker-1", 1, "step 1"); return err }},
 		{"SaveStep", func() error { return j.SaveStep(ctx, "run-1", "worker-1", stepN(1)) }},
 		{"FinishRun", func() error {
 			return j.FinishRun(ctx, "run-1", "worker-1", driver.Finish{Status: driver.RunCompleted, Result: &driver.Response{Status: 201}})

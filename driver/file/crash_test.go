@@ -26,6 +26,9 @@ import (
 
 const helperEnv = "OKE_FILE_DRIVER_HELPER"
 
+// helperHeld is the driver a "hold" child keeps open until it is killed.
+var helperHeld *Driver
+
 // TestHelperProcess is the child. It is not a test on its own.
 func TestHelperProcess(t *testing.T) {
 	mode := os.Getenv(helperEnv)
@@ -41,6 +44,10 @@ func TestHelperProcess(t *testing.T) {
 	fmt.Println("ready")
 	switch mode {
 	case "hold":
+		// Keep d reachable: once it is not, a GC may run the finalizer of
+		// its LOCK file, which closes it and drops the lock this child is
+		// meant to hold.
+		helperHeld = d
 		select {} // until killed
 	case "write":
 		base, _ := strconv.Atoi(os.Getenv("OKE_FILE_DRIVER_BASE"))
@@ -111,9 +118,6 @@ func journalChild(d *Driver) {
 						if err := d.RenewRun(ctx, id, "child", time.Minute); err != nil {
 							die("renew", err)
 						}
-					}
-					if _, err := d.StartStep(ctx, id, "child", seq, fmt.Sprintf("step %d", seq)); err != nil {
-						die("start", err)
 					}
 					if err := d.SaveStep(ctx, id, "child", stepOf(i, seq)); err != nil {
 						die("save", err)

@@ -58,18 +58,25 @@
 // journal records:
 //
 //	{"crc":"...","rec":{"op":"format","v":1}}
-//	{"crc":"...","rec":{"op":"run","id":"run_1","flow":"payments.refund","input":"eyJjaGFyZ2VJZCI6ImNoXzEifQ==","status":"running","owner":"...","leaseUntil":"...","attempts":1,...}}
-//	{"crc":"...","rec":{"op":"start","id":"run_1","seq":1,"name":"refund id","attempts":1}}
+//	{"crc":"...","rec":{"op":"run","id":"run_1","flow":"payments.refund","input":"eyJjaGFyZ2VJZCI6ImNoXzEifQ==","status":"running","owner":"...","leaseUntil":"...","attempts":1,"next":1,...}}
 //	{"crc":"...","rec":{"op":"step","id":"run_1","seq":1,"name":"refund id","out":"IjliMmYuLi4i","attempts":1,"startedAt":"...","finishedAt":"...","at":"..."}}
-//	{"crc":"...","rec":{"op":"lease","id":"run_1","owner":"...","leaseUntil":"...","attempts":2,"at":"..."}}
+//	{"crc":"...","rec":{"op":"lease","id":"run_1","owner":"...","leaseUntil":"...","attempts":2,"next":2,"at":"..."}}
 //	{"crc":"...","rec":{"op":"claim","id":"run_1","key":"order:42"}}
 //	{"crc":"...","rec":{"op":"finish","id":"run_1","status":"completed","result":{"status":201,...},"at":"..."}}
 //	{"crc":"...","rec":{"op":"drop","id":"run_0"}}
 //
 // run is a run's whole state (CreateRun, and compaction); lease is AcquireRun
-// and RenewRun; start is StartStep's attempt count; step is one SaveStep;
-// finish is FinishRun (the owner is cleared); claim is ClaimKey; drop is the
-// retention forgetting a finished run. Open replays them into memory, where a
+// and RenewRun, with the run's NextAttempts as next; step is one SaveStep
+// (which sets NextAttempts to 1, so it carries no count; a step record
+// without at is compaction's, after the run record that holds the run's
+// state); finish is FinishRun (the owner is cleared); claim is ClaimKey; drop
+// is the retention forgetting a finished run. No record is written when a
+// step begins: the steps of one execution after its first cost one step
+// record each and nothing else. Logs written by an older oke also hold start
+// records (its StartStep: how many attempts a step had begun) and run records
+// with "starts"; Open reads the count of a run's next step from them as its
+// NextAttempts, until a lease record with next supersedes it, and compaction
+// writes them no more. Open replays the records into memory, where a
 // run keeps its steps in order and every unfinished run sits in a heap by the
 // time it is due. So SaveStep appends one record whatever the number of steps
 // or runs, AcquireRun and RenewRun move one run in the heap (O(log n)), and
@@ -135,13 +142,14 @@
 // wait until what they show is durable, so a new owner never builds on a step
 // an OS crash could still take back.
 //
-// AcquireRun, RenewRun and StartStep are written but not fsynced. After an OS
-// crash (not a process crash: the page cache survives that), a lost
-// AcquireRun or RenewRun is a lease that lapsed sooner, so the run is taken
-// over again; all its holders died in the crash anyway. A lost StartStep
-// undercounts a step's attempts: the count (Step.Attempts, and what the
-// engine does with it, such as giving up after n attempts) can come out lower
-// than the times the step's function really started. Retention's drop
+// AcquireRun and RenewRun are written but not fsynced. After an OS crash (not
+// a process crash: the page cache survives that), a lost AcquireRun or
+// RenewRun is a lease that lapsed sooner, so the run is taken over again; all
+// its holders died in the crash anyway. A lost AcquireRun also takes back its
+// count in NextAttempts, so the next step's attempts (Step.Attempts, and what
+// the engine does with it) can come out one lower than the executions that
+// really began it. SaveStep's reset of the count to 1 is fsynced with the
+// step. Retention's drop
 // records are not fsynced either: a lost drop brings an old finished run back
 // until the next one.
 //

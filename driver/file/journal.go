@@ -46,7 +46,7 @@ type journal struct {
 type jrun struct {
 	run     driver.Run
 	steps   []driver.Step
-	starts  map[int]jstart // attempt counts of steps started and not saved
+	starts  map[int]jstart // read at Open from an older log's start records (see legacyStart)
 	claims  []string       // business keys the run holds
 	due     int64          // Unix ns from which AcquireRun takes it (unfinished runs)
 	idx     int            // index in journal.due; -1 when finished
@@ -63,11 +63,22 @@ type jclaim struct {
 
 func (e *jrun) liveBytes() int64 { return e.head + e.fin + e.stepBytes + e.claimBytes }
 
-func (e *jrun) setStart(s jstart) {
-	if e.starts == nil {
-		e.starts = make(map[int]jstart)
+// legacyStart applies an attempt count that an older oke wrote (a start
+// record, or the starts of a compacted run record): how many executions had
+// begun step s.Seq. When that step is the run's next one, it is the run's
+// NextAttempts; a count for a later step is kept until the steps before it
+// are replayed (a compacted run record comes before its steps).
+func (e *jrun) legacyStart(s jstart) {
+	if s.Seq == len(e.steps)+1 {
+		e.run.NextAttempts = s.Attempts
+		return
 	}
-	e.starts[s.Seq] = s
+	if s.Seq > len(e.steps) {
+		if e.starts == nil {
+			e.starts = make(map[int]jstart)
+		}
+		e.starts[s.Seq] = s
+	}
 }
 
 // nanos is t in Unix nanoseconds, clamped to int64.
@@ -206,7 +217,6 @@ func (j *journal) applyFinish(e *jrun, status driver.RunStatus, wake time.Time, 
 		return
 	}
 	heap.Remove(&j.due, e.idx)
-	e.starts = nil
 	if !j.replaying {
 		j.done = append(j.done, e)
 	}
@@ -214,9 +224,18 @@ func (j *journal) applyFinish(e *jrun, status driver.RunStatus, wake time.Time, 
 
 func (j *journal) addStep(e *jrun, s driver.Step, at time.Time, seq uint64, size int) {
 	e.steps = append(e.steps, s)
-	delete(e.starts, s.Seq)
 	if !at.IsZero() {
+		// A SaveStep. (A step record without at is compaction's: the run
+		// record before it already holds the run's state.)
 		e.run.UpdatedAt = at
+		e.run.NextAttempts = 1
+	}
+	if e.starts != nil { // an older oke's log: its count of the step after this one
+		delete(e.starts, s.Seq)
+		if n, ok := e.starts[s.Seq+1]; ok {
+			e.run.NextAttempts = n.Attempts
+			delete(e.starts, s.Seq+1)
+		}
 	}
 	j.liveRecs++
 	j.liveBytes += int64(size)
@@ -271,6 +290,7 @@ func (j *journal) open(dir string, stop *atomic.Pointer[faultErr], cfg config) e
 	}
 	j.replaying = false
 	for _, e := range j.runs {
+		e.starts = nil // an older oke's counts of steps that never became next
 		if e.run.Status.Finished() {
 			j.done = append(j.done, e)
 		}
@@ -561,10 +581,10 @@ func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Durat
 	r := copyRun(&run)
 	r.CreatedAt, r.UpdatedAt = t, t
 	r.WakeAt = utc(r.WakeAt)
-	r.Result, r.Error, r.LeaseUntil, r.Attempts = nil, "", time.Time{}, 0
+	r.Result, r.Error, r.LeaseUntil, r.Attempts, r.NextAttempts = nil, "", time.Time{}, 0, 0
 	if r.Owner != "" {
 		r.LeaseUntil = t.Add(lease)
-		r.Attempts = 1
+		r.Attempts, r.NextAttempts = 1, 1
 	}
 	e := &jrun{run: r}
 	seq, size, err := j.write(runRecord(e))
@@ -665,6 +685,11 @@ func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Du
 		return driver.Run{}, nil, driver.ErrNotDue
 	}
 	r := e.run
+	if r.Status == driver.RunSleeping {
+		r.NextAttempts = max(r.NextAttempts, 1)
+	} else {
+		r.NextAttempts++
+	}
 	r.Status, r.Owner, r.LeaseUntil, r.UpdatedAt = driver.RunRunning, owner, t.Add(lease), t
 	r.Attempts++
 	if _, _, err := j.write(leaseRecord(&r)); err != nil {
@@ -704,34 +729,6 @@ func (d *Driver) RenewRun(ctx context.Context, id, owner string, lease time.Dura
 	j.moved(e)
 	j.maintain()
 	return nil
-}
-
-// StartStep implements driver.Journal. Its record is written, not fsynced.
-// An attempt of seq under another name than the last counts from 1.
-func (d *Driver) StartStep(ctx context.Context, id, owner string, seq int, name string) (int, error) {
-	if err := checkUTF8("start step", "name", name); err != nil {
-		return 0, err
-	}
-	j := &d.jr
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.usable(ctx); err != nil {
-		return 0, err
-	}
-	e, err := j.held(id, owner)
-	if err != nil {
-		return 0, err
-	}
-	s := jstart{Seq: seq, Name: name, Attempts: 1}
-	if old, ok := e.starts[seq]; ok && old.Name == name {
-		s.Attempts = old.Attempts + 1
-	}
-	if _, _, err := j.write(&jrecord{Op: jopStart, ID: id, Seq: seq, Name: name, Attempts: s.Attempts}); err != nil {
-		return 0, err
-	}
-	e.setStart(s)
-	j.maintain()
-	return s.Attempts, nil
 }
 
 // SaveStep implements driver.Journal. It appends one record, whatever the

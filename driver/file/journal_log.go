@@ -14,11 +14,13 @@ import (
 //
 //	format  first record; v is the format version (1)
 //	run     a run's whole state: written by CreateRun, and by compaction
-//	        (with "starts", its unsaved steps' attempt counts)
-//	lease   AcquireRun, RenewRun: status running, owner, leaseUntil, attempts
+//	lease   AcquireRun, RenewRun: status running, owner, leaseUntil,
+//	        attempts, next (the run's NextAttempts)
 //	finish  FinishRun: status, wakeAt, result, error; the owner is cleared
-//	start   StartStep: a step's attempt count so far
-//	step    SaveStep: one saved step
+//	step    SaveStep: one saved step (the run's NextAttempts becomes 1)
+//	start   no longer written: an older oke's StartStep, a step's attempt
+//	        count so far; read as the run's NextAttempts when its seq is the
+//	        run's next step (a run record may also carry them, as "starts")
 //	claim   ClaimKey: key is held by run id
 //	drop    retention removed a finished run, its steps and its claims
 const (
@@ -48,6 +50,7 @@ type jrecord struct {
 	LeaseUntil time.Time        `json:"leaseUntil,omitzero"`
 	WakeAt     time.Time        `json:"wakeAt,omitzero"`
 	Attempts   int              `json:"attempts,omitzero"`
+	Next       int              `json:"next,omitzero"` // a run's NextAttempts
 	ReplayOf   string           `json:"replayOf,omitempty"`
 	Parent     string           `json:"parent,omitempty"`
 	Event      string           `json:"event,omitempty"`
@@ -56,8 +59,8 @@ type jrecord struct {
 	Result     *driver.Response `json:"result,omitempty"`
 	Error      string           `json:"error,omitempty"`
 	CreatedAt  time.Time        `json:"createdAt,omitzero"`
-	At         time.Time        `json:"at,omitzero"` // the run's UpdatedAt after this record
-	Starts     []jstart         `json:"starts,omitempty"`
+	At         time.Time        `json:"at,omitzero"`      // the run's UpdatedAt after this record
+	Starts     []jstart         `json:"starts,omitempty"` // read only: an older oke's attempt counts
 	Seq        int              `json:"seq,omitzero"`
 	Name       string           `json:"name,omitempty"`
 	Out        []byte           `json:"out,omitempty"`  // a step's Result
@@ -67,7 +70,8 @@ type jrecord struct {
 	Key        string           `json:"key,omitempty"` // a claimed business key
 }
 
-// jstart is the attempt count of a step that started and is not saved.
+// jstart is the attempt count of a step that started and is not saved, as an
+// older oke wrote it (start records; a run record's starts).
 type jstart struct {
 	Seq      int    `json:"seq"`
 	Name     string `json:"name"`
@@ -82,18 +86,16 @@ func runRecord(e *jrun) *jrecord {
 	rec := &jrecord{
 		Op: jopRun, ID: r.ID, Flow: r.Flow, Input: r.Input, Tenant: r.Tenant, Principal: r.Principal,
 		Status: r.Status.String(), Owner: r.Owner, LeaseUntil: r.LeaseUntil, WakeAt: r.WakeAt,
-		Attempts: r.Attempts, ReplayOf: r.ReplayOf, Parent: r.Parent, Event: r.Event,
+		Attempts: r.Attempts, Next: r.NextAttempts, ReplayOf: r.ReplayOf, Parent: r.Parent, Event: r.Event,
 		DedupeKey: r.DedupeKey, IdemKey: r.IdemKey, Result: r.Result, Error: r.Error,
 		CreatedAt: r.CreatedAt, At: r.UpdatedAt,
-	}
-	for seq, s := range e.starts {
-		rec.Starts = append(rec.Starts, jstart{Seq: seq, Name: s.Name, Attempts: s.Attempts})
 	}
 	return rec
 }
 
 func leaseRecord(r *driver.Run) *jrecord {
-	return &jrecord{Op: jopLease, ID: r.ID, Owner: r.Owner, LeaseUntil: r.LeaseUntil, Attempts: r.Attempts, At: r.UpdatedAt}
+	return &jrecord{Op: jopLease, ID: r.ID, Owner: r.Owner, LeaseUntil: r.LeaseUntil, Attempts: r.Attempts,
+		Next: r.NextAttempts, At: r.UpdatedAt}
 }
 
 func finishRecord(r *driver.Run) *jrecord {
@@ -165,12 +167,12 @@ func (j *journal) replayRecord(payload []byte, size int) error {
 		e.run = driver.Run{
 			ID: rec.ID, Flow: rec.Flow, Input: rec.Input, Tenant: rec.Tenant, Principal: rec.Principal,
 			Status: status, Owner: rec.Owner, LeaseUntil: rec.LeaseUntil, WakeAt: rec.WakeAt,
-			Attempts: rec.Attempts, ReplayOf: rec.ReplayOf, Parent: rec.Parent, Event: rec.Event,
+			Attempts: rec.Attempts, NextAttempts: rec.Next, ReplayOf: rec.ReplayOf, Parent: rec.Parent, Event: rec.Event,
 			DedupeKey: rec.DedupeKey, IdemKey: rec.IdemKey, Result: rec.Result, Error: rec.Error,
 			CreatedAt: rec.CreatedAt, UpdatedAt: rec.At,
 		}
 		for _, s := range rec.Starts {
-			e.setStart(s)
+			e.legacyStart(s)
 		}
 		j.addRun(e)
 		return nil
@@ -186,6 +188,11 @@ func (j *journal) replayRecord(payload []byte, size int) error {
 			return fmt.Errorf("lease of run %q, which is finished", r.ID)
 		}
 		r.Status, r.Owner, r.LeaseUntil, r.Attempts = driver.RunRunning, rec.Owner, rec.LeaseUntil, rec.Attempts
+		if rec.Next > 0 {
+			// Written by this oke: it supersedes an older oke's counts. (A
+			// lease record without it, from an older oke, leaves them.)
+			r.NextAttempts, e.starts = rec.Next, nil
+		}
 		if !rec.At.IsZero() {
 			r.UpdatedAt = rec.At
 		}
@@ -199,7 +206,7 @@ func (j *journal) replayRecord(payload []byte, size int) error {
 		}
 		j.applyFinish(e, status, rec.WakeAt, rec.Result, rec.Error, rec.At, 0, size)
 	case jopStart:
-		e.setStart(jstart{Seq: rec.Seq, Name: rec.Name, Attempts: rec.Attempts})
+		e.legacyStart(jstart{Seq: rec.Seq, Name: rec.Name, Attempts: rec.Attempts})
 	case jopStep:
 		if rec.Seq != len(e.steps)+1 {
 			return fmt.Errorf("step %d of run %q follows step %d", rec.Seq, r.ID, len(e.steps))

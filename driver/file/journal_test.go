@@ -100,7 +100,7 @@ func journalSnapshot(t testing.TB, d *Driver) journalState {
 func runDiff(a, b driver.Run) string {
 	same := a.ID == b.ID && a.Flow == b.Flow && bytes.Equal(a.Input, b.Input) && a.Tenant == b.Tenant &&
 		a.Principal == b.Principal && a.Status == b.Status && a.Owner == b.Owner &&
-		a.LeaseUntil.Equal(b.LeaseUntil) && a.WakeAt.Equal(b.WakeAt) && a.Attempts == b.Attempts &&
+		a.LeaseUntil.Equal(b.LeaseUntil) && a.WakeAt.Equal(b.WakeAt) && a.Attempts == b.Attempts && a.NextAttempts == b.NextAttempts &&
 		a.ReplayOf == b.ReplayOf && a.Parent == b.Parent && a.Event == b.Event && a.DedupeKey == b.DedupeKey &&
 		(a.IdemKey == nil) == (b.IdemKey == nil) && (a.IdemKey == nil || *a.IdemKey == *b.IdemKey) &&
 		(a.Result == nil) == (b.Result == nil) && a.Error == b.Error &&
@@ -147,9 +147,10 @@ func sameJournal(t *testing.T, what string, got, want journalState) {
 	}
 }
 
-// fillJournal writes runs in every state: held with steps and started
-// attempts, due, parked, sleeping, completed, failed; with claims, dedupe
-// keys and idempotency keys. It returns the claims made.
+// fillJournal writes runs in every state: held with steps (some taken over
+// after a lapse, so that their next step counts a second attempt), due,
+// parked, sleeping, completed, failed; with claims, dedupe keys and
+// idempotency keys. It returns the claims made.
 func fillJournal(t *testing.T, d *Driver, n int) map[string]string {
 	t.Helper()
 	ctx := context.Background()
@@ -171,13 +172,17 @@ func fillJournal(t *testing.T, d *Driver, n int) map[string]string {
 		}
 		mustCreateRun(t, d, r, time.Hour)
 		for seq := 1; seq <= i%5; seq++ {
-			if _, err := d.StartStep(ctx, id, "w1", seq, fmt.Sprintf("step %d", seq)); err != nil {
-				t.Fatal(err)
-			}
 			mustSaveStep(t, d, id, "w1", stepOf(i, seq))
 		}
-		if _, err := d.StartStep(ctx, id, "w1", i%5+1, "cut off"); err != nil {
-			t.Fatal(err)
+		if i%6 == 0 {
+			// w1 was cut off before its next step returned, and picks the
+			// run up again: that step's second attempt.
+			if err := d.RenewRun(ctx, id, "w1", -time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := d.AcquireRun(ctx, id, "w1", time.Hour); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if i%3 == 0 {
 			key := fmt.Sprintf("order:%d", i/2)
@@ -207,8 +212,8 @@ func fillJournal(t *testing.T, d *Driver, n int) map[string]string {
 	return claims
 }
 
-// checkClaims checks that each key is still held by its run, and that
-// StartStep counts went on from where they were.
+// checkJournalExtras checks that each key is still held by its run, and
+// that the runs taken over count their next step's second attempt.
 func checkJournalExtras(t *testing.T, what string, d *Driver, claims map[string]string, n int) {
 	t.Helper()
 	ctx := context.Background()
@@ -223,9 +228,9 @@ func checkJournalExtras(t *testing.T, what string, d *Driver, claims map[string]
 			continue
 		}
 		id := fmt.Sprintf("run-%03d", i)
-		got, err := d.StartStep(ctx, id, "w1", i%5+1, "cut off")
-		if err != nil || got != 2 {
-			t.Fatalf("%s: StartStep of %s's cut-off step = %d, %v; want 2 (one attempt before)", what, id, got, err)
+		run, _, err := d.GetRun(ctx, id)
+		if err != nil || run.NextAttempts != 2 {
+			t.Fatalf("%s: %s's NextAttempts = %d, %v; want 2 (cut off once before)", what, id, run.NextAttempts, err)
 		}
 	}
 }
@@ -704,4 +709,87 @@ func sameSet(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestJournalReadsAnOlderOkesStepStarts opens a journal.json that an oke
+// with StartStep wrote — start records, and a compacted run record with
+// "starts" — and finds each run's NextAttempts in them: the count of the
+// step after the last saved one. A lease record this oke writes (with
+// "next") supersedes them.
+func TestJournalReadsAnOlderOkesStepStarts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	run := func(id string, starts ...jstart) *jrecord {
+		return &jrecord{Op: jopRun, ID: id, Flow: "payments.refund", Tenant: "acme", Principal: "user:42",
+			Status: "running", Owner: "old", LeaseUntil: at.Add(time.Second), Attempts: 1, CreatedAt: at, At: at,
+			Starts: starts}
+	}
+	step := func(id string, seq int) *jrecord { // as SaveStep wrote it
+		return &jrecord{Op: jopStep, ID: id, Seq: seq, Name: fmt.Sprintf("step %d", seq), Out: []byte(`1`),
+			Attempts: 1, At: at}
+	}
+	compacted := func(id string, seq int) *jrecord { // as compaction wrote it
+		r := step(id, seq)
+		r.At = time.Time{}
+		return r
+	}
+	start := func(id string, seq, n int) *jrecord {
+		return &jrecord{Op: jopStart, ID: id, Seq: seq, Name: fmt.Sprintf("step %d", seq), Attempts: n}
+	}
+	lease := func(id string, attempts, next int) *jrecord {
+		return &jrecord{Op: jopLease, ID: id, Owner: "old", LeaseUntil: at.Add(time.Second), Attempts: attempts,
+			Next: next, At: at}
+	}
+	recs := []*jrecord{jformatRecord(),
+		// Step 1 saved, step 2 begun by two executions (a takeover between).
+		run("run-live"), start("run-live", 1, 1), step("run-live", 1), start("run-live", 2, 1),
+		lease("run-live", 2, 0), start("run-live", 2, 2),
+		// Compacted: the run record carries step 3's count, its steps follow.
+		run("run-compacted", jstart{Seq: 3, Name: "step 3", Attempts: 4}), compacted("run-compacted", 1),
+		compacted("run-compacted", 2),
+		// Saved step 1 and never began step 2: this oke counts the saver.
+		run("run-between"), start("run-between", 1, 1), step("run-between", 1),
+		// An old count, then a pick-up by this oke: its "next" wins.
+		run("run-mixed"), start("run-mixed", 1, 3), lease("run-mixed", 2, 5),
+	}
+	var buf []byte
+	for _, r := range recs {
+		var err error
+		if buf, err = appendJRecord(buf, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, journalName), buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, round := range []string{"opened", "compacted and reopened"} {
+		d := open(t, dir)
+		for _, c := range []struct {
+			id   string
+			next int
+		}{{"run-live", 2}, {"run-compacted", 4}, {"run-between", 1}, {"run-mixed", 5}} {
+			r, _, err := d.GetRun(context.Background(), c.id)
+			if err != nil || r.NextAttempts != c.next {
+				t.Errorf("%s: %s: NextAttempts %d, %v; want %d", round, c.id, r.NextAttempts, err, c.next)
+			}
+		}
+		if err := d.Compact(); err != nil {
+			t.Fatal(err)
+		}
+		closeDriver(t, d)
+	}
+	d := open(t, dir)
+	defer closeDriver(t, d)
+	r, _, err := d.AcquireRun(context.Background(), "run-live", "new", time.Hour)
+	if err != nil || r.NextAttempts != 3 {
+		t.Errorf("AcquireRun of run-live after its lease lapsed: NextAttempts %d, %v; want 3", r.NextAttempts, err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, journalName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(data, []byte(`"op":"start"`)) || bytes.Contains(data, []byte(`"starts"`)) {
+		t.Errorf("the compacted journal still holds start records or starts:\n%s", data)
+	}
 }

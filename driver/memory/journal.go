@@ -13,7 +13,7 @@ import (
 	"github.com/okengine/oke/driver"
 )
 
-// runEntry is a run with its steps and the attempts of steps not yet saved.
+// runEntry is a run with its steps.
 //
 // Saved steps are appended to one buffer per run, steps, each as a
 // fixed-size header (the lengths of its name, result and failure, its
@@ -25,11 +25,7 @@ type runEntry struct {
 	run    driver.Run
 	steps  []byte
 	nsteps int
-	// Attempts started of the steps not saved yet: startSeq's count in
-	// starts (nearly always the next step), any other seq's in more.
-	startSeq, starts int
-	more             map[int]int
-	result           driver.Response // what run.Result points to once finished
+	result driver.Response // what run.Result points to once finished
 }
 
 // A step's header in runEntry.steps: name, result and failure lengths
@@ -56,12 +52,15 @@ func (e *runEntry) appendStep(step *driver.Step, size int) error {
 	if e.steps == nil {
 		e.steps = make([]byte, 0, max(size, 256, 2*(stepHeader+len(step.Name)+len(step.Result)+len(step.Failure))))
 	}
-	b := le.AppendUint32(e.steps, uint32(len(step.Name)))
-	b = le.AppendUint32(b, lenOf(step.Result))
-	b = le.AppendUint32(b, lenOf(step.Failure))
-	b = le.AppendUint32(b, uint32(step.Attempts))
-	b = le.AppendUint64(b, uint64(nanos(step.StartedAt)))
-	b = le.AppendUint64(b, uint64(nanos(step.FinishedAt)))
+	n := len(e.steps)
+	b := slices.Grow(e.steps, stepHeader+len(step.Name)+len(step.Result)+len(step.Failure))[:n+stepHeader]
+	h := b[n:]
+	le.PutUint32(h, uint32(len(step.Name)))
+	le.PutUint32(h[4:], lenOf(step.Result))
+	le.PutUint32(h[8:], lenOf(step.Failure))
+	le.PutUint32(h[12:], uint32(step.Attempts))
+	le.PutUint64(h[16:], uint64(nanos(step.StartedAt)))
+	le.PutUint64(h[24:], uint64(nanos(step.FinishedAt)))
 	b = append(b, step.Name...)
 	b = append(b, step.Result...)
 	e.steps = append(b, step.Failure...)
@@ -113,24 +112,6 @@ func fromNanos(n int64) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(0, n).UTC()
-}
-
-// attempts returns a pointer to the attempts counter of unsaved step seq.
-func (e *runEntry) attempts(seq int) *int {
-	if seq != e.startSeq {
-		if e.starts != 0 {
-			if e.more == nil {
-				e.more = make(map[int]int)
-			}
-			e.more[e.startSeq] = e.starts
-		}
-		e.startSeq, e.starts = seq, 0
-		if n, ok := e.more[seq]; ok {
-			e.starts = n
-			delete(e.more, seq)
-		}
-	}
-	return &e.starts
 }
 
 func copyRun(r *driver.Run) driver.Run {
@@ -196,9 +177,10 @@ func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Durat
 	if run.Status == 0 {
 		run.Status = driver.RunRunning
 	}
+	run.Attempts, run.NextAttempts = 0, 0
 	if run.Owner != "" {
 		run.LeaseUntil = now.Add(lease)
-		run.Attempts = 1
+		run.Attempts, run.NextAttempts = 1, 1
 	}
 	e := &runEntry{run: run}
 	e.run.Input = slices.Clone(run.Input)
@@ -212,6 +194,7 @@ func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Durat
 		e.run.Result = &res
 	}
 	d.runs[run.ID] = e
+	d.lastRun = e
 	if run.DedupeKey != "" {
 		d.dedupe[run.DedupeKey] = run.ID
 	}
@@ -282,6 +265,11 @@ func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Du
 		return driver.Run{}, nil, driver.ErrNotDue
 	}
 	r := &e.run
+	if r.Status == driver.RunSleeping {
+		r.NextAttempts = max(r.NextAttempts, 1)
+	} else {
+		r.NextAttempts++
+	}
 	r.Status = driver.RunRunning
 	r.Owner = owner
 	r.LeaseUntil = now.Add(lease)
@@ -290,10 +278,19 @@ func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Du
 	return copyRun(r), e.copySteps(), nil
 }
 
-// heldRun returns the run id held by owner.
+// heldRun returns the run id held by owner. The run a fenced call last
+// found is checked before the map: an execution's calls (its steps, its
+// finish) come one after another, so they mostly skip hashing the ID.
 func (d *Driver) heldRun(id, owner string) (*runEntry, error) {
-	e, ok := d.runs[id]
-	if !ok || e.run.Owner != owner || owner == "" || e.run.Status.Finished() {
+	e := d.lastRun
+	if e == nil || e.run.ID != id {
+		var ok bool
+		if e, ok = d.runs[id]; !ok {
+			return nil, driver.ErrNotOwner
+		}
+		d.lastRun = e
+	}
+	if e.run.Owner != owner || owner == "" || e.run.Status.Finished() {
 		return nil, driver.ErrNotOwner
 	}
 	return e, nil
@@ -312,25 +309,6 @@ func (d *Driver) RenewRun(ctx context.Context, id, owner string, lease time.Dura
 	}
 	e.run.LeaseUntil = d.now().Add(lease)
 	return nil
-}
-
-// StartStep implements driver.Journal.
-func (d *Driver) StartStep(ctx context.Context, id, owner string, seq int, name string) (int, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.check(ctx); err != nil {
-		return 0, err
-	}
-	e, err := d.heldRun(id, owner)
-	if err != nil {
-		return 0, err
-	}
-	if seq < 1 {
-		return 0, fmt.Errorf("memory: start step: seq %d", seq)
-	}
-	n := e.attempts(seq)
-	*n++
-	return *n, nil
 }
 
 // SaveStep implements driver.Journal.
@@ -354,11 +332,7 @@ func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Ste
 	if err := e.appendStep(&step, size); err != nil {
 		return err
 	}
-	if step.Seq == e.startSeq {
-		e.startSeq, e.starts = 0, 0
-	} else if e.more != nil {
-		delete(e.more, step.Seq)
-	}
+	e.run.NextAttempts = 1
 	if e.run.UpdatedAt = step.FinishedAt; step.FinishedAt.IsZero() {
 		e.run.UpdatedAt = d.now()
 	}

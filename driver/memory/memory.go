@@ -15,10 +15,11 @@ import (
 
 // Driver is the in-memory driver. The zero value is not usable; call New.
 type Driver struct {
-	mu     sync.Mutex
-	rows   map[driver.Key]*driver.Row
-	runs   map[string]*runEntry
-	dedupe map[string]string // dedupe key → run ID
+	mu      sync.Mutex
+	rows    map[driver.Key]*driver.Row
+	runs    map[string]*runEntry
+	lastRun *runEntry         // the run a fenced call last found (runs are never removed)
+	dedupe  map[string]string // dedupe key → run ID
 	// stepBytes: flow → how many bytes of steps its last finished run
 	// kept, so that the next run's buffer is made the right size at once.
 	stepBytes map[string]int

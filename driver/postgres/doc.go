@@ -33,9 +33,11 @@
 // apps, or the tests, share one database with a schema each. The tables:
 //
 //	oke_idempotency   one row per Idempotency-Key in its scope (tenant, principal, flow)
-//	oke_runs          one row per durable run; dedupe_key is unique
+//	oke_runs          one row per durable run; dedupe_key is unique; next_attempts
+//	                  counts the executions that began its next step
 //	oke_steps         saved steps, primary key (run_id, seq)
-//	oke_step_starts   attempts begun per step (StartStep)
+//	oke_step_starts   unused since migration 003 (an older oke's StartStep
+//	                  counts; kept for older binaries during an upgrade)
 //	oke_claims        business keys claimed by runs (oke.Claim)
 //	oke_migrations    which migrations have been applied
 //
@@ -81,9 +83,11 @@
 //
 // The journal works the same way: AcquireRun is one UPDATE … WHERE the run is
 // due at now() (a concurrent acquirer waits for the row, re-checks it, and
-// gets ErrNotDue); RenewRun, StartStep, SaveStep and FinishRun are fenced by
-// owner; SaveStep updates the run and inserts the step in one statement only
-// when the step is the next one (ErrStepOrder otherwise); DueRuns reads due
+// gets ErrNotDue, and the winner's UPDATE counts the pick-up in next_attempts
+// unless the run was sleeping); RenewRun, SaveStep and FinishRun are fenced by
+// owner; SaveStep updates the run (next_attempts = 1) and inserts the step in
+// one statement only when the step is the next one (ErrStepOrder otherwise);
+// CommitStep runs that same statement in the flow's transaction; DueRuns reads due
 // runs longest-due first with FOR UPDATE SKIP LOCKED, so schedulers on
 // several instances do not hand out the same run; CreateRun and ClaimKey are
 // INSERT … ON CONFLICT DO NOTHING, then a read of the winner.
@@ -114,8 +118,10 @@
 // carries the transaction's BEGIN in the same pipeline (Begin sends
 // nothing) — and one pipelined round trip for the fenced completion and the
 // COMMIT: three round trips and two flushed commits for a charge of one
-// INSERT. Per durable step: StartStep and SaveStep, one each;
-// AcquireRun and GetRun one each (the run and its steps go as one pgx batch).
+// INSERT. Per durable step: SaveStep, one round trip and one flushed commit
+// (a step's attempts ride on the run row that CreateRun, SaveStep and
+// AcquireRun write anyway, so beginning a step costs nothing). AcquireRun
+// and GetRun one each (the run and its steps go as one pgx batch).
 //
 // # Exactly-once writes: the transaction twins
 //

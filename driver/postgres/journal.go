@@ -15,7 +15,7 @@ import (
 var runCols = []string{"id", "flow", "input", "tenant", "principal", "status", "owner", "lease_until",
 	"wake_at", "attempts", "replay_of", "parent", "event", "dedupe_key", "idem_tenant", "idem_principal",
 	"idem_flow", "idem_key", "result_status", "result_content_type", "result_location", "result_body",
-	"error", "created_at", "updated_at"}
+	"error", "created_at", "updated_at", "next_attempts"}
 
 // runColumns returns runCols, each qualified by alias when it is not empty.
 func runColumns(alias string) string {
@@ -50,13 +50,14 @@ type runScan struct {
 	resultBody                          []byte
 	errText                             *string
 	createdAt, updatedAt                *time.Time
+	nextAttempts                        *int32
 }
 
 func (s *runScan) dest() []any {
 	return []any{&s.id, &s.flow, &s.input, &s.tenant, &s.principal, &s.status, &s.owner, &s.leaseUntil,
 		&s.wakeAt, &s.attempts, &s.replayOf, &s.parent, &s.event, &s.dedupe, &s.idemTenant, &s.idemPrincipal,
 		&s.idemFlow, &s.idemKey, &s.resultStatus, &s.resultContentType, &s.resultLocation, &s.resultBody,
-		&s.errText, &s.createdAt, &s.updatedAt}
+		&s.errText, &s.createdAt, &s.updatedAt, &s.nextAttempts}
 }
 
 // run returns the scanned run, and false when the columns were all NULL.
@@ -84,6 +85,9 @@ func (s *runScan) run() (driver.Run, bool) {
 	}
 	if s.attempts != nil {
 		r.Attempts = int(*s.attempts)
+	}
+	if s.nextAttempts != nil {
+		r.NextAttempts = int(*s.nextAttempts)
 	}
 	if s.idemTenant != nil {
 		r.IdemKey = &driver.Key{Tenant: *s.idemTenant, Principal: derefText(s.idemPrincipal),
@@ -143,7 +147,7 @@ func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Durat
 			VALUES ($1, $2, $3, $4, $5, $6, $7,
 				CASE WHEN $7 <> '' THEN now() + $8 * interval '1 microsecond' END,
 				$9, CASE WHEN $7 <> '' THEN 1 ELSE 0 END, $10, $11, $12, $13, $14, $15, $16, $17,
-				$18, $19, $20, $21, $22, now(), now())
+				$18, $19, $20, $21, $22, now(), now(), CASE WHEN $7 <> '' THEN 1 ELSE 0 END)
 			ON CONFLICT (dedupe_key) DO NOTHING
 			RETURNING `+runColumns("r")+`
 		)
@@ -256,7 +260,8 @@ func (d *Driver) ListRuns(ctx context.Context, f driver.RunFilter, limit int) ([
 }
 
 // AcquireRun implements driver.Journal: one UPDATE that takes the run only
-// if it is due at now(). A concurrent writer of the same run (another
+// if it is due at now(), counting the pick-up in attempts and (unless the
+// run was sleeping) in next_attempts. A concurrent writer of the same run (another
 // AcquireRun, the owner's SaveStep) is waited for, and the run is then
 // re-checked against its new version, so of many acquirers exactly one wins
 // and the others see ErrNotDue — never a false ErrNotDue because a row was
@@ -273,7 +278,9 @@ func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Du
 	s, steps, err := d.runAndSteps(ctx, "acquire run", `WITH u AS (
 			UPDATE {s}.oke_runs r SET status = 1, owner = $2,
 				lease_until = now() + $3 * interval '1 microsecond',
-				attempts = r.attempts + 1, updated_at = now()
+				attempts = r.attempts + 1,
+				next_attempts = CASE WHEN r.status = 2 THEN greatest(r.next_attempts, 1) ELSE r.next_attempts + 1 END,
+				updated_at = now()
 			WHERE r.id = $1 AND `+dueSQL+`
 			RETURNING `+runColumns("r")+`
 		)
@@ -311,34 +318,12 @@ func (d *Driver) RenewRun(ctx context.Context, id, owner string, lease time.Dura
 	return nil
 }
 
-// StartStep implements driver.Journal: an upsert of the step's attempt
-// count, made only while owner holds the run (the run row is share-locked
-// for the statement, so a takeover waits for it).
-func (d *Driver) StartStep(ctx context.Context, id, owner string, seq int, name string) (int, error) {
-	if err := d.check(); err != nil {
-		return 0, err
-	}
-	if seq < 1 {
-		return 0, fmt.Errorf("postgres: start step: seq %d", seq)
-	}
-	var n int
-	err := d.pool.QueryRow(ctx, d.sql(`INSERT INTO {s}.oke_step_starts AS a (run_id, seq, name, attempts)
-		SELECT r.id, $3, $4, 1 FROM {s}.oke_runs r WHERE `+heldSQL+` FOR SHARE
-		ON CONFLICT (run_id, seq) DO UPDATE SET attempts = a.attempts + 1, name = excluded.name
-		RETURNING a.attempts`), id, owner, seq, name).Scan(&n)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("postgres: start step %q: %w", id, driver.ErrNotOwner)
-	}
-	if err != nil {
-		return 0, d.wrap("start step", err)
-	}
-	return n, nil
-}
-
 // saveStepSQL saves step $3 of run $1 held by $2 if it is the next one, and
-// reports whether it did and whether $2 holds the run.
+// reports whether it did and whether $2 holds the run. The run's
+// next_attempts becomes 1: the saving execution goes on to the step after.
+// SaveStep and CommitStep (a step saved in a flow's transaction) both run it.
 const saveStepSQL = `WITH r AS (
-			UPDATE {s}.oke_runs r SET updated_at = coalesce($9, now())
+			UPDATE {s}.oke_runs r SET updated_at = coalesce($9, now()), next_attempts = 1
 			WHERE ` + heldSQL + `
 				AND (SELECT coalesce(max(seq), 0) FROM {s}.oke_steps WHERE run_id = $1) = $3 - 1
 			RETURNING r.id

@@ -183,7 +183,7 @@ func runsShow(ctx context.Context, name string, args []string, stdout, stderr io
 		js bool
 	)
 	fs := newFlags(name, "[-addr URL | -data DIR] [-json] ID",
-		"Shows one journal run: its input, status and result, and each saved step with its attempts, result and timing.", stderr, &t)
+		"Shows one journal run: its input, status and result, each saved step with its attempts, result and timing, and, while it is unfinished, the attempts of the step it takes next.", stderr, &t)
 	fs.BoolVar(&js, "json", false, "print the run as JSON (the admin API's shape)")
 	pos, code, ok := parse(fs, args, 1, stderr)
 	if !ok {
@@ -233,6 +233,9 @@ func printRun(w io.Writer, r oke.RunView) {
 	}
 	if r.WakeAt != nil {
 		line("wakes at", stamp(*r.WakeAt))
+	}
+	if n := r.Next; n != nil {
+		line("next step", fmt.Sprintf("%d, attempts %d", n.Seq, n.Attempts))
 	}
 	line("error", r.Error)
 	if res := r.Result; res != nil {

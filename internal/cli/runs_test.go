@@ -201,8 +201,17 @@ func TestRunsAddr(t *testing.T) {
 			}
 		}
 		v := showJSON(t, id, addr...)
-		if v.ID != id || len(v.Steps) != 2 || v.Steps[1].Name != "step 2" || v.Steps[1].Attempts != 1 {
-			t.Fatalf("show -json: %+v", v)
+		if v.ID != id || len(v.Steps) != 2 || v.Steps[1].Name != "step 2" || v.Steps[1].Attempts != 1 || v.Next != nil {
+			t.Fatalf("show -json: %+v (a finished run has no next step)", v)
+		}
+		// The sleeping run takes step 3 next; the execution that wakes it
+		// is its first attempt.
+		stdout, _ = mustRun(t, "runs", "show", remind["ID"], "-addr", d.url)
+		if !strings.Contains(stdout, "next step  3, attempts 1") {
+			t.Fatalf("show of the sleeping run does not hold its next step:\n%s", stdout)
+		}
+		if v := showJSON(t, remind["ID"], addr...); v.Next == nil || *v.Next != (oke.NextView{Seq: 3, Attempts: 1}) {
+			t.Fatalf("show -json of the sleeping run: next %+v, want step 3, 1 attempt", v.Next)
 		}
 	})
 

@@ -154,9 +154,15 @@ func (h *holder) RenewFailed(err error) {
 	}
 }
 
-// now returns the time for a step's timings: the execution's start plus the
-// monotonic time since, which reads one clock instead of time.Now's two.
-func (x *Exec) now() time.Time { return x.base.Add(time.Since(x.base)).UTC() }
+// elapsed returns the monotonic time since the execution began: one clock
+// read, where time.Now makes two. A step's times are its execution's start
+// plus an elapsed (at), built once when the step is saved.
+func (x *Exec) elapsed() time.Duration { return time.Since(x.base) }
+
+// at returns the wall time, in UTC, d after the execution began.
+// (The execution is allocated with its run's context, in one object just
+// under a size class: keep fields out of Exec that can be computed.)
+func (x *Exec) at(d time.Duration) time.Time { return time.Unix(0, x.base.UnixNano()+int64(d)).UTC() }
 
 // Stop ends lease renewal.
 func (x *Exec) Stop() { x.keeper.Stop() }
@@ -221,12 +227,13 @@ type Pending struct {
 	Seq      int
 	Name     string
 	Attempts int
-	Started  time.Time
+	started  time.Duration // when Next returned it, after the execution's start
 }
 
 // Next takes the next step, named name. If the journal holds it, Next
-// returns the saved step; otherwise it records the attempt and returns the
-// step to run (then call Save). Steps are taken one at a time.
+// returns the saved step; otherwise it returns the step to run (then call
+// Save), with its attempts counted from the run's NextAttempts: Next makes
+// no driver call. Steps are taken one at a time.
 func (x *Exec) Next(ctx context.Context, name string) (saved *driver.Step, p Pending, err error) {
 	x.mu.Lock()
 	if x.parked {
@@ -255,18 +262,22 @@ func (x *Exec) Next(ctx context.Context, name string) (saved *driver.Step, p Pen
 		return s, p, nil
 	}
 	x.mu.Unlock()
-	attempts, err := x.J.StartStep(ctx, x.Run.ID, x.Owner, seq, name)
-	if err != nil {
-		return nil, p, x.fail(err)
+	// Only the first unsaved step can have been begun by an earlier
+	// execution: the driver counts those in Run.NextAttempts (this one
+	// included). Every later step is new to this execution.
+	attempts := 1
+	if seq == len(x.saved)+1 {
+		attempts = max(x.Run.NextAttempts, 1)
 	}
-	return nil, Pending{Seq: seq, Name: name, Attempts: attempts, Started: x.now()}, nil
+	return nil, Pending{Seq: seq, Name: name, Attempts: attempts, started: x.elapsed()}, nil
 }
 
 // Save saves the outcome of a step Next returned as pending: the JSON of its
 // result, or the JSON of a declared failure.
 func (x *Exec) Save(ctx context.Context, p Pending, result, failure []byte) error {
+	finished := x.elapsed()
 	step := driver.Step{Seq: p.Seq, Name: p.Name, Result: result, Failure: failure, Attempts: p.Attempts,
-		StartedAt: p.Started, FinishedAt: x.now()}
+		StartedAt: x.at(p.started), FinishedAt: x.at(finished)}
 	if err := x.J.SaveStep(ctx, x.Run.ID, x.Owner, step); err != nil {
 		return x.fail(err)
 	}
@@ -277,8 +288,9 @@ func (x *Exec) Save(ctx context.Context, p Pending, result, failure []byte) erro
 // whose result is saved in the caller's transaction, with the step's own
 // writes (driver.TxDriver.CommitStep).
 func (x *Exec) SaveIn(ctx context.Context, p Pending, result, failure []byte, save func(ctx context.Context, id, owner string, step driver.Step) error) error {
+	finished := x.elapsed()
 	step := driver.Step{Seq: p.Seq, Name: p.Name, Result: result, Failure: failure, Attempts: p.Attempts,
-		StartedAt: p.Started, FinishedAt: x.now()}
+		StartedAt: x.at(p.started), FinishedAt: x.at(finished)}
 	if err := save(ctx, x.Run.ID, x.Owner, step); err != nil {
 		return x.fail(err)
 	}

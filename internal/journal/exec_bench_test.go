@@ -11,8 +11,8 @@ import (
 	"github.com/okengine/oke/driver/memory"
 )
 
-// BenchmarkStep measures one fresh step on the memory journal: StartStep,
-// the function, SaveStep.
+// BenchmarkStep measures one fresh step on the memory journal: Next (no
+// driver call), the function, SaveStep.
 func BenchmarkStep(b *testing.B) {
 	ctx := context.Background()
 	d := memory.New()
@@ -40,8 +40,8 @@ func BenchmarkStep(b *testing.B) {
 	x.Stop()
 }
 
-// BenchmarkStepFile is BenchmarkStep on the file driver: StartStep, the
-// function, and SaveStep, which returns after an fsync.
+// BenchmarkStepFile is BenchmarkStep on the file driver: Next, the function,
+// and SaveStep, which returns after an fsync.
 func BenchmarkStepFile(b *testing.B) {
 	ctx := context.Background()
 	d, err := file.Open(b.TempDir())

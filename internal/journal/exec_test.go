@@ -2,6 +2,8 @@ package journal
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,5 +69,117 @@ func TestStepTimesAreWallTimesInOrder(t *testing.T) {
 			t.Errorf("step %q: %d attempts, want 1", s.Name, s.Attempts)
 		}
 		last = s.FinishedAt
+	}
+}
+
+// TestStepAttemptsCountExecutionsThatBeganTheStep: the first step an
+// execution runs (the one after the saved ones) has as many attempts as
+// executions began it — the driver's Run.NextAttempts, which counts pick-ups
+// after a lapse, including one cut off between two steps —; every later
+// step of the execution has 1.
+func TestStepAttemptsCountExecutionsThatBeganTheStep(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// cutOff: executions that died before this one, each after saving
+		// this many new steps.
+		cutOff []int
+		want   []int // attempts of steps 1..4 once this execution saved them
+	}{
+		{"first execution", nil, []int{1, 1, 1, 1}},
+		{"cut off in step 1", []int{0}, []int{2, 1, 1, 1}},
+		{"cut off in step 1 twice", []int{0, 0}, []int{3, 1, 1, 1}},
+		{"cut off after step 2", []int{2}, []int{1, 1, 2, 1}},
+		{"cut off after step 1, then in step 2", []int{1, 0}, []int{1, 3, 1, 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			d := memory.New()
+			run := func(x *Exec, from, to int) {
+				t.Helper()
+				for seq := from; seq <= to; seq++ {
+					_, _, err := x.Step(ctx, "step "+strconv.Itoa(seq), func(context.Context) ([]byte, []byte, error) {
+						return []byte(`1`), nil, nil
+					})
+					if err != nil {
+						t.Fatalf("step %d: %v", seq, err)
+					}
+				}
+			}
+			// Each dead execution held the run with a lease that already
+			// ended, so the next one takes it over at once.
+			r, err := d.CreateRun(ctx, driver.Run{ID: "run-1", Flow: "f", Owner: "o0"}, -time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, saved := Start(d, r, nil, "o0", time.Minute, nil), 0
+			for i, n := range c.cutOff {
+				run(x, saved+1, saved+n)
+				x.Stop()
+				saved += n
+				owner := "o" + strconv.Itoa(i+1)
+				r, steps, err := d.AcquireRun(ctx, "run-1", owner, -time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				x = Start(d, r, steps, owner, time.Minute, nil)
+			}
+			run(x, 1, 4)
+			x.Stop()
+			_, steps, err := d.GetRun(ctx, "run-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for _, s := range steps {
+				got = append(got, s.Attempts)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("attempts of steps 1..4 = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestRepeatedStepNameIsAMismatch: a name taken before in the execution is
+// refused, whether the names are still scanned or kept in a map, and a
+// name that only looks alike (same length, first and last byte) is not.
+func TestRepeatedStepNameIsAMismatch(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		before int    // distinct steps taken first
+		repeat string // then this name
+		dup    bool
+	}{
+		{"first name again", 3, "step 0", true},
+		{"last name again", 3, "step 2", true},
+		{"look-alike is new", 3, "sXep 0", false},
+		{"repeat among many", 40, "step 5", true},
+		{"repeat of a name kept after the scan", 40, "step 33", true},
+		{"new name among many", 40, "step 40", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			d := memory.New()
+			r, err := d.CreateRun(ctx, driver.Run{ID: "run-1", Flow: "f", Owner: "o"}, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := Start(d, r, nil, "o", time.Minute, nil)
+			defer x.Stop()
+			step := func(name string) error {
+				_, _, err := x.Step(ctx, name, func(context.Context) ([]byte, []byte, error) { return []byte(`1`), nil, nil })
+				return err
+			}
+			for i := range c.before {
+				if err := step("step " + strconv.Itoa(i)); err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+			}
+			err = step(c.repeat)
+			var m *MismatchError
+			if got := errors.As(err, &m); got != c.dup {
+				t.Errorf("step %q after %d steps: err = %v; want a MismatchError: %v", c.repeat, c.before, err, c.dup)
+			}
+		})
 	}
 }
