@@ -39,6 +39,10 @@ type Driver struct {
 	ownPool bool // Close closes the pool only when Open created it
 	schema  string
 	quoted  string // schema as a quoted SQL identifier
+	// sqls holds the driver's statements with the schema put in (sql),
+	// copied on write: readers take no lock.
+	sqls    atomic.Pointer[map[string]string]
+	sqlMu   sync.Mutex
 	channel string // the schema's LISTEN/NOTIFY channel (notify.go)
 	closed  atomic.Bool
 	watch   watch // the wake-up listener and its watchers (notify.go)
@@ -154,7 +158,38 @@ func (d *Driver) check() error {
 // sql puts the driver's schema into a query: every {s} becomes the quoted
 // schema name, so table names are always qualified (no search_path needed,
 // which also works through poolers and on a pool given with WithPool).
-func (d *Driver) sql(q string) string { return strings.ReplaceAll(q, "{s}", d.quoted) }
+//
+// Each distinct query is expanded once: the driver's statements are a fixed
+// set, and the claim alone is 2.5 kB to copy on every request. Readers take
+// no lock (the cache is copied on write); past sqlCacheMax entries — which
+// only queries built with changing text would reach — a query is expanded
+// every time.
+func (d *Driver) sql(q string) string {
+	if p := d.sqls.Load(); p != nil {
+		if x, ok := (*p)[q]; ok {
+			return x
+		}
+	}
+	x := strings.ReplaceAll(q, "{s}", d.quoted)
+	d.sqlMu.Lock()
+	defer d.sqlMu.Unlock()
+	var old map[string]string
+	if p := d.sqls.Load(); p != nil {
+		old = *p
+	}
+	if len(old) >= sqlCacheMax {
+		return x
+	}
+	next := make(map[string]string, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[q] = x
+	d.sqls.Store(&next)
+	return x
+}
+
+const sqlCacheMax = 512
 
 // errUnique marks a unique violation the caller did not expect to handle.
 var errUnique = errors.New("unique violation")

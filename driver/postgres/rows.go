@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/okengine/oke/driver"
 )
@@ -24,45 +25,53 @@ func prefixed(alias string) string {
 }
 
 // rowScan receives one row's columns, each nullable so that it can also read
-// the empty side of an outer join.
+// the empty side of an outer join. Value types (pgtype's), not pointers: a
+// scan allocates only the text it reads.
 type rowScan struct {
-	tenant, principal, flow, key, fp *string
-	state                            *int16
-	owner                            *string
-	leaseUntil, expiresAt, createdAt *time.Time
-	completedAt                      *time.Time
-	status                           *int32
-	contentType, location            *string
+	tenant, principal, flow, key, fp pgtype.Text
+	state                            pgtype.Int2
+	owner                            pgtype.Text
+	leaseUntil, expiresAt, createdAt pgtype.Timestamptz
+	completedAt                      pgtype.Timestamptz
+	status                           pgtype.Int4
+	contentType, location            pgtype.Text
 	body                             []byte
-	runID                            *string
+	runID                            pgtype.Text
 }
 
+// rowDests is how many columns a rowScan reads.
+const rowDests = 16
+
 func (s *rowScan) dest() []any {
-	return []any{&s.tenant, &s.principal, &s.flow, &s.key, &s.fp, &s.state, &s.owner, &s.leaseUntil,
-		&s.expiresAt, &s.createdAt, &s.completedAt, &s.status, &s.contentType, &s.location, &s.body, &s.runID}
+	return s.appendDest(make([]any, 0, rowDests))
+}
+
+func (s *rowScan) appendDest(d []any) []any {
+	return append(d, &s.tenant, &s.principal, &s.flow, &s.key, &s.fp, &s.state, &s.owner, &s.leaseUntil,
+		&s.expiresAt, &s.createdAt, &s.completedAt, &s.status, &s.contentType, &s.location, &s.body, &s.runID)
 }
 
 // row returns the scanned row, and false when the columns were all NULL.
 func (s *rowScan) row() (driver.Row, bool) {
-	if s.tenant == nil {
+	if !s.tenant.Valid {
 		return driver.Row{}, false
 	}
 	r := driver.Row{
-		Key:         driver.Key{Tenant: *s.tenant, Principal: *s.principal, Flow: *s.flow, Key: *s.key},
-		Fingerprint: derefText(s.fp),
-		State:       driver.State(*s.state),
-		Owner:       derefText(s.owner),
-		LeaseUntil:  derefTime(s.leaseUntil),
-		ExpiresAt:   derefTime(s.expiresAt),
-		CreatedAt:   derefTime(s.createdAt),
-		CompletedAt: derefTime(s.completedAt),
-		RunID:       derefText(s.runID),
+		Key:         driver.Key{Tenant: s.tenant.String, Principal: s.principal.String, Flow: s.flow.String, Key: s.key.String},
+		Fingerprint: s.fp.String,
+		State:       driver.State(s.state.Int16),
+		Owner:       s.owner.String,
+		LeaseUntil:  tsTime(s.leaseUntil),
+		ExpiresAt:   tsTime(s.expiresAt),
+		CreatedAt:   tsTime(s.createdAt),
+		CompletedAt: tsTime(s.completedAt),
+		RunID:       s.runID.String,
 	}
-	if s.status != nil {
+	if s.status.Valid {
 		r.Response = &driver.Response{
-			Status:      int(*s.status),
-			ContentType: derefText(s.contentType),
-			Location:    derefText(s.location),
+			Status:      int(s.status.Int32),
+			ContentType: s.contentType.String,
+			Location:    s.location.String,
 			Body:        s.body,
 		}
 		if r.Response.Body == nil {
@@ -70,6 +79,14 @@ func (s *rowScan) row() (driver.Row, bool) {
 		}
 	}
 	return r, true
+}
+
+// tsTime is t's time, or the zero time when t is NULL.
+func tsTime(t pgtype.Timestamptz) time.Time {
+	if !t.Valid {
+		return time.Time{}
+	}
+	return t.Time
 }
 
 // expiredSQL is driver.Row.Expired for the row alias t at the database's
@@ -148,18 +165,23 @@ func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Cla
 	}
 	k := req.Key
 	for attempt := 0; ; attempt++ {
-		var up, old rowScan
-		var oldExpired *bool
-		var now time.Time
-		dest := append(append(up.dest(), old.dest()...), &oldExpired, &now)
+		// What the statement returns, with the slice Scan takes, in one
+		// allocation.
+		var c struct {
+			up, old    rowScan
+			oldExpired pgtype.Bool
+			now        time.Time
+			dest       [2*rowDests + 2]any
+		}
+		dest := append(c.old.appendDest(c.up.appendDest(c.dest[:0])), &c.oldExpired, &c.now)
 		err := d.pool.QueryRow(ctx, d.sql(claimSQL), k.Tenant, k.Principal, k.Flow, k.Key,
 			req.Fingerprint, req.Owner, micros(req.Lease), micros(req.TTL), req.RunID).Scan(dest...)
 		if err != nil {
 			return driver.ClaimResult{}, d.wrap("claim", err)
 		}
-		res := driver.ClaimResult{Now: now}
-		newRow, claimed := up.row()
-		oldRow, existed := old.row()
+		res := driver.ClaimResult{Now: c.now}
+		newRow, claimed := c.up.row()
+		oldRow, existed := c.old.row()
 		switch {
 		case claimed:
 			res.Claimed = true
@@ -167,7 +189,7 @@ func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Cla
 			if existed {
 				prev := oldRow
 				res.Previous = &prev
-				res.TookOver = oldExpired != nil && !*oldExpired
+				res.TookOver = c.oldExpired.Valid && !c.oldExpired.Bool
 			}
 			return res, nil
 		case existed:
