@@ -106,12 +106,19 @@ type Run struct {
 
 // Step is one saved step of a run.
 type Step struct {
-	Seq        int    // 1-based position in the run
-	Name       string // unique within the run
-	Result     []byte // JSON of the step's result; nil when Failure is set
-	Failure    []byte // JSON of a declared failure the step returned (replayed as an error)
-	Attempts   int    // how many times the step's function started, this save included
-	StartedAt  time.Time
+	Seq      int    // 1-based position in the run
+	Name     string // unique within the run
+	Result   []byte // JSON of the step's result; nil when Failure is set
+	Failure  []byte // JSON of a declared failure the step returned (replayed as an error)
+	Attempts int    // how many times the step's function started, this save included
+	// StartedAt is where the step's time begins: when the execution that
+	// saved it saved its previous step, or when that execution began (a
+	// start or pick-up) for the first step it ran. Code the flow runs
+	// between two steps counts toward the later one; in the usual flow,
+	// where steps follow one another, it is when the step's function was
+	// called. (oke reads the clock once per step, when the step ends.)
+	StartedAt time.Time
+	// FinishedAt is when the step's function returned.
 	FinishedAt time.Time
 }
 

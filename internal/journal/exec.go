@@ -95,17 +95,21 @@ type Exec struct {
 	Lease  time.Duration
 	report Reporter
 
-	mu      sync.Mutex
-	saved   []driver.Step
-	next    int      // steps taken so far in this execution
-	taken   []string // names taken so far (small runs), in takeBuf
-	takeBuf [16]string
-	names   map[string]bool // the same, once there are many
-	parked  bool
-	wakeAt  time.Time
-	failed  error // ErrSaveFailed / ErrLostLease once hit
-	keeper  lease.Keeper
-	base    time.Time // when the execution began, with a monotonic reading
+	mu        sync.Mutex
+	saved     []driver.Step
+	next      int      // steps taken so far in this execution
+	taken     []string // names taken so far (small runs), in takeBuf
+	takeBuf   [14]string
+	takenBits uint64 // a bit per name in taken, at nameHash
+	// last is when this execution last saved a step (after its start):
+	// where the next step's time begins. One clock read per step.
+	last   time.Duration
+	names  map[string]bool // the same, once there are many
+	parked bool
+	wakeAt time.Time
+	failed error // ErrSaveFailed / ErrLostLease once hit
+	keeper lease.Keeper
+	base   time.Time // when the execution began, with a monotonic reading
 }
 
 // Reporter is told of the store failures an execution hits (a failed save,
@@ -203,19 +207,36 @@ func (x *Exec) seen(name string) bool {
 		x.names[name] = true
 		return false
 	}
-	for _, n := range x.taken {
-		if n == name {
-			return true
+	// A name whose bit is clear in takenBits was not taken: most steps
+	// skip the scan.
+	bit := uint64(1) << nameHash(name)
+	if x.takenBits&bit != 0 {
+		for _, n := range x.taken {
+			if n == name {
+				return true
+			}
 		}
 	}
+	x.takenBits |= bit
 	x.taken = append(x.taken, name)
-	if len(x.taken) > 16 {
+	if len(x.taken) > len(x.takeBuf) {
 		x.names = make(map[string]bool, 32)
 		for _, n := range x.taken {
 			x.names[n] = true
 		}
 	}
 	return false
+}
+
+// nameHash is a cheap hash of a step name, 0–63: its length and its first,
+// middle and last bytes, which tell apart both "step 1" from "step 2" and
+// "charge" from "email".
+func nameHash(s string) uint {
+	if s == "" {
+		return 0
+	}
+	n := len(s)
+	return uint(n*31+int(s[0])+int(s[n/2])*7+int(s[n-1])*13) & 63
 }
 
 // StepKey is the stable key of step name in this run, the same on every
@@ -227,7 +248,7 @@ type Pending struct {
 	Seq      int
 	Name     string
 	Attempts int
-	started  time.Duration // when Next returned it, after the execution's start
+	started  time.Duration // after the execution's start: when it saved its last step, or began
 }
 
 // Next takes the next step, named name. If the journal holds it, Next
@@ -269,13 +290,14 @@ func (x *Exec) Next(ctx context.Context, name string) (saved *driver.Step, p Pen
 	if seq == len(x.saved)+1 {
 		attempts = max(x.Run.NextAttempts, 1)
 	}
-	return nil, Pending{Seq: seq, Name: name, Attempts: attempts, started: x.elapsed()}, nil
+	return nil, Pending{Seq: seq, Name: name, Attempts: attempts, started: x.last}, nil
 }
 
 // Save saves the outcome of a step Next returned as pending: the JSON of its
 // result, or the JSON of a declared failure.
 func (x *Exec) Save(ctx context.Context, p Pending, result, failure []byte) error {
 	finished := x.elapsed()
+	x.last = finished
 	step := driver.Step{Seq: p.Seq, Name: p.Name, Result: result, Failure: failure, Attempts: p.Attempts,
 		StartedAt: x.at(p.started), FinishedAt: x.at(finished)}
 	if err := x.J.SaveStep(ctx, x.Run.ID, x.Owner, step); err != nil {
@@ -289,6 +311,7 @@ func (x *Exec) Save(ctx context.Context, p Pending, result, failure []byte) erro
 // writes (driver.TxDriver.CommitStep).
 func (x *Exec) SaveIn(ctx context.Context, p Pending, result, failure []byte, save func(ctx context.Context, id, owner string, step driver.Step) error) error {
 	finished := x.elapsed()
+	x.last = finished
 	step := driver.Step{Seq: p.Seq, Name: p.Name, Result: result, Failure: failure, Attempts: p.Attempts,
 		StartedAt: x.at(p.started), FinishedAt: x.at(finished)}
 	if err := save(ctx, x.Run.ID, x.Owner, step); err != nil {

@@ -72,6 +72,49 @@ func TestStepTimesAreWallTimesInOrder(t *testing.T) {
 	}
 }
 
+// A step's time begins where the execution's previous save ended (or where
+// the execution began): code between two steps counts toward the later one,
+// and a step that follows another at once starts where it finished.
+func TestStepTimeBeginsAtTheExecutionsPreviousSave(t *testing.T) {
+	ctx := context.Background()
+	d := memory.New()
+	run, err := d.CreateRun(ctx, driver.Run{ID: NewRunID(), Flow: "f", Owner: "o"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := Start(d, run, nil, "o", time.Minute, nil)
+	defer x.Stop()
+	step := func(name string, d time.Duration) {
+		t.Helper()
+		if _, _, err := x.Step(ctx, name, func(context.Context) ([]byte, []byte, error) {
+			time.Sleep(d)
+			return []byte(`1`), nil, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // the flow's own code before its first step
+	step("a", 0)
+	step("b", 0)
+	time.Sleep(20 * time.Millisecond) // and between two steps
+	step("c", 0)
+	_, steps, err := d.GetRun(ctx, run.ID)
+	if err != nil || len(steps) != 3 {
+		t.Fatalf("GetRun: %d steps, %v", len(steps), err)
+	}
+	if got := steps[0].FinishedAt.Sub(steps[0].StartedAt); got < 20*time.Millisecond {
+		t.Errorf("first step took %v; want the 20 ms since the execution began counted", got)
+	}
+	for i := 1; i < 3; i++ {
+		if !steps[i].StartedAt.Equal(steps[i-1].FinishedAt) {
+			t.Errorf("step %q started %v; want where %q finished, %v", steps[i].Name, steps[i].StartedAt, steps[i-1].Name, steps[i-1].FinishedAt)
+		}
+	}
+	if got := steps[2].FinishedAt.Sub(steps[2].StartedAt); got < 20*time.Millisecond {
+		t.Errorf("step c took %v; want the 20 ms of code before it counted", got)
+	}
+}
+
 // TestStepAttemptsCountExecutionsThatBeganTheStep: the first step an
 // execution runs (the one after the saved ones) has as many attempts as
 // executions began it — the driver's Run.NextAttempts, which counts pick-ups
@@ -153,6 +196,8 @@ func TestRepeatedStepNameIsAMismatch(t *testing.T) {
 		{"first name again", 3, "step 0", true},
 		{"last name again", 3, "step 2", true},
 		{"look-alike is new", 3, "sXep 0", false},
+		{"a new name whose hash a taken one has is new", 3, hashTwin("step 1"), false},
+		{"a repeat after a hash twin was taken", 0, "", true}, // see hashTwin below
 		{"repeat among many", 40, "step 5", true},
 		{"repeat of a name kept after the scan", 40, "step 33", true},
 		{"new name among many", 40, "step 40", false},
@@ -175,11 +220,30 @@ func TestRepeatedStepNameIsAMismatch(t *testing.T) {
 					t.Fatalf("step %d: %v", i, err)
 				}
 			}
+			if c.repeat == "" { // a name, its hash twin, then the name again
+				twin := hashTwin("refund")
+				for _, n := range []string{"refund", twin} {
+					if err := step(n); err != nil {
+						t.Fatalf("step %q: %v", n, err)
+					}
+				}
+				c.repeat = twin
+			}
 			err = step(c.repeat)
 			var m *MismatchError
 			if got := errors.As(err, &m); got != c.dup {
 				t.Errorf("step %q after %d steps: err = %v; want a MismatchError: %v", c.repeat, c.before, err, c.dup)
 			}
 		})
+	}
+}
+
+// hashTwin returns another step name with the same nameHash as name, so the
+// tests reach the scan behind the hash.
+func hashTwin(name string) string {
+	for i := 0; ; i++ {
+		if twin := "twin " + strconv.Itoa(i); nameHash(twin) == nameHash(name) && twin != name {
+			return twin
+		}
 	}
 }
