@@ -21,11 +21,11 @@ import (
 // connection, and the BEGIN goes to the server in one pipeline with the
 // flow's first statement. A live keyed charge is then three round trips —
 // the claim; BEGIN with the INSERT; the completion with the COMMIT — where a
-// BEGIN of its own made four. Nothing else changes: the transaction, its
-// snapshot and now() start at that first statement's BEGIN, as they would
-// have started at the first statement after an eager BEGIN (Postgres takes
-// a transaction's snapshot at its first statement, not at BEGIN, and the
-// flow sends nothing in between).
+// BEGIN of its own made four. What the flow can see is the same: Postgres
+// takes a transaction's snapshot at its first statement, not at BEGIN, and
+// the flow sends nothing in between. One thing moves: now() (the
+// transaction's timestamp) is the time of that first statement, not of the
+// Fx.Tx call.
 //
 // The connections of DB are pgx's database/sql connections (stdlib.Conn)
 // wrapped in lazyConn. A connection with no BEGIN pending behaves exactly as
