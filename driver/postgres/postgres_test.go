@@ -18,46 +18,30 @@ import (
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/drivertest"
 	"github.com/okengine/oke/driver/postgres"
+	"github.com/okengine/oke/internal/pgtest"
 )
-
-// defaultURL is the server the tests use when OKE_TEST_DATABASE_URL is not
-// set: what scripts/pg starts by default.
-const defaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
 var (
 	serverOnce sync.Once
-	serverURL  string
 	serverPool *pgxpool.Pool // creates and drops the tests' schemas
 	serverErr  error
 	schemaSeq  atomic.Int64
 )
 
-// server returns the test server's URL and an admin pool, or fails the test:
-// the Postgres driver is tested against a real server, never skipped.
+// server returns the test server's URL (internal/pgtest: a real server,
+// never skipped) and a pgx admin pool on it, or fails the test.
 func server(t testing.TB) (string, *pgxpool.Pool) {
 	t.Helper()
+	url := pgtest.URL(t)
 	serverOnce.Do(func() {
-		serverURL = os.Getenv("OKE_TEST_DATABASE_URL")
-		if serverURL == "" {
-			serverURL = defaultURL
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		serverPool, serverErr = pgxpool.New(ctx, serverURL)
-		if serverErr == nil {
-			serverErr = serverPool.Ping(ctx)
-		}
+		serverPool, serverErr = pgxpool.New(ctx, url)
 	})
 	if serverErr != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI: no PostgreSQL answers at %s (%v). .ci/run starts one with scripts/pg before the tests; "+
-				"check its output above.", serverURL, serverErr)
-		}
-		t.Fatalf("no PostgreSQL answers at %s (%v).\nThe Postgres driver is tested against a real server. Start a "+
-			"throwaway one with\n\teval \"$(scripts/pg)\"\nor point OKE_TEST_DATABASE_URL at a database you may "+
-			"create schemas in.", serverURL, serverErr)
+		t.Fatalf("admin pool on %s: %v", url, serverErr)
 	}
-	return serverURL, serverPool
+	return url, serverPool
 }
 
 // newDriver opens a driver on a fresh, migrated schema of its own and drops

@@ -3,65 +3,20 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
-
 	"github.com/okengine/oke/client"
+	"github.com/okengine/oke/internal/pgtest"
 )
-
-// defaultPostgresURL is the server the Postgres crash tests use when
-// OKE_TEST_DATABASE_URL is not set: what scripts/pg starts by default.
-const defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
-var (
-	pgOnce  sync.Once
-	pgURL   string
-	pgAdmin *sql.DB // creates and drops the tests' databases, terminates their backends
-	pgErr   error
-)
-
-// pgServer returns the test server's DSN and an admin pool on it, or fails
-// the test: these tests run against a real server and are never skipped
-// (scripts/test, which CI runs, starts one).
-func pgServer(t *testing.T) (string, *sql.DB) {
-	t.Helper()
-	pgOnce.Do(func() {
-		pgURL = os.Getenv("OKE_TEST_DATABASE_URL")
-		if pgURL == "" {
-			pgURL = defaultPostgresURL
-		}
-		if pgAdmin, pgErr = sql.Open("pgx", pgURL); pgErr != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		pgErr = pgAdmin.PingContext(ctx)
-	})
-	if pgErr != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI: no PostgreSQL answers at %s (%v). .ci/run starts one with scripts/pg before the tests; "+
-				"check its output above.", pgURL, pgErr)
-		}
-		t.Fatalf("no PostgreSQL answers at %s (%v).\nThe demo's crash tests on Postgres run against a real server. "+
-			"scripts/test starts one; by hand, start a throwaway one with\n\teval \"$(scripts/pg)\"\n"+
-			"or point OKE_TEST_DATABASE_URL at a server where you may create databases.", pgURL, pgErr)
-	}
-	return pgURL, pgAdmin
-}
 
 // pgDatabase is a database of its own for one test: oke's schema and the
 // demo's business tables both live in it, so runs never collide, and its
@@ -77,21 +32,15 @@ type pgDatabase struct {
 // connections count against the same max_connections.
 const demoPoolSize = 6
 
-// newPgDatabase creates a database with a random name on the test server;
-// it is dropped (WITH (FORCE)) when the test ends.
+// newPgDatabase creates a database with a random name on the test server
+// (internal/pgtest: a real server, never skipped); it is dropped (WITH
+// (FORCE)) when the test ends.
 func newPgDatabase(t *testing.T) *pgDatabase {
 	t.Helper()
-	base, admin := pgServer(t)
-	b := make([]byte, 6)
-	rand.Read(b)
-	name := fmt.Sprintf("oke_crash_test_%d_%s", os.Getpid(), hex.EncodeToString(b))
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("create database %s on %s: %v (the test user needs CREATEDB)", name, base, err)
-	}
-	dsn := withDatabase(t, base, name)
+	name, dsn := pgtest.NewDatabase(t, "oke_crash_test")
 	// The test's own connection, opened now and kept (terminateBackends
 	// spares it): on a busy shared server a new one may be refused later.
-	db, err := sql.Open("pgx", withParam(dsn, "application_name", checkerApp))
+	db, err := sql.Open("pgx", pgtest.WithParam(dsn, "application_name", checkerApp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,52 +49,20 @@ func newPgDatabase(t *testing.T) *pgDatabase {
 	if err := db.Ping(); err != nil {
 		t.Fatalf("connect to %s: %v", name, err)
 	}
-	t.Cleanup(func() {
-		db.Close()
-		if _, err := admin.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	return &pgDatabase{name: name, dsn: withParam(dsn, "pool_max_conns", fmt.Sprint(demoPoolSize)), db: db}
-}
-
-// withDatabase returns dsn with its database replaced by name. dsn is a
-// postgres:// URL or a key=value string (where a later key wins).
-func withDatabase(t *testing.T, dsn, name string) string {
-	t.Helper()
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatalf("OKE_TEST_DATABASE_URL: %v", err)
-		}
-		u.Path = "/" + name
-		return u.String()
-	}
-	return dsn + " dbname=" + name
+	t.Cleanup(func() { db.Close() }) // runs before the drop, registered earlier
+	return &pgDatabase{name: name, dsn: pgtest.WithParam(dsn, "pool_max_conns", fmt.Sprint(demoPoolSize)), db: db}
 }
 
 // checkerApp is the application_name of the test's own connection to its
 // database.
 const checkerApp = "oke-crash-test-checker"
 
-// withParam returns dsn with the connection parameter key set to value.
-func withParam(dsn, key, value string) string {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		sep := "?"
-		if strings.Contains(dsn, "?") {
-			sep = "&"
-		}
-		return dsn + sep + url.QueryEscape(key) + "=" + url.QueryEscape(value)
-	}
-	return dsn + " " + key + "=" + value
-}
-
 // terminateBackends ends every server process connected to the test's
 // database (never another test's: they have databases of their own), but
 // the test's own, and returns how many it ended.
 func (d *pgDatabase) terminateBackends(t *testing.T) int {
 	t.Helper()
-	_, admin := pgServer(t)
+	admin := pgtest.Admin(t)
 	var n int
 	err := admin.QueryRow(`SELECT count(*) FROM (
 		SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity
