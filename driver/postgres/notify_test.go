@@ -151,20 +151,11 @@ func TestWakeChannelIsPerSchemaAndFitsAnIdentifier(t *testing.T) {
 		t.Fatalf("channels %q and %q for schemas %q and %q", a.WakeChannel(), b.WakeChannel(), a.Schema(), b.Schema())
 	}
 
-	url, admin := server(t)
+	url, _ := server(t)
 	long := fmt.Sprintf("oke_test_%d_a_schema_name_long_enough_to_need_a_hash_", os.Getpid())
 	long += strings.Repeat("x", 63-len(long))
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{long}.Sanitize()+" CASCADE")
-	})
-	l, err := postgres.Open(t.Context(), url, postgres.WithSchema(long))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := newDriverIn(t, url, long)
 	defer l.Close()
-	if err := l.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	if n := len(l.WakeChannel()); n > 63 {
 		t.Fatalf("channel %q is %d bytes, more than an identifier holds", l.WakeChannel(), n)
 	}

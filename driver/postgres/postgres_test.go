@@ -48,23 +48,36 @@ func server(t testing.TB) (string, *pgxpool.Pool) {
 // the schema when the test ends (after the suite's Close).
 func newDriver(t testing.TB) *postgres.Driver {
 	t.Helper()
-	url, admin := server(t)
-	schema := fmt.Sprintf("oke_test_%d_%d", os.Getpid(), schemaSeq.Add(1))
-	d, err := postgres.Open(t.Context(), url, postgres.WithSchema(schema))
+	url, _ := server(t)
+	return newDriverIn(t, url, fmt.Sprintf("oke_test_%d_%d", os.Getpid(), schemaSeq.Add(1)))
+}
+
+// newDriverIn opens a driver on dsn in schema, migrated, and drops the
+// schema when the test ends.
+func newDriverIn(t testing.TB, dsn, schema string) *postgres.Driver {
+	t.Helper()
+	d, err := postgres.Open(t.Context(), dsn, postgres.WithSchema(schema))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
+	dropSchemaAtEnd(t, schema)
+	if err := d.Migrate(t.Context()); err != nil {
+		_ = d.Close()
+		t.Fatalf("Migrate: %v", err)
+	}
+	return d
+}
+
+// dropSchemaAtEnd drops schema, with everything in it, when the test ends.
+func dropSchemaAtEnd(t testing.TB, schema string) {
+	t.Helper()
+	_, admin := server(t)
 	t.Cleanup(func() {
 		_, err := admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 		if err != nil {
 			t.Errorf("drop schema %s: %v", schema, err)
 		}
 	})
-	if err := d.Migrate(t.Context()); err != nil {
-		_ = d.Close()
-		t.Fatalf("Migrate: %v", err)
-	}
-	return d
 }
 
 func TestConformance(t *testing.T) {
@@ -74,9 +87,7 @@ func TestConformance(t *testing.T) {
 func TestMigrateIsSafeTwiceAndConcurrently(t *testing.T) {
 	url, admin := server(t)
 	schema := fmt.Sprintf("oke_test_%d_migrate", os.Getpid())
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-	})
+	dropSchemaAtEnd(t, schema)
 	const n = 8
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -175,14 +186,8 @@ func TestClaimUsesTheDatabaseClock(t *testing.T) {
 func TestLostConnectionIsErrUnavailable(t *testing.T) {
 	url, admin := server(t)
 	schema := fmt.Sprintf("oke_test_%d_lost", os.Getpid())
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-	})
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	d, err := postgres.Open(t.Context(), url+sep+"pool_max_conns=1", postgres.WithSchema(schema))
+	dropSchemaAtEnd(t, schema)
+	d, err := postgres.Open(t.Context(), pgtest.WithParam(url, "pool_max_conns", "1"), postgres.WithSchema(schema))
 	if err != nil {
 		t.Fatal(err)
 	}

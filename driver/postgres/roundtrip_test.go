@@ -104,7 +104,7 @@ func (c countingConn) Write(b []byte) (int, error) {
 // connection counts its round trips.
 func roundTripDriver(t *testing.T) (*postgres.Driver, *roundTrips) {
 	t.Helper()
-	url, admin := server(t)
+	url, _ := server(t)
 	schema := fmt.Sprintf("oke_test_%d_%d", os.Getpid(), schemaSeq.Add(1))
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -131,13 +131,10 @@ func roundTripDriver(t *testing.T) (*postgres.Driver, *roundTrips) {
 		pool.Close()
 		t.Fatal(err)
 	}
+	dropSchemaAtEnd(t, schema)
 	t.Cleanup(func() {
 		d.Close()
 		pool.Close()
-		_, err := admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
 	})
 	if err := d.Migrate(t.Context()); err != nil {
 		t.Fatal(err)

@@ -158,17 +158,11 @@ func TestFailureWithOnlyRolledBackWritesLetsTheKeyRunAgain(t *testing.T) {
 // the charge nor the response is stored; once the lease lapses the retry
 // runs the flow, and there is one charge in the end.
 func TestLostConnectionBeforeCommitStoresNeitherWriteNorResponse(t *testing.T) {
-	_, admin := server(t)
 	ca := newChargeApp(t, newDriver(t), 500*time.Millisecond, func(ctx context.Context, attempt int32, tx *oke.Tx, _ *oke.Fx) error {
 		if attempt > 1 {
 			return nil
 		}
-		var pid int32
-		if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-			return err
-		}
-		_, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
-		return err
+		return killTx(ctx, t, tx)
 	})
 	w := ca.post("tx-key-0000-lost")
 	if w.Code != http.StatusServiceUnavailable {
@@ -317,27 +311,39 @@ func TestFlowsHoldingTransactionsDoNotStarveTheDriver(t *testing.T) {
 	}
 }
 
+// killTx ends the server process behind tx's connection.
+func killTx(ctx context.Context, t *testing.T, tx *oke.Tx) error {
+	_, admin := server(t)
+	var pid int32
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		return err
+	}
+	_, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
+	return err
+}
+
+// useKilledTx kills tx's connection and then uses it: it must fail (what
+// the flow or step returns), naming what.
+func useKilledTx(ctx context.Context, t *testing.T, tx *oke.Tx, what string) error {
+	if err := killTx(ctx, t, tx); err != nil {
+		return err
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return errors.New("the statement on a terminated connection worked")
+}
+
 // A flow whose transaction loses its connection fails with a 503 (the
 // database was unreachable: retry), not a 500, and — its write rolled back —
 // leaves the key free for the retry.
 func TestLostConnectionInsideTheFlowAnswers503(t *testing.T) {
-	_, admin := server(t)
 	ca := newChargeApp(t, newDriver(t), 0, func(ctx context.Context, attempt int32, tx *oke.Tx, _ *oke.Fx) error {
 		if attempt > 1 {
 			return nil
 		}
-		var pid int32
-		if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-			return err
-		}
-		if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
-			return err
-		}
-		time.Sleep(50 * time.Millisecond)
-		if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {
-			return fmt.Errorf("check the charge: %w", err)
-		}
-		return errors.New("the statement on a terminated connection worked")
+		return useKilledTx(ctx, t, tx, "check the charge")
 	})
 	w := ca.post("tx-key-0000-lost-503")
 	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), `"StoreUnavailable"`) {
@@ -450,21 +456,9 @@ func TestAStepThatLostItsRunCannotCommitItsWrites(t *testing.T) {
 // request answers 503 and the run waits for a retry, like a run whose save
 // could not reach the store.
 func TestLostConnectionInsideAStepRetriesTheRun(t *testing.T) {
-	_, admin := server(t)
 	d := newDriver(t)
 	app, table := stepApp(t, d, func(ctx context.Context, attempt int32, tx *oke.Tx) error {
-		var pid int32
-		if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-			return err
-		}
-		if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
-			return err
-		}
-		time.Sleep(50 * time.Millisecond)
-		if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {
-			return fmt.Errorf("check the payment: %w", err)
-		}
-		return errors.New("the statement on a terminated connection worked")
+		return useKilledTx(ctx, t, tx, "check the payment")
 	})
 	w := httptest.NewRecorder()
 	app.ServeHTTP(w, httptest.NewRequest("POST", "/pay", strings.NewReader(`{}`)))

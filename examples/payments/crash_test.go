@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -70,41 +69,7 @@ var listening = regexp.MustCompile(`listening on (http://\S+)`)
 // returns its base URL.
 func startDemo(t *testing.T, bin, data string, flags ...string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-data", data}, flags...)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sent := false
-		for sc.Scan() {
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil && !sent {
-				found <- m[1]
-				sent = true
-			}
-		}
-		if !sent {
-			close(found)
-		}
-	}()
-	select {
-	case url, ok := <-found:
-		if !ok {
-			cmd.Wait()
-			t.Fatalf("the demo exited before listening (the data folder did not load?)")
-		}
-		return cmd, url
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("the demo did not start listening within a minute")
-	}
-	return nil, ""
+	return startLoggedDemo(t, bin, data, new(demoLog), flags...)
 }
 
 type ack struct {

@@ -14,41 +14,24 @@ import (
 // BenchmarkStep measures one fresh step on the memory journal: Next (no
 // driver call), the function, SaveStep.
 func BenchmarkStep(b *testing.B) {
-	ctx := context.Background()
-	d := memory.New()
-	names := make([]string, 1000)
-	for i := range names {
-		names[i] = "step " + strconv.Itoa(i)
-	}
-	result := []byte(`{"n":1,"name":"step 1"}`)
-	var x *Exec
-	i := 0
-	for b.Loop() {
-		if i%1000 == 0 {
-			b.StopTimer()
-			if x != nil {
-				x.Stop()
-			}
-			d = memory.New()
-			run, _ := d.CreateRun(ctx, driver.Run{ID: NewRunID(), Flow: "f", Owner: "o"}, time.Minute)
-			x = Start(d, run, nil, "o", time.Minute, nil)
-			b.StartTimer()
-		}
-		x.Step(ctx, names[i%1000], func(context.Context) ([]byte, []byte, error) { return result, nil, nil })
-		i++
-	}
-	x.Stop()
+	benchSteps(b, func() driver.Journal { return memory.New() })
 }
 
 // BenchmarkStepFile is BenchmarkStep on the file driver: Next, the function,
 // and SaveStep, which returns after an fsync.
 func BenchmarkStepFile(b *testing.B) {
-	ctx := context.Background()
 	d, err := file.Open(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer d.Close()
+	benchSteps(b, func() driver.Journal { return d })
+}
+
+// benchSteps takes fresh steps, a thousand per run, each run on the journal
+// fresh returns (off the clock).
+func benchSteps(b *testing.B, fresh func() driver.Journal) {
+	ctx := context.Background()
 	names := make([]string, 1000)
 	for i := range names {
 		names[i] = "step " + strconv.Itoa(i)
@@ -62,11 +45,12 @@ func BenchmarkStepFile(b *testing.B) {
 			if x != nil {
 				x.Stop()
 			}
-			run, err := d.CreateRun(ctx, driver.Run{ID: NewRunID(), Flow: "f", Owner: "o"}, time.Minute)
+			j := fresh()
+			run, err := j.CreateRun(ctx, driver.Run{ID: NewRunID(), Flow: "f", Owner: "o"}, time.Minute)
 			if err != nil {
 				b.Fatal(err)
 			}
-			x = Start(d, run, nil, "o", time.Minute, nil)
+			x = Start(j, run, nil, "o", time.Minute, nil)
 			b.StartTimer()
 		}
 		if _, _, err := x.Step(ctx, names[i%1000], func(context.Context) ([]byte, []byte, error) { return result, nil, nil }); err != nil {
