@@ -87,7 +87,9 @@
 // unless the run was sleeping); RenewRun, SaveStep and FinishRun are fenced by
 // owner; SaveStep updates the run (next_attempts = 1) and inserts the step in
 // one statement only when the step is the next one (ErrStepOrder otherwise);
-// CommitStep runs that same statement in the flow's transaction; DueRuns reads due
+// CommitStep runs the same save in the flow's transaction, made to fail
+// rather than report when it saves nothing, so that the COMMIT behind it in
+// one pipeline is skipped (ErrNotOwner, ErrStepOrder); DueRuns reads due
 // runs longest-due first with FOR UPDATE SKIP LOCKED, so schedulers on
 // several instances do not hand out the same run; CreateRun and ClaimKey are
 // INSERT … ON CONFLICT DO NOTHING, then a read of the winner.
@@ -118,8 +120,9 @@
 // carries the transaction's BEGIN in the same pipeline (Begin sends
 // nothing) — and one pipelined round trip for the fenced completion and the
 // COMMIT: three round trips and two flushed commits for a charge of one
-// INSERT. Per durable step: SaveStep, one round trip and one flushed commit
-// (a step's attempts ride on the run row that CreateRun, SaveStep and
+// INSERT. Per durable step: SaveStep — or, for a step writing through Fx.Tx,
+// the fenced save and the COMMIT in one pipeline — one round trip and one
+// flushed commit (a step's attempts ride on the run row that CreateRun, SaveStep and
 // AcquireRun write anyway, so beginning a step costs nothing). AcquireRun
 // and GetRun one each (the run and its steps go as one pgx batch).
 //

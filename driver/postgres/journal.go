@@ -321,8 +321,16 @@ func (d *Driver) RenewRun(ctx context.Context, id, owner string, lease time.Dura
 // saveStepSQL saves step $3 of run $1 held by $2 if it is the next one, and
 // reports whether it did and whether $2 holds the run. The run's
 // next_attempts becomes 1: the saving execution goes on to the step after.
-// SaveStep and CommitStep (a step saved in a flow's transaction) both run it.
-const saveStepSQL = `WITH r AS (
+// SaveStep runs it; CommitStep (a step saved in a flow's transaction) runs
+// saveStepOrFailSQL, its twin that fails instead of reporting.
+const saveStepSQL = saveStepWith + `
+		SELECT EXISTS (SELECT 1 FROM ins),
+			EXISTS (SELECT 1 FROM {s}.oke_runs r WHERE ` + heldSQL + `)`
+
+// saveStepWith saves step $3 of run $1 held by $2 if it is the next one:
+// the run row is updated (and so locked) only then, and the step inserted
+// only if that update happened (ins holds its seq).
+const saveStepWith = `WITH r AS (
 			UPDATE {s}.oke_runs r SET updated_at = coalesce($9, now()), next_attempts = 1
 			WHERE ` + heldSQL + `
 				AND (SELECT coalesce(max(seq), 0) FROM {s}.oke_steps WHERE run_id = $1) = $3 - 1
@@ -331,9 +339,7 @@ const saveStepSQL = `WITH r AS (
 			INSERT INTO {s}.oke_steps (run_id, seq, name, result, failure, attempts, started_at, finished_at)
 			SELECT r.id, $3, $4, $5, $6, $7, $8, $9 FROM r
 			RETURNING seq
-		)
-		SELECT EXISTS (SELECT 1 FROM ins),
-			EXISTS (SELECT 1 FROM {s}.oke_runs r WHERE ` + heldSQL + `)`
+		)`
 
 func saveStepArgs(id, owner string, step driver.Step) []any {
 	return []any{id, owner, step.Seq, step.Name, step.Result, step.Failure, step.Attempts,

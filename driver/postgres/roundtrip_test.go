@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -294,5 +295,66 @@ func TestRoundTripsPerKeyedRequest(t *testing.T) {
 		if writes != tc.wantTrips || queries != wantStmts {
 			t.Errorf("%s: %d round trips (%d statements: %q), want %d (%d statements)", tc.name, writes, queries, sqls, tc.wantTrips, wantStmts)
 		}
+	}
+}
+
+// A step saved in a flow's transaction (CommitStep) is one round trip: the
+// fenced save and the COMMIT in one pipeline. When the save is refused —
+// another owner, or not the next step — the transaction is rolled back, the
+// step's writes with it, and the error says which.
+func TestCommitStepIsOneRoundTripAndRollsBackWhenRefused(t *testing.T) {
+	t.Parallel()
+	d, rt := roundTripDriver(t)
+	ctx := t.Context()
+	table := pgx.Identifier{d.Schema(), "payments"}.Sanitize()
+	if _, err := d.Pool().Exec(ctx, `CREATE TABLE `+table+` (seq int PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateRun(ctx, driver.Run{ID: "run-1", Flow: "f", Owner: "o"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	commit := func(owner string, seq int) (trips int64, err error) {
+		t.Helper()
+		conn, err := d.DB().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if err := d.Begin(ctx, conn); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(ctx, `INSERT INTO `+table+` VALUES ($1)`, seq); err != nil {
+			t.Fatal(err)
+		}
+		rt.take()
+		err = d.CommitStep(mark(ctx), conn, "run-1", owner, driver.Step{Seq: seq, Name: fmt.Sprint("step ", seq), Result: []byte(`1`), Attempts: 1})
+		trips, _, _ = rt.take()
+		return trips, err
+	}
+	written := func(seq int) bool {
+		t.Helper()
+		var n int
+		if err := d.Pool().QueryRow(ctx, `SELECT count(*) FROM `+table+` WHERE seq = $1`, seq).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	if _, err := commit("o", 1); err != nil { // warm up: statements prepared
+		t.Fatalf("CommitStep of step 1: %v", err)
+	}
+	if trips, err := commit("o", 2); err != nil || trips != 1 || !written(2) {
+		t.Fatalf("CommitStep of step 2: %v, %d round trips, written %v; want nil, 1, true", err, trips, written(2))
+	}
+	if _, err := commit("o", 4); !errors.Is(err, driver.ErrStepOrder) || written(4) {
+		t.Errorf("CommitStep of step 4 after 2: %v, written %v; want ErrStepOrder, rolled back", err, written(4))
+	}
+	if _, err := commit("someone-else", 3); !errors.Is(err, driver.ErrNotOwner) || written(3) {
+		t.Errorf("CommitStep by another owner: %v, written %v; want ErrNotOwner, rolled back", err, written(3))
+	}
+	if _, steps, err := d.GetRun(ctx, "run-1"); err != nil || len(steps) != 2 {
+		t.Errorf("GetRun: %d steps, %v; want the 2 committed", len(steps), err)
+	}
+	if _, err := commit("o", 3); err != nil || !written(3) {
+		t.Errorf("CommitStep of step 3 after the refusals: %v, written %v", err, written(3))
 	}
 }

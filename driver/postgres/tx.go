@@ -51,36 +51,34 @@ func (d *Driver) CommitComplete(ctx context.Context, conn *sql.Conn, key driver.
 	if err := d.check(); err != nil {
 		return err
 	}
-	return d.commitWith(ctx, conn, "complete in transaction", func(b *pgx.Batch) {
-		b.Queue(d.sql(completeOrFailSQL), completeArgs(key, owner, resp, ttl)...)
-	})
+	return d.commitWith(ctx, conn, "complete in transaction", d.sql(completeOrFailSQL), completeArgs(key, owner, resp, ttl))
 }
 
-// CommitStep implements driver.TxDriver: SaveStep's statement in the
-// transaction, then the COMMIT. saveStepSQL reports what it did rather than
-// failing, so its answer is read before the commit is sent: two round trips.
+// saveStepOrFailSQL is saveStepSQL that fails when it saves nothing, like
+// completeOrFailSQL: with a division by zero (22012) when owner does not
+// hold the run, and with the square root of −1 (2201F) when the step is not
+// the next one. The select list is evaluated left to right, so the owner
+// check comes first.
+const saveStepOrFailSQL = saveStepWith + `
+		SELECT 1 / ((SELECT count(*) FROM ins) + (SELECT count(*) FROM {s}.oke_runs r WHERE ` + heldSQL + `)),
+			sqrt((SELECT count(*) FROM ins) - 1)`
+
+// CommitStep implements driver.TxDriver: the fenced save of the step and the
+// COMMIT go to the server as one pipeline, one round trip.
 func (d *Driver) CommitStep(ctx context.Context, conn *sql.Conn, id, owner string, step driver.Step) error {
 	if err := d.check(); err != nil {
 		return err
 	}
-	var saved, held bool
-	err := conn.QueryRowContext(ctx, d.sql(saveStepSQL), saveStepArgs(id, owner, step)...).Scan(&saved, &held)
-	if err = d.savedStep(id, step.Seq, saved, held, err); err != nil {
-		if errors.Is(err, driver.ErrNotOwner) || errors.Is(err, driver.ErrStepOrder) {
-			if _, rerr := conn.ExecContext(ctx, "ROLLBACK"); rerr != nil {
-				return d.wrap("save step in transaction", rerr)
-			}
-		}
-		return err
-	}
-	return d.commitWith(ctx, conn, "save step in transaction", func(*pgx.Batch) {})
+	return d.commitWith(ctx, conn, "save step in transaction", d.sql(saveStepOrFailSQL), saveStepArgs(id, owner, step))
 }
 
-// commitWith sends the statements queue adds and a COMMIT as one pipeline
-// on conn's pgx connection. A failed first statement whose error says the
-// row was not held (division by zero, see completeOrFailSQL) is ErrNotOwner,
-// after a ROLLBACK.
-func (d *Driver) commitWith(ctx context.Context, conn *sql.Conn, op string, queue func(*pgx.Batch)) error {
+// commitWith sends the fenced statement q and a COMMIT as one pipeline on
+// conn's pgx connection (behind the BEGIN, if the flow sent nothing in its
+// transaction). When q refuses — its errors say why: see completeOrFailSQL
+// and saveStepOrFailSQL, and a unique violation is a concurrent save of the
+// same step — the server skips the COMMIT; the transaction is rolled back
+// and the driver's error (ErrNotOwner, ErrStepOrder) returned.
+func (d *Driver) commitWith(ctx context.Context, conn *sql.Conn, op, q string, args []any) error {
 	return conn.Raw(func(dc any) error {
 		lc, ok := dc.(*lazyConn)
 		if !ok {
@@ -93,12 +91,11 @@ func (d *Driver) commitWith(ctx context.Context, conn *sql.Conn, op string, queu
 			lc.pending = false
 			b.Queue("BEGIN")
 		}
-		queue(b)
-		n := b.Len()
+		b.Queue(q, args...)
 		b.Queue("COMMIT")
 		br := c.SendBatch(ctx, b)
 		var first error
-		for i := 0; i <= n; i++ {
+		for range b.Len() {
 			if _, err := br.Exec(); err != nil && first == nil {
 				first = err
 			}
@@ -106,19 +103,26 @@ func (d *Driver) commitWith(ctx context.Context, conn *sql.Conn, op string, queu
 		if err := br.Close(); err != nil && first == nil {
 			first = err
 		}
-		var pgErr *pgconn.PgError
-		if errors.As(first, &pgErr) && pgErr.Code == "22012" {
-			// The fenced statement stored nothing: the server skipped the
-			// COMMIT and the transaction is aborted.
-			if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
-				return d.wrap(op, err)
-			}
-			return fmt.Errorf("postgres: %s: %w", op, driver.ErrNotOwner)
+		if first == nil {
+			return nil
 		}
-		if first != nil {
+		var refused error
+		var pgErr *pgconn.PgError
+		if errors.As(first, &pgErr) {
+			switch pgErr.Code {
+			case "22012": // division by zero: owner does not hold the row
+				refused = driver.ErrNotOwner
+			case "2201F", "23505": // not the next step, or a concurrent save of it
+				refused = driver.ErrStepOrder
+			}
+		}
+		if refused == nil {
 			return d.wrap(op, first)
 		}
-		return nil
+		if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
+			return d.wrap(op, err)
+		}
+		return fmt.Errorf("postgres: %s: %w", op, refused)
 	})
 }
 
