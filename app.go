@@ -336,6 +336,16 @@ func (f *flow) checkOptions() []error {
 			errs = append(errs, fmt.Errorf("flow %q: option Effects: unknown effect %q; fix: use the oke.Effect constants", f.name, e))
 		}
 	}
+	if m.DeferClaim {
+		switch {
+		case m.Off:
+			errs = append(errs, fmt.Errorf("flow %q: option Idempotency sets both DeferClaim and Off; fix: keep one", f.name))
+		case f.opts.Durable:
+			errs = append(errs, fmt.Errorf("flow %q: option Idempotency.DeferClaim is for flows that are not durable (a durable flow's run is created with its claim); fix: drop DeferClaim", f.name))
+		case f.shape != shapeUnary:
+			errs = append(errs, fmt.Errorf("flow %q: option Idempotency.DeferClaim is for unary flows, and this one is a %s, which never stores a response; fix: drop DeferClaim", f.name, f.shape))
+		}
+	}
 	if m.Required {
 		switch {
 		case f.shape == shapeStream:

@@ -54,6 +54,16 @@ func TestStartRefusesABadContract(t *testing.T) {
 		{"required on a webhook", func(app *oke.App) {
 			app.Handle(oke.Webhook("/x", "id"), unary("f.hook", oke.Options{Idempotency: oke.Required}))
 		}, []string{`flow "f.hook"`, "webhook", "fix:"}},
+		{"deferred claim and off", func(app *oke.App) {
+			app.Handle(oke.POST("/x"), unary("f.doff", oke.Options{Idempotency: oke.Idempotency{Off: true, DeferClaim: true}}))
+		}, []string{`flow "f.doff"`, "DeferClaim and Off", "fix:"}},
+		{"deferred claim on a durable flow", func(app *oke.App) {
+			app.Handle(oke.POST("/x"), unary("f.ddur", oke.Options{Durable: true, Idempotency: oke.Idempotency{DeferClaim: true}}))
+		}, []string{`flow "f.ddur"`, "DeferClaim", "not durable", "fix: drop DeferClaim"}},
+		{"deferred claim on a stream", func(app *oke.App) {
+			app.Handle(oke.POST("/x"), oke.NewStream("s.dstream", oke.Options{Idempotency: oke.Idempotency{DeferClaim: true}},
+				func(context.Context, noIn, *oke.Fx, http.ResponseWriter) error { return nil }))
+		}, []string{`flow "s.dstream"`, "DeferClaim", "stream", "fix: drop DeferClaim"}},
 		{"unknown effect", func(app *oke.App) {
 			app.Handle(oke.POST("/x"), unary("f.eff", oke.Options{Effects: []oke.Effect{"teleport"}}))
 		}, []string{`flow "f.eff"`, `"teleport"`}},

@@ -282,7 +282,9 @@ func Claim(ctx context.Context, key string) (bool, error) {
 // every call starts another run. f must be bound to the app (any binding,
 // e.g. Internal()).
 func Run[In, Out any](ctx context.Context, fx *Fx, f *Flow[In, Out], in In) (string, error) {
-	fx.record(EffectCall)
+	if err := fx.record(EffectCall); err != nil {
+		return "", err
+	}
 	a := fx.app
 	if a.journal == nil {
 		return "", fmt.Errorf("run %s: %w", f.f.name, ErrNotDurable)

@@ -64,6 +64,27 @@ type Idempotency struct {
 	Required bool
 	Off      bool
 	TTL      string
+	// DeferClaim makes the key's claim late: with the flow's first
+	// statement in Fx.Tx rather than before the function runs. On
+	// driver/postgres the claim then goes in the same round trip as that
+	// statement (and its BEGIN), committed on its own just before it: a
+	// keyed request that writes through Fx.Tx costs two round trips, not
+	// three. A request whose key is not its own to run (a replay, 409,
+	// 422) still costs one, and the statement does not run.
+	//
+	// The function starts before its key is claimed, so until its first
+	// statement in Fx.Tx it must change nothing outside oke: no calls to
+	// other systems, no writes anywhere but through fx. Any other non-read
+	// effect through fx (Store writes, Emit, Send, Fetch, Call, …) makes
+	// the claim first, in a round trip of its own. When the key is not the
+	// request's to run, the effect that made the claim returns an error
+	// (ErrKeyNotClaimed) instead of happening, so does every later one,
+	// and the function's answer is not used: the client gets the replay,
+	// 409 or 422 as usual.
+	//
+	// For unary flows that are not durable. Other drivers claim up front,
+	// as without it.
+	DeferClaim bool
 }
 
 // The common modes.
@@ -83,6 +104,9 @@ func (m Idempotency) String() string {
 	}
 	if m.TTL != "" {
 		s += " (ttl " + m.TTL + ")"
+	}
+	if m.DeferClaim {
+		s += " (deferred claim)"
 	}
 	return s
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/okengine/oke/internal/idem"
 	"github.com/okengine/oke/internal/journal"
 )
 
@@ -33,6 +34,10 @@ type Fx struct {
 
 	txMu sync.Mutex
 	tx   *flowTx // opened by Tx
+
+	// claim is the request's Idempotency-Key claim when the flow defers it
+	// (Idempotency.DeferClaim); set on the root Fx only.
+	claim *idem.Deferred
 }
 
 // Identity is who makes a call, as the app's Gate decided.
@@ -47,11 +52,44 @@ func (fx *Fx) Identity() Identity { return fx.identity }
 // Flow returns the name of the running flow.
 func (fx *Fx) Flow() string { return fx.flow.name }
 
-func (fx *Fx) record(e Effect) {
+// record notes effect e before it is attempted. A non-read effect of a
+// flow whose claim is deferred makes the claim first: when the key is not
+// the request's to run, record returns the error the effect must return
+// instead of happening.
+func (fx *Fx) record(e Effect) error {
 	bit := effectBits[e]
+	if bit&nonReadMask != 0 {
+		if err := fx.root().settleClaim(); err != nil {
+			return err
+		}
+	}
 	for f := fx; f != nil; f = f.parent {
 		f.effects.Or(bit)
 	}
+	return nil
+}
+
+// root is the Fx of the flow the request runs (Call makes children).
+func (fx *Fx) root() *Fx {
+	for fx.parent != nil {
+		fx = fx.parent
+	}
+	return fx
+}
+
+// settleClaim makes a deferred claim now, if the flow has one not made
+// yet, and reports whether the flow may go on.
+func (fx *Fx) settleClaim() error {
+	if fx.claim == nil {
+		return nil
+	}
+	if err := fx.claim.Settle(); err != nil {
+		if errors.Is(err, idem.ErrNotClaimed) {
+			return fmt.Errorf("oke: flow %s: %w", fx.flow.name, err)
+		}
+		return err
+	}
+	return nil
 }
 
 func (fx *Fx) recordBits(bits uint32) {
@@ -97,7 +135,9 @@ func EventID(id string) EmitOption { return func(e *Event) { e.ID = id } }
 // start exactly once however often the step runs again; outside a step
 // without an ID, every call starts new runs — so emit inside a step.
 func (fx *Fx) Emit(ctx context.Context, name string, payload any, opts ...EmitOption) error {
-	fx.record(EffectEmit)
+	if err := fx.record(EffectEmit); err != nil {
+		return err
+	}
 	data, err := json.Marshal(payload)
 	if err != nil {
 		return fmt.Errorf("emit %q: encode payload: %w", name, err)
@@ -160,7 +200,9 @@ var ErrNotConfigured = errors.New("oke: provider not configured")
 
 // Send delivers a message through Config.Sender. It is a send effect.
 func (fx *Fx) Send(ctx context.Context, m Message) error {
-	fx.record(EffectSend)
+	if err := fx.record(EffectSend); err != nil {
+		return err
+	}
 	if m.IdempotencyKey == "" {
 		m.IdempotencyKey = StepKey(ctx)
 	}
@@ -176,7 +218,9 @@ func (fx *Fx) Send(ctx context.Context, m Message) error {
 // StepKey's key, the same on every attempt of the step, so a provider that
 // dedupes on it sees a repeat as a repeat.
 func (fx *Fx) Fetch(req *http.Request) (*http.Response, error) {
-	fx.record(EffectFetch)
+	if err := fx.record(EffectFetch); err != nil {
+		return nil, err
+	}
 	if k := StepKey(req.Context()); k != "" && req.Header.Get("Idempotency-Key") == "" {
 		req.Header.Set("Idempotency-Key", k)
 	}
@@ -202,7 +246,12 @@ type fetchTransport struct {
 }
 
 func (t fetchTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	t.fx.record(EffectFetch)
+	if err := t.fx.record(EffectFetch); err != nil {
+		if r.Body != nil {
+			r.Body.Close() // a RoundTripper closes the body, also on errors
+		}
+		return nil, err
+	}
 	return t.next.RoundTrip(r)
 }
 
@@ -230,7 +279,9 @@ type Embedder interface {
 
 // Ask calls Config.LanguageModel. It is an ask effect.
 func (fx *Fx) Ask(ctx context.Context, req AskRequest) (AskResponse, error) {
-	fx.record(EffectAsk)
+	if err := fx.record(EffectAsk); err != nil {
+		return AskResponse{}, err
+	}
 	if fx.app.cfg.LanguageModel == nil {
 		return AskResponse{}, fmt.Errorf("ask: %w (set Config.LanguageModel)", ErrNotConfigured)
 	}
@@ -239,7 +290,9 @@ func (fx *Fx) Ask(ctx context.Context, req AskRequest) (AskResponse, error) {
 
 // Embed calls Config.Embedder. It is an embed effect.
 func (fx *Fx) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	fx.record(EffectEmbed)
+	if err := fx.record(EffectEmbed); err != nil {
+		return nil, err
+	}
 	if fx.app.cfg.Embedder == nil {
 		return nil, fmt.Errorf("embed: %w (set Config.Embedder)", ErrNotConfigured)
 	}
@@ -270,14 +323,16 @@ func (EnvSecrets) Secret(_ context.Context, name string) (string, error) {
 // variables). It is a read-only effect: it does not qualify a flow for
 // Idempotency-Key handling.
 func (fx *Fx) Secret(ctx context.Context, name string) (string, error) {
-	fx.record(EffectSecrets)
+	fx.record(EffectSecrets) // a read: never refused
 	return fx.app.secrets().Secret(ctx, name)
 }
 
 // Raw runs fn as an effect oke cannot see inside (a queue publish, a file
 // write, a gRPC call). It counts as a write. what names it in logs.
 func (fx *Fx) Raw(ctx context.Context, what string, fn func(ctx context.Context) error) error {
-	fx.record(EffectRaw)
+	if err := fx.record(EffectRaw); err != nil {
+		return err
+	}
 	if err := fn(ctx); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -289,8 +344,10 @@ func (fx *Fx) Raw(ctx context.Context, what string, fn func(ctx context.Context)
 // never honors an Idempotency-Key; the caller's key (if any) protects the
 // whole call tree. Effects of the called flow count for the caller too.
 func Call[In, Out any](ctx context.Context, fx *Fx, f *Flow[In, Out], in In) (Out, error) {
-	fx.record(EffectCall)
 	var zero Out
+	if err := fx.record(EffectCall); err != nil {
+		return zero, err
+	}
 	if v, ok := any(&in).(Validator); ok {
 		if err := v.Validate(); err != nil {
 			return zero, fmt.Errorf("call %s: %w", f.f.name, validationError(err))

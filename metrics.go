@@ -36,7 +36,7 @@ func newMetrics() *metrics {
 		reg: prometheus.NewRegistry(),
 		executions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "oke_flow_executions_total",
-			Help: "How many times a flow's function actually started in this process.",
+			Help: "How many times a flow's function actually started in this process (with a deferred claim: started and got its key).",
 		}, []string{"flow"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "oke_idempotency_outcomes_total",

@@ -218,6 +218,12 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 // serveClaimed runs the claim state machine for one keyed request.
 func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, id Identity, key driver.Key, fp string, ttl time.Duration, w http.ResponseWriter) {
 	m := f.metrics
+	if f.opts.Idempotency.DeferClaim && !f.opts.Durable {
+		if _, ok := a.cfg.Driver.(driver.TxClaimer); ok {
+			a.serveDeferred(ctx, f, in, id, key, fp, ttl, w)
+			return
+		}
+	}
 	start := time.Now()
 	runID := ""
 	if f.opts.Durable {
@@ -225,81 +231,123 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 	}
 	dec, err := a.engine.Begin(ctx, key, fp, ttl, runID)
 	m.claim.Observe(time.Since(start).Seconds())
+	if !a.answerClaim(f, dec, err, w) {
+		return
+	}
+	claim := dec.Claim
+	if !f.opts.Durable {
+		res, fx, runErr := a.runUnary(ctx, f, in, id)
+		a.finishUnary(ctx, f, claim, res, fx, runErr, w)
+		return
+	}
+	var (
+		res    result
+		runErr error
+	)
+	o := a.runDurable(ctx, f, in, canon, id, claim)
+	switch {
+	case o.store != nil:
+		// Leave the row to lapse: the next request with the key takes
+		// it over and resumes the run.
+		claim.Abandon()
+		m.notStored.Inc()
+		writeEnvelope(w, ErrStoreUnavailable.WithCause(o.store))
+		return
+	case o.busy > 0:
+		// The run is held elsewhere: hand the key back soon, so that a
+		// retry after Retry-After checks the run again.
+		claim.Yield(ctx, min(o.busy, yieldLease))
+		m.outcomes[OutcomeInProgress].Inc()
+		w.Header().Set("Retry-After", idem.RetryAfterHeader(o.busy))
+		writeEnvelope(w, ErrIdempotencyInProgress)
+		return
+	case o.parked:
+		res = result{status: http.StatusNoContent, storable: true}
+	case o.settled:
+		res = o.res
+	default:
+		res, runErr = o.res, o.err
+	}
+	a.storeOutcome(ctx, f, claim, res, runErr, o.nonRead, nil, nil, w)
+}
+
+// answerClaim answers a keyed request whose claim did not go to it (a
+// replay, 409, 422, or the store unavailable) and reports whether the
+// claim is the request's to run (idem.Live).
+func (a *App) answerClaim(f *flow, dec idem.Decision, err error, w http.ResponseWriter) bool {
+	m := f.metrics
 	if err != nil {
 		m.outcomes[OutcomeUnavailable].Inc()
 		a.log.Error("oke: idempotency store unavailable; not running the flow", "flow", f.name, "err", err)
 		writeEnvelope(w, ErrStoreUnavailable.WithCause(err))
-		return
+		return false
 	}
 	switch dec.Outcome {
 	case idem.Replay:
 		m.outcomes[OutcomeReplayed].Inc()
 		writeStored(w, dec.Response)
-		return
+		return false
 	case idem.InProgress:
 		m.outcomes[OutcomeInProgress].Inc()
 		w.Header().Set("Retry-After", idem.RetryAfterHeader(dec.RetryAfter))
 		writeEnvelope(w, ErrIdempotencyInProgress)
-		return
+		return false
 	case idem.Reused:
 		m.outcomes[OutcomeReused].Inc()
 		writeEnvelope(w, ErrIdempotencyKeyReused)
-		return
+		return false
 	}
 	m.outcomes[OutcomeLive].Inc()
-	claim := dec.Claim
-	var (
-		res     result
-		runErr  error
-		nonRead bool
-		fx      *Fx
-		ftx     *flowTx // the flow's transaction, when its outcome joins it
-	)
-	if f.opts.Durable {
-		o := a.runDurable(ctx, f, in, canon, id, claim)
-		switch {
-		case o.store != nil:
-			// Leave the row to lapse: the next request with the key takes
-			// it over and resumes the run.
-			claim.Abandon()
-			m.notStored.Inc()
-			writeEnvelope(w, ErrStoreUnavailable.WithCause(o.store))
-			return
-		case o.busy > 0:
-			// The run is held elsewhere: hand the key back soon, so that a
-			// retry after Retry-After checks the run again.
-			claim.Yield(ctx, min(o.busy, yieldLease))
-			m.outcomes[OutcomeInProgress].Inc()
-			w.Header().Set("Retry-After", idem.RetryAfterHeader(o.busy))
-			writeEnvelope(w, ErrIdempotencyInProgress)
-			return
-		case o.parked:
-			res = result{status: http.StatusNoContent, storable: true}
-		case o.settled:
-			res = o.res
-		default:
-			res, runErr = o.res, o.err
-		}
-		nonRead = o.nonRead
-	} else {
-		res, fx, runErr = a.runUnary(ctx, f, in, id)
-		ftx = fx.takeTx()
-		switch {
-		case ftx == nil:
-		case runErr != nil:
-			// A failure, declared or not, rolls the flow's writes back.
-			ftx.rollback()
-			ftx = nil
-		case !ftx.joined():
-			// Another database than the store's: commit before storing.
-			if err := ftx.commit(fx); err != nil {
-				runErr = err
-			}
-			ftx = nil
-		}
-		nonRead = fx.hasNonRead()
-	}
+	return true
+}
 
+// serveDeferred runs a keyed request of a flow whose claim is deferred
+// (Idempotency.DeferClaim) on a driver that sends it with the flow's first
+// statement in its transaction (driver.TxClaimer). The function starts at
+// once; the claim is made by that statement, by the flow's first other
+// non-read effect, or after the function returns, whichever comes first.
+// A claim that is not the request's stops the flow at that effect, and the
+// request is answered as it would have been had the claim come first.
+func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, key driver.Key, fp string, ttl time.Duration, w http.ResponseWriter) {
+	d := a.engine.Defer(ctx, key, fp, ttl)
+	fx := &Fx{app: a, flow: f, identity: id, claim: d}
+	res, _, runErr := a.callUnary(ctx, f, in, fx)
+	dec, err := d.Decide()
+	f.metrics.claim.Observe(d.Took().Seconds())
+	if !a.answerClaim(f, dec, err, w) {
+		// The flow's transaction, if it opened one, never began: the
+		// claim went ahead of its BEGIN (or was made before it).
+		fx.takeTx().rollback()
+		return
+	}
+	f.metrics.executions.Inc() // the function ran with its key
+	a.finishUnary(ctx, f, dec.Claim, res, fx, runErr, w)
+}
+
+// finishUnary ends a unary flow that ran under claim: it commits or rolls
+// back the flow's transaction and stores the outcome.
+func (a *App) finishUnary(ctx context.Context, f *flow, claim *idem.Claim, res result, fx *Fx, runErr error, w http.ResponseWriter) {
+	ftx := fx.takeTx() // the flow's transaction, when its outcome joins it
+	switch {
+	case ftx == nil:
+	case runErr != nil:
+		// A failure, declared or not, rolls the flow's writes back.
+		ftx.rollback()
+		ftx = nil
+	case !ftx.joined():
+		// Another database than the store's: commit before storing.
+		if err := ftx.commit(fx); err != nil {
+			runErr = err
+		}
+		ftx = nil
+	}
+	a.storeOutcome(ctx, f, claim, res, runErr, fx.hasNonRead(), fx, ftx, w)
+}
+
+// storeOutcome stores a claimed request's outcome (in ftx, when the flow's
+// transaction joins the store) and answers it.
+func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res result, runErr error, nonRead bool, fx *Fx, ftx *flowTx, w http.ResponseWriter) {
+	m := f.metrics
 	var stored driver.Response
 	switch {
 	case runErr != nil:
@@ -389,7 +437,12 @@ func (a *App) callUnary(ctx context.Context, f *flow, in any, fx *Fx) (res resul
 			err = fmt.Errorf("flow %s panicked: %v\n%s", f.name, p, debug.Stack())
 		}
 	}()
-	f.metrics.executions.Inc()
+	if fx.claim == nil {
+		// A flow with a deferred claim counts once its key is its own
+		// (serveDeferred): a start its claim stops, having done nothing,
+		// is a replay, 409 or 422 in the outcomes.
+		f.metrics.executions.Inc()
+	}
 	res, err = f.unary(ctx, in, fx)
 	return res, fx, err
 }

@@ -3,6 +3,7 @@ package oke
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"fmt"
 	"strings"
 )
@@ -28,23 +29,29 @@ type Store struct {
 // effects of the running flow.
 func (fx *Fx) Store(db DB) *Store { return &Store{fx: fx, db: db} }
 
-func (s *Store) note(query string) { s.fx.record(ClassifySQL(query)) }
+func (s *Store) note(query string) error { return s.fx.record(ClassifySQL(query)) }
 
 // Exec runs a statement that returns no rows.
 func (s *Store) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	s.note(query)
+	if err := s.note(query); err != nil {
+		return nil, err
+	}
 	return s.db.ExecContext(ctx, query, args...)
 }
 
 // Query runs a statement that returns rows.
 func (s *Store) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	s.note(query)
+	if err := s.note(query); err != nil {
+		return nil, err
+	}
 	return s.db.QueryContext(ctx, query, args...)
 }
 
 // QueryRow runs a statement that returns at most one row.
 func (s *Store) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	s.note(query)
+	if err := s.note(query); err != nil {
+		return errRow(err)
+	}
 	return s.db.QueryRowContext(ctx, query, args...)
 }
 
@@ -79,32 +86,60 @@ type Tx struct {
 	pending *flowTx // the flow's transaction: effects count once it commits
 }
 
-func (t *Tx) note(query string) {
+// note records the statement's effect: on the flow's transaction, to count
+// once it commits (a deferred claim goes with its first statement, see
+// driver.TxClaimer); on a Store.Tx, on the flow at once.
+func (t *Tx) note(query string) error {
 	e := ClassifySQL(query)
 	if t.pending != nil {
 		t.pending.effects.Or(effectBits[e])
-		return
+		return nil
 	}
-	t.fx.record(e)
+	return t.fx.record(e)
 }
 
 // Exec runs a statement that returns no rows.
 func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	t.note(query)
+	if err := t.note(query); err != nil {
+		return nil, err
+	}
 	return t.tx.ExecContext(ctx, query, args...)
 }
 
 // Query runs a statement that returns rows.
 func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	t.note(query)
+	if err := t.note(query); err != nil {
+		return nil, err
+	}
 	return t.tx.QueryContext(ctx, query, args...)
 }
 
 // QueryRow runs a statement that returns at most one row.
 func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	t.note(query)
+	if err := t.note(query); err != nil {
+		return errRow(err)
+	}
 	return t.tx.QueryRowContext(ctx, query, args...)
 }
+
+// errRow is a *sql.Row whose Scan returns err: database/sql has no other
+// way to make one than a query on a connection that fails to open.
+func errRow(err error) *sql.Row {
+	db := sql.OpenDB(errConnector{err})
+	defer db.Close()
+	return db.QueryRowContext(context.Background(), "")
+}
+
+// errConnector is a database/sql connector whose every connection fails
+// with err.
+type errConnector struct{ err error }
+
+func (c errConnector) Connect(context.Context) (sqldriver.Conn, error) { return nil, c.err }
+func (c errConnector) Driver() sqldriver.Driver                        { return errDriver{c.err} }
+
+type errDriver struct{ err error }
+
+func (d errDriver) Open(string) (sqldriver.Conn, error) { return nil, d.err }
 
 // ClassifySQL says whether a SQL statement reads (EffectRead) or changes
 // (EffectWrite) the database. Reads are SELECT, VALUES, TABLE, SHOW,

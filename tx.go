@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/idem"
 	"github.com/okengine/oke/internal/journal"
 )
 
@@ -16,6 +17,14 @@ import (
 // transaction on: use a driver that keeps its rows in SQL (driver/postgres),
 // or set Config.DB.
 var ErrNoDatabase = errors.New("oke: Fx.Tx needs a database: use the Postgres driver, or set Config.DB")
+
+// ErrKeyNotClaimed is returned, wrapped, by the effect of a flow with a
+// deferred claim (Idempotency.DeferClaim) that found its Idempotency-Key
+// not the request's to run: the request is a replay, still in progress
+// elsewhere (409) or another request under the same key (422). The effect
+// did not happen, nor will any later one; return the error. The client gets
+// the replay, 409 or 422, whatever the function returns.
+var ErrKeyNotClaimed = idem.ErrNotClaimed
 
 // flowTx is a flow's transaction: opened by Fx.Tx on first use, ended by oke
 // once the flow returns.
@@ -64,7 +73,7 @@ func (fx *Fx) Tx(ctx context.Context) (*Tx, error) {
 	root.txMu.Lock()
 	defer root.txMu.Unlock()
 	if root.tx == nil {
-		t, err := fx.app.beginTx(ctx, fx.flow.name)
+		t, err := fx.app.beginTx(ctx, fx.flow.name, root.claim)
 		if err != nil {
 			return nil, err
 		}
@@ -75,8 +84,9 @@ func (fx *Fx) Tx(ctx context.Context) (*Tx, error) {
 
 // beginTx opens a flow's transaction. It outlives the flow's context (the
 // flow's timeout must not roll it back once the flow returned), so it is
-// begun on a context without the flow's cancellation.
-func (a *App) beginTx(ctx context.Context, flow string) (*flowTx, error) {
+// begun on a context without the flow's cancellation. A deferred claim, if
+// the flow has one, goes with its first statement (driver.TxClaimer).
+func (a *App) beginTx(ctx context.Context, flow string, claim *idem.Deferred) (*flowTx, error) {
 	var (
 		db     = a.cfg.DB
 		joined bool
@@ -103,7 +113,12 @@ func (a *App) beginTx(ctx context.Context, flow string) (*flowTx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("flow %s: begin transaction: %w", flow, err)
 	}
-	if err := a.cfg.Driver.(driver.TxDriver).Begin(ctx, conn); err != nil {
+	if tc, ok := a.cfg.Driver.(driver.TxClaimer); ok && claim != nil {
+		err = tc.BeginClaimed(ctx, conn, claim)
+	} else {
+		err = a.cfg.Driver.(driver.TxDriver).Begin(ctx, conn)
+	}
+	if err != nil {
 		discard(conn)
 		return nil, fmt.Errorf("flow %s: begin transaction: %w", flow, err)
 	}
@@ -209,7 +224,7 @@ func (s *stepCtx) openTx(ctx context.Context, fx *Fx) (*Tx, error) {
 		return nil, fmt.Errorf("oke: flow %s: Fx.Tx in step %q while step %q holds a transaction: steps inside steps cannot open their own", fx.flow.name, s.name, st.txStep.name)
 	}
 	if st.tx == nil {
-		t, err := fx.app.beginTx(ctx, fx.flow.name)
+		t, err := fx.app.beginTx(ctx, fx.flow.name, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -48,3 +48,37 @@ type TxDriver interface {
 	// a fault of the statement. oke then answers 503, not 500.
 	Unavailable(err error) bool
 }
+
+// ClaimTicket is an Idempotency-Key claim that a flow's transaction may
+// carry (TxClaimer): the claim is not made when the request arrives but
+// with the flow's first statement in its transaction, in the same round
+// trip. The claim state machine (oke's) implements it.
+type ClaimTicket interface {
+	// Take hands the claim to the driver to send now. ok is false when the
+	// claim was made already: err is then nil if it went to this request
+	// (the transaction begins as with Begin), or what the statement must
+	// return if it did not (the transaction must not begin).
+	Take() (req ClaimRequest, ok bool, err error)
+	// Done is told the result of a claim taken with Take, or the error that
+	// kept it from being read. It returns nil when the request holds the
+	// key, else the error the statement must return.
+	Done(res ClaimResult, err error) error
+}
+
+// TxClaimer is a TxDriver that can send an Idempotency-Key claim ahead of
+// a flow's transaction, in one round trip with its first statement
+// (oke.Idempotency.DeferClaim).
+type TxClaimer interface {
+	TxDriver
+	// BeginClaimed is Begin with t's claim sent ahead of the transaction.
+	// With the first statement on conn the driver takes the claim (Take)
+	// and sends it, committed on its own, then the BEGIN and the
+	// statement, all in one round trip; the transaction begins, and the
+	// statement runs, only when the claim went to this request. The
+	// driver tells t the claim's result (Done) before it returns the
+	// statement's. When the claim did not go to this request, no
+	// transaction is open, and that statement and every later one on
+	// conn return Done's error, except a COMMIT or ROLLBACK, which ends
+	// nothing and succeeds.
+	BeginClaimed(ctx context.Context, conn *sql.Conn, t ClaimTicket) error
+}

@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/okengine/oke/driver"
 )
 
 // A flow's transaction (oke.Fx.Tx) begins lazily: Begin only marks its
@@ -30,17 +32,25 @@ import (
 // The connections of DB are pgx's database/sql connections (stdlib.Conn)
 // wrapped in lazyConn. A connection with no BEGIN pending behaves exactly as
 // pgx's.
+//
+// A transaction begun by BeginClaimed also carries an Idempotency-Key claim
+// (oke.Idempotency.DeferClaim): its first statement goes in one pipeline
+// behind the claim, and a live keyed charge is two round trips. See
+// sendClaimed.
 
 // openDB is DB's handle on pool: pgx's database/sql adapter, its
 // connections wrapped in lazyConn. As with stdlib.OpenDBFromPool, the pool
 // keeps the idle connections, not database/sql.
-func openDB(pool *pgxpool.Pool) *sql.DB {
-	db := sql.OpenDB(lazyConnector{stdlib.GetPoolConnector(pool)})
+func openDB(d *Driver, pool *pgxpool.Pool) *sql.DB {
+	db := sql.OpenDB(lazyConnector{stdlib.GetPoolConnector(pool), d})
 	db.SetMaxIdleConns(0)
 	return db
 }
 
-type lazyConnector struct{ sqldriver.Connector }
+type lazyConnector struct {
+	sqldriver.Connector
+	d *Driver
+}
 
 func (c lazyConnector) Connect(ctx context.Context) (sqldriver.Conn, error) {
 	dc, err := c.Connector.Connect(ctx)
@@ -52,30 +62,53 @@ func (c lazyConnector) Connect(ctx context.Context) (sqldriver.Conn, error) {
 		dc.Close()
 		return nil, fmt.Errorf("postgres: the pool's connection is a %T, not pgx's", dc)
 	}
-	return &lazyConn{Conn: sc}, nil
+	return &lazyConn{Conn: sc, d: c.d}, nil
 }
 
 // lazyConn is a pgx database/sql connection whose transaction may be begun
-// but not yet sent (pending): its next statement carries the BEGIN.
+// but not yet sent (pending): its next statement carries the BEGIN, and the
+// claim of ticket ahead of it, if set.
 type lazyConn struct {
 	*stdlib.Conn
+	d       *Driver
 	pending bool
+	ticket  driver.ClaimTicket // with pending: a claim to send ahead of the BEGIN
+	// refused is set when the claim sent ahead did not go to the flow: no
+	// transaction is open, and every statement but its end fails with it.
+	refused error
+	// Encoders of the claim's and the statement's arguments.
+	claimArgs, stmtArgs pgx.ExtendedQueryBuilder
 }
+
+// maxClaimPrepared bounds the statements a connection prepares to send
+// behind a claim (each stays prepared for the connection's life); past it,
+// a new statement's claim goes in a round trip of its own.
+const maxClaimPrepared = 256
 
 // Begin implements driver.TxDriver: it opens the flow's transaction on
 // conn, a connection of DB, without a round trip — the BEGIN goes with the
 // first statement sent on conn (or not at all, if the transaction ends
 // before any: it then has nothing to commit or roll back).
 func (d *Driver) Begin(ctx context.Context, conn *sql.Conn) error {
+	return d.begin(conn, nil)
+}
+
+// BeginClaimed implements driver.TxClaimer: Begin, with t's claim sent in
+// the same pipeline as the first statement, ahead of the BEGIN.
+func (d *Driver) BeginClaimed(ctx context.Context, conn *sql.Conn, t driver.ClaimTicket) error {
+	return d.begin(conn, t)
+}
+
+func (d *Driver) begin(conn *sql.Conn, t driver.ClaimTicket) error {
 	return conn.Raw(func(dc any) error {
 		lc, ok := dc.(*lazyConn)
 		if !ok {
 			return fmt.Errorf("postgres: begin: the connection is a %T, not one of the driver's DB", dc)
 		}
-		if lc.pending || lc.Conn.Conn().PgConn().TxStatus() != 'I' {
+		if lc.pending || lc.refused != nil || lc.Conn.Conn().PgConn().TxStatus() != 'I' {
 			return errors.New("postgres: begin: the connection is already in a transaction")
 		}
-		lc.pending = true
+		lc.pending, lc.ticket = true, t
 		return nil
 	})
 }
@@ -92,16 +125,29 @@ func txEnd(query string) bool {
 	return false
 }
 
+// ended handles a statement on a connection whose transaction is pending
+// or was refused, when the statement only ends that transaction: there is
+// none to end, and nothing is sent.
+func (c *lazyConn) ended(query string) bool {
+	if (!c.pending && c.refused == nil) || !txEnd(query) {
+		return false
+	}
+	c.pending, c.ticket, c.refused = false, nil, nil
+	return true
+}
+
 // ExecContext sends query, pipelined behind a pending BEGIN.
 func (c *lazyConn) ExecContext(ctx context.Context, query string, argsV []sqldriver.NamedValue) (sqldriver.Result, error) {
+	if c.ended(query) {
+		return sqldriver.RowsAffected(0), nil
+	}
+	if c.refused != nil {
+		return nil, c.refused
+	}
 	if !c.pending {
 		return c.Conn.ExecContext(ctx, query, argsV)
 	}
-	if txEnd(query) {
-		c.pending = false
-		return sqldriver.RowsAffected(0), nil
-	}
-	br, err := c.sendBegun(ctx, query, argsV)
+	br, err := c.sendFirst(ctx, query, argsV)
 	if err != nil {
 		return nil, err
 	}
@@ -117,10 +163,13 @@ func (c *lazyConn) ExecContext(ctx context.Context, query string, argsV []sqldri
 
 // QueryContext sends query, pipelined behind a pending BEGIN.
 func (c *lazyConn) QueryContext(ctx context.Context, query string, argsV []sqldriver.NamedValue) (sqldriver.Rows, error) {
+	if c.refused != nil && !txEnd(query) {
+		return nil, c.refused
+	}
 	if !c.pending {
 		return c.Conn.QueryContext(ctx, query, argsV)
 	}
-	br, err := c.sendBegun(ctx, query, argsV)
+	br, err := c.sendFirst(ctx, query, argsV)
 	if err != nil {
 		return nil, err
 	}
@@ -143,8 +192,40 @@ func (c *lazyConn) QueryContext(ctx context.Context, query string, argsV []sqldr
 // ResetSession clears a BEGIN that was never sent: the connection is back
 // in its pool with no transaction.
 func (c *lazyConn) ResetSession(ctx context.Context) error {
-	c.pending = false
+	c.pending, c.ticket, c.refused = false, nil, nil
 	return c.Conn.ResetSession(ctx)
+}
+
+// begun are the results of a transaction's first statement, sent with its
+// BEGIN: the statement's, read with Exec or Query, and Close, which reads
+// the rest of the pipeline. pgx.BatchResults is one.
+type begun interface {
+	Exec() (pgconn.CommandTag, error)
+	Query() (pgx.Rows, error)
+	Close() error
+}
+
+func values(argsV []sqldriver.NamedValue) []any {
+	args := make([]any, len(argsV))
+	for i, a := range argsV {
+		args[i] = a.Value
+	}
+	return args
+}
+
+// sendFirst sends the pending transaction's first statement: behind its
+// claim (sendClaimed) when it carries one not made yet, else with its
+// BEGIN (sendBegun).
+func (c *lazyConn) sendFirst(ctx context.Context, query string, argsV []sqldriver.NamedValue) (begun, error) {
+	args := values(argsV)
+	if t := c.ticket; t != nil {
+		c.ticket = nil
+		br, err, sent := c.sendClaimed(ctx, t, query, args)
+		if sent {
+			return br, err
+		}
+	}
+	return c.sendBegun(ctx, query, args)
 }
 
 // sendBegun sends BEGIN and query as one pipeline and reads BEGIN's
@@ -152,11 +233,7 @@ func (c *lazyConn) ResetSession(ctx context.Context) error {
 // them. The BEGIN counts as sent once the pipeline is: should it have
 // failed, the transaction's end is still sent and finds none (a warning in
 // Postgres, not an error).
-func (c *lazyConn) sendBegun(ctx context.Context, query string, argsV []sqldriver.NamedValue) (pgx.BatchResults, error) {
-	args := make([]any, len(argsV))
-	for i, a := range argsV {
-		args[i] = a.Value
-	}
+func (c *lazyConn) sendBegun(ctx context.Context, query string, args []any) (begun, error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(query, args...)
@@ -178,7 +255,7 @@ func (c *lazyConn) sendBegun(ctx context.Context, query string, argsV []sqldrive
 // of any other type.
 type lazyRows struct {
 	conn  *pgx.Conn
-	br    pgx.BatchResults
+	br    begun
 	rows  pgx.Rows
 	names []string
 	conv  []func(src []byte) (sqldriver.Value, error)

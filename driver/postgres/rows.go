@@ -165,35 +165,13 @@ func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Cla
 	}
 	k := req.Key
 	for attempt := 0; ; attempt++ {
-		// What the statement returns, with the slice Scan takes, in one
-		// allocation.
-		var c struct {
-			up, old    rowScan
-			oldExpired pgtype.Bool
-			now        time.Time
-			dest       [2*rowDests + 2]any
-		}
-		dest := append(c.old.appendDest(c.up.appendDest(c.dest[:0])), &c.oldExpired, &c.now)
-		err := d.pool.QueryRow(ctx, d.sql(claimSQL), k.Tenant, k.Principal, k.Flow, k.Key,
-			req.Fingerprint, req.Owner, micros(req.Lease), micros(req.TTL), req.RunID).Scan(dest...)
+		var c claimScan
+		err := d.pool.QueryRow(ctx, d.sql(claimSQL), claimArgs(req)...).Scan(c.dest()...)
 		if err != nil {
 			return driver.ClaimResult{}, d.wrap("claim", err)
 		}
-		res := driver.ClaimResult{Now: c.now}
-		newRow, claimed := c.up.row()
-		oldRow, existed := c.old.row()
-		switch {
-		case claimed:
-			res.Claimed = true
-			res.Row = newRow
-			if existed {
-				prev := oldRow
-				res.Previous = &prev
-				res.TookOver = c.oldExpired.Valid && !c.oldExpired.Bool
-			}
-			return res, nil
-		case existed:
-			res.Row = oldRow
+		res, ok := c.result()
+		if ok {
 			return res, nil
 		}
 		// A concurrent claim won the key after our snapshot: read its row.
@@ -210,6 +188,49 @@ func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Cla
 		}
 		// The winner released the row in between: claim again.
 	}
+}
+
+// claimArgs are claimSQL's arguments.
+func claimArgs(req driver.ClaimRequest) []any {
+	k := req.Key
+	return []any{k.Tenant, k.Principal, k.Flow, k.Key,
+		req.Fingerprint, req.Owner, micros(req.Lease), micros(req.TTL), req.RunID}
+}
+
+// claimScan is what claimSQL returns, with the slice Scan takes, in one
+// allocation.
+type claimScan struct {
+	up, old    rowScan
+	oldExpired pgtype.Bool
+	now        time.Time
+	slice      [2*rowDests + 2]any
+}
+
+func (c *claimScan) dest() []any {
+	return append(c.old.appendDest(c.up.appendDest(c.slice[:0])), &c.oldExpired, &c.now)
+}
+
+// result is the claim's outcome; false when the statement found no row to
+// report: a concurrent claim won the key after its snapshot.
+func (c *claimScan) result() (driver.ClaimResult, bool) {
+	res := driver.ClaimResult{Now: c.now}
+	newRow, claimed := c.up.row()
+	oldRow, existed := c.old.row()
+	switch {
+	case claimed:
+		res.Claimed = true
+		res.Row = newRow
+		if existed {
+			prev := oldRow
+			res.Previous = &prev
+			res.TookOver = c.oldExpired.Valid && !c.oldExpired.Bool
+		}
+		return res, true
+	case existed:
+		res.Row = oldRow
+		return res, true
+	}
+	return res, false
 }
 
 const keyWhere = `tenant = $1 AND principal = $2 AND flow = $3 AND idem_key = $4`

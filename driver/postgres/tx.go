@@ -30,11 +30,11 @@ func (d *Driver) DB() *sql.DB {
 		if err != nil {
 			// Unreachable: the config made the first pool, and connecting
 			// is lazy. Share the first pool rather than fail.
-			d.db = openDB(d.pool)
+			d.db = openDB(d, d.pool)
 			return
 		}
 		d.txPool = pool
-		d.db = openDB(pool)
+		d.db = openDB(d, pool)
 	})
 	return d.db
 }

@@ -84,20 +84,26 @@ func (e *Engine) Begin(ctx context.Context, key driver.Key, fp string, ttl time.
 	if err != nil {
 		return Decision{}, fmt.Errorf("claim idempotency key: %w", err)
 	}
+	return e.decide(key, owner, lease, ttl, fp, res), nil
+}
+
+// decide turns a claim's result into the decision, arming the lease of a
+// claim that went to owner.
+func (e *Engine) decide(key driver.Key, owner string, lease, ttl time.Duration, fp string, res driver.ClaimResult) Decision {
 	if res.Claimed {
 		c := &Claim{e: e, Key: key, owner: owner, lease: lease, ttl: ttl,
 			Row: res.Row, Previous: res.Previous, TookOver: res.TookOver}
 		c.arm()
-		return Decision{Outcome: Live, Claim: c}, nil
+		return Decision{Outcome: Live, Claim: c}
 	}
 	row := &res.Row
 	switch {
 	case row.Fingerprint != fp:
-		return Decision{Outcome: Reused}, nil
+		return Decision{Outcome: Reused}
 	case row.State == driver.Completed && row.Response != nil:
-		return Decision{Outcome: Replay, Response: row.Response}, nil
+		return Decision{Outcome: Replay, Response: row.Response}
 	default:
-		return Decision{Outcome: InProgress, RetryAfter: RetryAfter(row.LeaseUntil.Sub(res.Now))}, nil
+		return Decision{Outcome: InProgress, RetryAfter: RetryAfter(row.LeaseUntil.Sub(res.Now))}
 	}
 }
 

@@ -1,0 +1,46 @@
+package oke_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/okengine/oke"
+)
+
+// On a driver that cannot send a claim with a transaction's first
+// statement (here memory), a flow with a deferred claim is claimed up
+// front, as without the option: a replay does not start its function.
+func TestDeferClaimOnADriverWithoutTransactionsClaimsUpFront(t *testing.T) {
+	var started atomic.Int64
+	app := newApp(t, oke.Config{}, func(app *oke.App) {
+		app.Handle(oke.POST("/charges"), oke.NewFlow("d.charge",
+			oke.Options{Idempotency: oke.Idempotency{Required: true, DeferClaim: true}},
+			func(ctx context.Context, in amountIn, fx *oke.Fx) (oke.Response[amountIn], error) {
+				started.Add(1)
+				if err := fx.Emit(ctx, "charged", in); err != nil {
+					return oke.Response[amountIn]{}, err
+				}
+				return oke.Created(in, "/charges/1"), nil
+			}))
+	})
+	post := func() *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/charges", strings.NewReader(`{"amount":5}`))
+		r.Header.Set("Idempotency-Key", "deferred-up-front-key-01")
+		w := httptest.NewRecorder()
+		app.ServeHTTP(w, r)
+		return w
+	}
+	if w := post(); w.Code != http.StatusCreated {
+		t.Fatalf("first: %d %s", w.Code, w.Body)
+	}
+	if w := post(); w.Code != http.StatusCreated || w.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry: %d %s, want the replay", w.Code, w.Body)
+	}
+	if n := started.Load(); n != 1 {
+		t.Errorf("the function started %d times, want 1", n)
+	}
+}

@@ -1,0 +1,354 @@
+package postgres
+
+import (
+	"context"
+	sqldriver "database/sql/driver"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/okengine/oke/driver"
+)
+
+var _ driver.TxClaimer = (*Driver)(nil)
+
+// guardSQL fails, with a division by zero, unless owner holds the key: sent
+// behind a claim, it lets the flow's transaction begin only when the claim
+// went to the flow.
+const guardSQL = `SELECT 1 / count(*) FROM {s}.oke_idempotency WHERE ` + keyWhere + ` AND owner = $5 AND state = 1`
+
+// sendClaimed sends t's claim, the transaction's BEGIN and its first
+// statement in one pipeline, one round trip:
+//
+//	claim · Sync · guard · BEGIN · query · Sync
+//
+// The claim commits on its own at the first Sync, as a claim made before
+// the flow ran would: other requests see the key running (409) while the
+// flow works. The guard fails unless the claim went to the flow's owner
+// token; the server then skips the BEGIN and the query (an error skips the
+// rest of a pipeline up to its next Sync), so no transaction opens and
+// nothing of the flow's runs. Otherwise the BEGIN turns the guard's implicit
+// transaction into the flow's, and the caller reads the query's results.
+//
+// sent is false when nothing was sent because the claim had been made
+// already and went to the flow, or was made here in a round trip of its
+// own: the caller then sends the statement with its BEGIN. The claim goes
+// on its own when the connection does not use prepared statements (pgx's
+// QueryExecModeCacheStatement or CacheDescribe), when query's arguments
+// start with a pgx query option, and when the connection already prepared
+// maxClaimPrepared statements to send behind a claim. Each of the four
+// statements is prepared the first time a connection sends it this way (a
+// round trip, as pgx takes for any new statement).
+func (c *lazyConn) sendClaimed(ctx context.Context, t driver.ClaimTicket, query string, args []any) (br begun, err error, sent bool) {
+	pc := c.Conn.Conn()
+	sds, pipelined, err := c.prepareClaimed(ctx, query, args)
+	if err != nil {
+		c.pending = false
+		return nil, err, true
+	}
+	if pipelined {
+		// Encode the statement's arguments before the claim is taken: an
+		// argument that cannot be sent fails the statement alone, and the
+		// claim is made later (oke's Decide), as if it had come first.
+		if err := c.stmtArgs.Build(pc.TypeMap(), sds.stmt, args); err != nil {
+			c.pending = false
+			return nil, err, true
+		}
+	}
+	req, ok, err := t.Take()
+	if !ok {
+		if err != nil {
+			c.refuse(err)
+			return nil, err, true
+		}
+		return nil, nil, false
+	}
+	if !pipelined {
+		res, err := c.d.Claim(ctx, req)
+		if err := t.Done(res, err); err != nil {
+			c.refuse(err)
+			return nil, err, true
+		}
+		return nil, nil, false
+	}
+
+	m := pc.TypeMap()
+	if err := c.claimArgs.Build(m, sds.claim, claimArgs(req)); err != nil {
+		err = t.Done(driver.ClaimResult{}, fmt.Errorf("postgres: encode claim: %w", err))
+		c.refuse(err)
+		return nil, err, true
+	}
+	pipe := pc.PgConn().StartPipeline(ctx)
+	pipe.SendQueryStatement(sds.claim, c.claimArgs.ParamValues, c.claimArgs.ParamFormats, c.claimArgs.ResultFormats)
+	pipe.SendPipelineSync()
+	k := req.Key
+	if err := c.claimArgs.Build(m, sds.guard, []any{k.Tenant, k.Principal, k.Flow, k.Key, req.Owner}); err != nil {
+		pipe.Close() // unsynced: closes the connection, the claim unsent
+		err = t.Done(driver.ClaimResult{}, fmt.Errorf("postgres: encode claim guard: %w", err))
+		c.refuse(err)
+		return nil, err, true
+	}
+	pipe.SendQueryStatement(sds.guard, c.claimArgs.ParamValues, c.claimArgs.ParamFormats, c.claimArgs.ResultFormats)
+	pipe.SendQueryStatement(sds.begin, nil, nil, nil)
+	pipe.SendQueryStatement(sds.stmt, c.stmtArgs.ParamValues, c.stmtArgs.ParamFormats, c.stmtArgs.ResultFormats)
+	if err := pipe.Sync(); err != nil {
+		// The connection is closed; whether the claim reached the server
+		// is unknown (a row it made lapses with its lease).
+		pipe.Close()
+		err = t.Done(driver.ClaimResult{}, c.d.wrap("claim", err))
+		c.refuse(err)
+		return nil, err, true
+	}
+
+	// The claim, then its Sync.
+	res, decided, cerr := readClaim(pipe, m)
+	if cerr == nil {
+		cerr = readSync(pipe)
+	}
+	if cerr != nil {
+		cerr = c.d.wrap("claim", cerr)
+	}
+	// The guard.
+	gerr := readClosed(pipe)
+	if cerr == nil && !decided {
+		// A concurrent claim won the key after the claim's snapshot (the
+		// guard refused): ask again, on its own.
+		pipe.Close()
+		res, cerr = c.d.Claim(ctx, req)
+		if err := t.Done(res, cerr); err != nil {
+			c.refuse(err)
+			return nil, err, true
+		}
+		return nil, nil, false
+	}
+	if err := t.Done(res, cerr); err != nil {
+		pipe.Close()
+		if pc.PgConn().TxStatus() != 'I' {
+			// Unreachable while the guard holds (it passes only for the
+			// claim's owner); should it not, end what began.
+			if _, rerr := pc.Exec(ctx, "ROLLBACK"); rerr != nil {
+				return nil, badConn(rerr), true
+			}
+		}
+		c.refuse(err)
+		return nil, err, true
+	}
+	c.pending = false
+	if gerr == nil {
+		gerr = readClosed(pipe) // the BEGIN
+	}
+	if gerr != nil {
+		// The flow holds the key, yet its transaction did not begin.
+		pipe.Close()
+		return nil, gerr, true
+	}
+	// The statement's results, for the caller to read.
+	r, err := pipe.GetResults()
+	if err != nil {
+		c.forgetIfStale(sds.stmt, err)
+		pipe.Close()
+		return nil, err, true
+	}
+	rr, ok := r.(*pgconn.ResultReader)
+	if !ok {
+		pipe.Close()
+		return nil, fmt.Errorf("postgres: pipeline: expected the statement's results, got %T", r), true
+	}
+	return &claimedResults{c: c, sd: sds.stmt, pipe: pipe, rr: rr, m: m}, nil, true
+}
+
+// refuse marks the connection's transaction as refused with err: it was
+// never begun, and its statements fail with err.
+func (c *lazyConn) refuse(err error) {
+	c.pending, c.refused = false, err
+}
+
+// claimedStatements are the statements of sendClaimed, prepared on the
+// connection.
+type claimedStatements struct {
+	claim, guard, begin, stmt *pgconn.StatementDescription
+}
+
+// prepareClaimed prepares the statements of sendClaimed on the connection,
+// or reports (false) that query's claim cannot go in its pipeline.
+func (c *lazyConn) prepareClaimed(ctx context.Context, query string, args []any) (claimedStatements, bool, error) {
+	var sds claimedStatements
+	pc := c.Conn.Conn()
+	switch pc.Config().DefaultQueryExecMode {
+	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe:
+	default:
+		return sds, false, nil
+	}
+	if len(args) > 0 {
+		switch args[0].(type) {
+		case pgx.QueryRewriter, pgx.QueryExecMode, pgx.QueryResultFormats, pgx.QueryResultFormatsByOID:
+			return sds, false, nil
+		}
+	}
+	st := claimState(pc.PgConn())
+	for len(st.stale) > 0 {
+		if err := pc.Deallocate(ctx, st.stale[0]); err != nil {
+			return sds, false, badConn(err)
+		}
+		st.stale = st.stale[1:]
+	}
+	if _, ok := st.stmts[query]; !ok && len(st.stmts) >= maxClaimPrepared {
+		return sds, false, nil
+	}
+	for _, p := range []struct {
+		sd  **pgconn.StatementDescription
+		sql string
+	}{{&sds.stmt, query}, {&sds.claim, c.d.sql(claimSQL)}, {&sds.guard, c.d.sql(guardSQL)}, {&sds.begin, "BEGIN"}} {
+		var err error
+		if *p.sd, err = pc.Prepare(ctx, p.sql, p.sql); err != nil {
+			return sds, false, badConn(err)
+		}
+	}
+	st.stmts[query] = struct{}{}
+	return sds, true, nil
+}
+
+// claimConn is what a connection (it outlives its lazyConn, which
+// database/sql drops when the connection goes back to the pool) keeps of
+// its statements sent behind a claim. pgx keeps the prepared statements
+// themselves, by their SQL (pgx.Conn.Prepare).
+type claimConn struct {
+	stmts map[string]struct{} // first statements prepared
+	stale []string            // prepared statements to deallocate: see forgetIfStale
+}
+
+// claimState returns the connection's claimConn.
+func claimState(pc *pgconn.PgConn) *claimConn {
+	data := pc.CustomData()
+	st, ok := data["oke.claim"].(*claimConn)
+	if !ok {
+		st = &claimConn{stmts: map[string]struct{}{}}
+		data["oke.claim"] = st
+	}
+	return st
+}
+
+// forgetIfStale drops a prepared statement the server refused to run
+// because its tables changed under it ("cached plan must not change result
+// type"): it is deallocated before the next claimed statement and
+// prepared again when next sent.
+func (c *lazyConn) forgetIfStale(sd *pgconn.StatementDescription, err error) {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "0A000" {
+		st := claimState(c.Conn.Conn().PgConn())
+		delete(st.stmts, sd.SQL)
+		st.stale = append(st.stale, sd.SQL)
+	}
+}
+
+// badConn is err, or database/sql's ErrBadConn when nothing was sent, as
+// pgx's own adapter says.
+func badConn(err error) error {
+	if pgconn.SafeToRetry(err) {
+		return sqldriver.ErrBadConn
+	}
+	return err
+}
+
+// readClaim reads the claim's row from the pipeline. decided is false when
+// the claim found no row to report (claimScan.result).
+func readClaim(pipe *pgconn.Pipeline, m *pgtype.Map) (driver.ClaimResult, bool, error) {
+	r, err := pipe.GetResults()
+	if err != nil {
+		return driver.ClaimResult{}, false, err
+	}
+	rr, ok := r.(*pgconn.ResultReader)
+	if !ok {
+		return driver.ClaimResult{}, false, fmt.Errorf("pipeline: expected the claim's results, got %T", r)
+	}
+	rows := pgx.RowsFromResultReader(m, rr)
+	var c claimScan
+	if !rows.Next() {
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return driver.ClaimResult{}, false, err
+		}
+		return driver.ClaimResult{}, false, pgx.ErrNoRows
+	}
+	err = rows.Scan(c.dest()...)
+	rows.Close()
+	if err == nil {
+		err = rows.Err()
+	}
+	if err != nil {
+		return driver.ClaimResult{}, false, err
+	}
+	res, decided := c.result()
+	return res, decided, nil
+}
+
+// readSync reads a Sync's result from the pipeline.
+func readSync(pipe *pgconn.Pipeline) error {
+	r, err := pipe.GetResults()
+	if err != nil {
+		return err
+	}
+	if _, ok := r.(*pgconn.PipelineSync); !ok {
+		return fmt.Errorf("pipeline: expected a sync, got %T", r)
+	}
+	return nil
+}
+
+// readClosed reads a statement's results from the pipeline and discards
+// them.
+func readClosed(pipe *pgconn.Pipeline) error {
+	r, err := pipe.GetResults()
+	if err != nil {
+		return err
+	}
+	rr, ok := r.(*pgconn.ResultReader)
+	if !ok {
+		return fmt.Errorf("pipeline: expected a statement's results, got %T", r)
+	}
+	_, err = rr.Close()
+	return err
+}
+
+// claimedResults are the results of the statement sendClaimed sent: the
+// statement's, then the pipeline's final Sync.
+type claimedResults struct {
+	c    *lazyConn
+	sd   *pgconn.StatementDescription
+	pipe *pgconn.Pipeline
+	rr   *pgconn.ResultReader
+	m    *pgtype.Map
+	rows pgx.Rows
+}
+
+func (r *claimedResults) Exec() (pgconn.CommandTag, error) {
+	tag, err := r.rr.Close()
+	if err != nil {
+		r.c.forgetIfStale(r.sd, err)
+	}
+	return tag, err
+}
+
+func (r *claimedResults) Query() (pgx.Rows, error) {
+	r.rows = pgx.RowsFromResultReader(r.m, r.rr)
+	return r.rows, nil
+}
+
+func (r *claimedResults) Close() error {
+	var err error
+	if r.rows != nil {
+		r.rows.Close()
+		err = r.rows.Err()
+	} else {
+		_, err = r.rr.Close()
+	}
+	if err != nil {
+		r.c.forgetIfStale(r.sd, err)
+	}
+	if cerr := r.pipe.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,97 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/driver/memory"
+)
+
+// countingDriver counts the claims made through the driver.
+type countingDriver struct {
+	driver.Driver
+	claims atomic.Int64
+}
+
+func (d *countingDriver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	d.claims.Add(1)
+	return d.Driver.Claim(ctx, req)
+}
+
+func TestDeferred(t *testing.T) {
+	ctx := context.Background()
+	d := &countingDriver{Driver: memory.New()}
+	e := &Engine{Driver: d}
+	key := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "deferred-key-00000000001"}
+
+	// Nothing is claimed until asked; Decide makes the claim once.
+	first := e.Defer(ctx, key, "fp", time.Hour)
+	if first.Made() || d.claims.Load() != 0 {
+		t.Fatal("Defer made the claim")
+	}
+	dec, err := first.Decide()
+	if err != nil || dec.Outcome != Live || d.claims.Load() != 1 {
+		t.Fatalf("Decide: %v %v, %d claims; want live, 1 claim", dec.Outcome, err, d.claims.Load())
+	}
+	if again, _ := first.Decide(); again.Claim != dec.Claim || d.claims.Load() != 1 || first.Settle() != nil {
+		t.Fatal("a second Decide claimed again or decided otherwise")
+	}
+	if _, ok, err := first.Take(); ok || err != nil {
+		t.Fatalf("Take after a live claim: %v %v; want not taken, no error (begin as usual)", ok, err)
+	}
+
+	// A second request with the key, running: the driver takes the claim
+	// (Take), reads it, and Done refuses; so does every effect after.
+	second := e.Defer(ctx, key, "fp", time.Hour)
+	req, ok, err := second.Take()
+	if !ok || err != nil || req.Owner == "" || req.Owner == dec.Claim.owner {
+		t.Fatalf("Take: %+v %v %v; want the claim, with an owner of its own", req, ok, err)
+	}
+	waited := make(chan Decision)
+	go func() { // Decide waits for the claim in flight
+		dec, _ := second.Decide()
+		waited <- dec
+	}()
+	res, cerr := d.Claim(ctx, req)
+	if err := second.Done(res, cerr); !errors.Is(err, ErrNotClaimed) {
+		t.Fatalf("Done of a running key: %v, want ErrNotClaimed", err)
+	}
+	if dec := <-waited; dec.Outcome != InProgress || dec.RetryAfter < time.Second {
+		t.Fatalf("Decide: %+v, want in progress with a Retry-After", dec)
+	}
+	if err := second.Settle(); !errors.Is(err, ErrNotClaimed) {
+		t.Errorf("Settle after a refusal: %v, want ErrNotClaimed", err)
+	}
+	if _, ok, err := second.Take(); ok || !errors.Is(err, ErrNotClaimed) {
+		t.Errorf("Take after a refusal: %v %v, want not taken, ErrNotClaimed", ok, err)
+	}
+	if d.claims.Load() != 2 {
+		t.Errorf("%d claims, want 2", d.claims.Load())
+	}
+
+	// Another request under the key: 422.
+	if dec, err := e.Defer(ctx, key, "other", time.Hour).Decide(); err != nil || dec.Outcome != Reused {
+		t.Errorf("another fingerprint: %v %v, want reused", dec.Outcome, err)
+	}
+
+	// The store failing: the error, wrapped, to the effect and to Decide.
+	third := e.Defer(ctx, driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "deferred-key-00000000002"}, "fp", time.Hour)
+	if _, ok, _ := third.Take(); !ok {
+		t.Fatal("Take: not taken")
+	}
+	down := errors.Join(driver.ErrUnavailable, errors.New("connection refused"))
+	if err := third.Done(driver.ClaimResult{}, down); !errors.Is(err, driver.ErrUnavailable) {
+		t.Errorf("Done with a store error: %v", err)
+	}
+	if _, err := third.Decide(); !errors.Is(err, driver.ErrUnavailable) {
+		t.Errorf("Decide after a store error: %v", err)
+	}
+	if err := third.Done(driver.ClaimResult{}, nil); err == nil {
+		t.Error("a second Done: nil, want an error (nothing was sent)")
+	}
+	dec.Claim.Release(ctx)
+}
