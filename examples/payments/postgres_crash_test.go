@@ -26,15 +26,24 @@ import (
 //
 // The charges table records no key; the amount, unique per key, tells
 // which key a row charged.
+//
+// It runs twice: with the claim made before the flow runs, and with
+// -defer-claim, where the claim goes in the round trip of the charge's
+// INSERT (oke.Idempotency.DeferClaim).
 func TestSIGKILLWhileChargingOnPostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a real process over and over")
 	}
+	t.Run("claim first", func(t *testing.T) { chargeUnderKills(t) })
+	t.Run("deferred claim", func(t *testing.T) { chargeUnderKills(t, "-defer-claim") })
+}
+
+func chargeUnderKills(t *testing.T, extra ...string) {
 	start := time.Now()
 	bin := demoBinary(t)
 	pg := newPgDatabase(t) // fails when no Postgres server answers
 	data := t.TempDir()
-	flags := []string{"-postgres", pg.dsn, "-lease", "1s", "-poll", "50ms"}
+	flags := append([]string{"-postgres", pg.dsn, "-lease", "1s", "-poll", "50ms"}, extra...)
 	hc := &http.Client{Timeout: 10 * time.Second}
 	const workers = 8
 

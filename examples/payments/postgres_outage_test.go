@@ -28,32 +28,42 @@ import (
 // is sent again until it settles: each ends with a 201 and exactly one
 // charge row, a 201 seen during the load replays, and the same process —
 // never restarted — takes a new charge.
+//
+// It runs twice: with the claim made before the flow runs, and with
+// -defer-claim (the claim in the round trip of the charge's INSERT).
 func TestPostgresBackendsKilledMidLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the demo binary under load")
 	}
-	pg := newPgDatabase(t) // fails when no Postgres server answers
-	ended := 0
-	chargeThroughOutages(t, pg, 6, func(t *testing.T) string {
-		n := pg.terminateBackends(t)
-		ended += n
-		return fmt.Sprintf("%d backends ended", n)
-	})
-	if ended == 0 {
-		t.Errorf("pg_terminate_backend ended no backend of %s: the test did not cut the demo off", pg.name)
+	for _, v := range []struct {
+		name  string
+		flags []string
+	}{{"claim first", nil}, {"deferred claim", []string{"-defer-claim"}}} {
+		t.Run(v.name, func(t *testing.T) {
+			pg := newPgDatabase(t) // fails when no Postgres server answers
+			ended := 0
+			chargeThroughOutages(t, pg, 6, func(t *testing.T) string {
+				n := pg.terminateBackends(t)
+				ended += n
+				return fmt.Sprintf("%d backends ended", n)
+			}, v.flags...)
+			if ended == 0 {
+				t.Errorf("pg_terminate_backend ended no backend of %s: the test did not cut the demo off", pg.name)
+			}
+		})
 	}
 }
 
-// chargeThroughOutages runs the demo on pg under the load of eight
-// clients, cuts it off from its database outages times (cut says what it
-// did), and checks the answers and the charges table: see
+// chargeThroughOutages runs the demo on pg (with extra flags) under the
+// load of eight clients, cuts it off from its database outages times (cut
+// says what it did), and checks the answers and the charges table: see
 // TestPostgresBackendsKilledMidLoad.
-func chargeThroughOutages(t *testing.T, pg *pgDatabase, outages int, cut func(t *testing.T) string) {
+func chargeThroughOutages(t *testing.T, pg *pgDatabase, outages int, cut func(t *testing.T) string, extra ...string) {
 	t.Helper()
 	start := time.Now()
 	bin := demoBinary(t)
 	var log demoLog
-	cmd, base := startLoggedDemo(t, bin, t.TempDir(), &log, "-postgres", pg.dsn, "-lease", "1s", "-poll", "50ms")
+	cmd, base := startLoggedDemo(t, bin, t.TempDir(), &log, append([]string{"-postgres", pg.dsn, "-lease", "1s", "-poll", "50ms"}, extra...)...)
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	defer func() {

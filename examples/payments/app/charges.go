@@ -67,7 +67,10 @@ type GetIn struct {
 // chargeFlow is payments.charge: it inserts a charge (Idempotency-Key
 // required) and emits charge.created.
 func (s *Server) chargeFlow() *oke.Flow[ChargeIn, Charge] {
-	mode := oke.Required
+	// With DeferClaim the key's claim goes with the charge's INSERT (on
+	// Postgres in the same round trip): nothing before it changes the
+	// world, as the option asks.
+	mode := oke.Idempotency{Required: true, DeferClaim: s.cfg.DeferClaim}
 	if s.cfg.Unprotected {
 		mode = oke.Off
 	}

@@ -85,105 +85,7 @@ func TestThreeInstancesOnePostgres(t *testing.T) {
 	}
 
 	if !t.Run("200 requests, 20 keys, 3 processes: each charge runs once", func(t *testing.T) {
-		const keys, perKey, workers = 20, 10, 20
-		type job struct{ i, key, proc int }
-		type result struct {
-			r   reply
-			err error
-		}
-		keyNames := make([]string, keys)
-		bodies := make([]string, keys)
-		for k := range keyNames {
-			keyNames[k] = newKey()
-			bodies[k] = fmt.Sprintf(`{"amount":%d,"currency":"usd"}`, 1000+k)
-		}
-		// Request i carries key i%20 and goes to process i%3: consecutive
-		// requests of one key go to different processes.
-		jobs := make(chan job, keys*perKey)
-		for i := range keys * perKey {
-			jobs <- job{i: i, key: i % keys, proc: i % len(procs)}
-		}
-		close(jobs)
-		results := make([]result, keys*perKey)
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for j := range jobs {
-					r, err := send(c, "POST", procs[j.proc].url+"/charges", bodies[j.key], "Idempotency-Key", keyNames[j.key])
-					results[j.i] = result{r, err}
-				}
-			})
-		}
-		wg.Wait()
-
-		live := make([]*reply, keys)
-		var replays, conflicts int
-		for i, res := range results {
-			k, p := i%keys, i%len(procs)
-			if res.err != nil {
-				t.Fatalf("request %d (key %d, process %d): %v", i, k, p, res.err)
-			}
-			r := res.r
-			switch {
-			case r.Status == 201 && !r.replayed():
-				if live[k] != nil {
-					t.Fatalf("key %d: two live 201s: %s and %s — the charge ran twice", k, live[k].Body, r.Body)
-				}
-				live[k] = &r
-			case r.Status == 201:
-				replays++
-			case r.Status == 409:
-				if code := r.errorCode(t); code != "IdempotencyInProgress" {
-					t.Fatalf("request %d (key %d, process %d): 409 %s, want IdempotencyInProgress", i, k, p, code)
-				}
-				conflicts++
-			default:
-				t.Fatalf("request %d (key %d, process %d): status %d, body %s; want 201 or 409", i, k, p, r.Status, r.Body)
-			}
-		}
-		for k, l := range live {
-			if l == nil {
-				t.Fatalf("key %d: no live 201 among its %d requests", k, perKey)
-			}
-		}
-		for i, res := range results {
-			k := i % keys
-			if r := res.r; r.Status == 201 && r.replayed() && string(r.Body) != string(live[k].Body) {
-				t.Fatalf("request %d (key %d) replayed %s, want %s", i, k, r.Body, live[k].Body)
-			}
-		}
-		t.Logf("%d requests: %d live, %d replays, %d 409s", keys*perKey, keys, replays, conflicts)
-
-		var rows int
-		if err := db.QueryRow(`SELECT count(*) FROM charges`).Scan(&rows); err != nil {
-			t.Fatal(err)
-		}
-		if rows != keys {
-			t.Fatalf("%d charge rows for %d keys, want one each", rows, keys)
-		}
-		var list struct {
-			Charges []app.Charge `json:"charges"`
-		}
-		do(t, procs[1].url, "GET", "/charges", "").decode(t, &list)
-		if len(list.Charges) != keys {
-			t.Fatalf("GET /charges lists %d charges, want %d", len(list.Charges), keys)
-		}
-		var ran float64
-		for _, p := range procs {
-			ran += (&env{t: t, url: p.url}).executions("payments.charge")
-		}
-		if ran != keys {
-			t.Fatalf("payments.charge ran %v times across the three processes for %d keys, want %d", ran, keys, keys)
-		}
-
-		// A later retry of each key replays, on any process.
-		for k := range keys {
-			r := do(t, procs[k%len(procs)].url, "POST", "/charges", bodies[k], "Idempotency-Key", keyNames[k])
-			r.want(t, 201, "")
-			if !r.replayed() || string(r.Body) != string(live[k].Body) {
-				t.Fatalf("key %d, a later retry: replayed=%v body %s, want a replay of %s", k, r.replayed(), r.Body, live[k].Body)
-			}
-		}
+		chargeOnceAcross(t, c, db, procs)
 	}) {
 		return
 	}
@@ -322,4 +224,135 @@ func TestThreeInstancesOnePostgres(t *testing.T) {
 		t.Fatalf("exit %d after SIGTERM, want 0; stderr:\n%s", code, procs[2].stderr)
 	}
 	t.Logf("%d of 5 pipelines cut off mid-run; the whole test took %s", cut, time.Since(start).Round(time.Millisecond))
+}
+
+// TestThreeInstancesOnePostgresDeferredClaim is the first part of
+// TestThreeInstancesOnePostgres with -defer-claim: the claim of each
+// request's key goes in the round trip of its charge INSERT, and the
+// requests a claim stops never get to write.
+func TestThreeInstancesOnePostgresDeferredClaim(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the demo binary")
+	}
+	dsn := newDatabase(t) // fails when no Postgres server answers
+	bin := buildDemo(t)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	procs := make([]*proc, 3)
+	for i := range procs {
+		procs[i] = startProc(t, bin, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-postgres", dsn, "-lease", "2s", "-poll", "50ms", "-defer-claim")
+	}
+	for _, p := range procs {
+		p.url = waitListening(t, p.stderr, p.done)
+	}
+	chargeOnceAcross(t, &http.Client{Timeout: 20 * time.Second}, db, procs)
+}
+
+// chargeOnceAcross sends 200 requests with 20 keys, each key's requests
+// spread across procs, and checks that each key's charge ran once: one
+// live 201 per key, every other answer a replay of it or a 409, one charge
+// row per key, and the flow's executions across the processes one per key.
+func chargeOnceAcross(t *testing.T, c *http.Client, db *sql.DB, procs []*proc) {
+	const keys, perKey, workers = 20, 10, 20
+	type job struct{ i, key, proc int }
+	type result struct {
+		r   reply
+		err error
+	}
+	keyNames := make([]string, keys)
+	bodies := make([]string, keys)
+	for k := range keyNames {
+		keyNames[k] = newKey()
+		bodies[k] = fmt.Sprintf(`{"amount":%d,"currency":"usd"}`, 1000+k)
+	}
+	// Request i carries key i%20 and goes to process i%3: consecutive
+	// requests of one key go to different processes.
+	jobs := make(chan job, keys*perKey)
+	for i := range keys * perKey {
+		jobs <- job{i: i, key: i % keys, proc: i % len(procs)}
+	}
+	close(jobs)
+	results := make([]result, keys*perKey)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for j := range jobs {
+				r, err := send(c, "POST", procs[j.proc].url+"/charges", bodies[j.key], "Idempotency-Key", keyNames[j.key])
+				results[j.i] = result{r, err}
+			}
+		})
+	}
+	wg.Wait()
+
+	live := make([]*reply, keys)
+	var replays, conflicts int
+	for i, res := range results {
+		k, p := i%keys, i%len(procs)
+		if res.err != nil {
+			t.Fatalf("request %d (key %d, process %d): %v", i, k, p, res.err)
+		}
+		r := res.r
+		switch {
+		case r.Status == 201 && !r.replayed():
+			if live[k] != nil {
+				t.Fatalf("key %d: two live 201s: %s and %s — the charge ran twice", k, live[k].Body, r.Body)
+			}
+			live[k] = &r
+		case r.Status == 201:
+			replays++
+		case r.Status == 409:
+			if code := r.errorCode(t); code != "IdempotencyInProgress" {
+				t.Fatalf("request %d (key %d, process %d): 409 %s, want IdempotencyInProgress", i, k, p, code)
+			}
+			conflicts++
+		default:
+			t.Fatalf("request %d (key %d, process %d): status %d, body %s; want 201 or 409", i, k, p, r.Status, r.Body)
+		}
+	}
+	for k, l := range live {
+		if l == nil {
+			t.Fatalf("key %d: no live 201 among its %d requests", k, perKey)
+		}
+	}
+	for i, res := range results {
+		k := i % keys
+		if r := res.r; r.Status == 201 && r.replayed() && string(r.Body) != string(live[k].Body) {
+			t.Fatalf("request %d (key %d) replayed %s, want %s", i, k, r.Body, live[k].Body)
+		}
+	}
+	t.Logf("%d requests: %d live, %d replays, %d 409s", keys*perKey, keys, replays, conflicts)
+
+	var rows int
+	if err := db.QueryRow(`SELECT count(*) FROM charges`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != keys {
+		t.Fatalf("%d charge rows for %d keys, want one each", rows, keys)
+	}
+	var list struct {
+		Charges []app.Charge `json:"charges"`
+	}
+	do(t, procs[1].url, "GET", "/charges", "").decode(t, &list)
+	if len(list.Charges) != keys {
+		t.Fatalf("GET /charges lists %d charges, want %d", len(list.Charges), keys)
+	}
+	var ran float64
+	for _, p := range procs {
+		ran += (&env{t: t, url: p.url}).executions("payments.charge")
+	}
+	if ran != keys {
+		t.Fatalf("payments.charge ran %v times across the three processes for %d keys, want %d", ran, keys, keys)
+	}
+
+	// A later retry of each key replays, on any process.
+	for k := range keys {
+		r := do(t, procs[k%len(procs)].url, "POST", "/charges", bodies[k], "Idempotency-Key", keyNames[k])
+		r.want(t, 201, "")
+		if !r.replayed() || string(r.Body) != string(live[k].Body) {
+			t.Fatalf("key %d, a later retry: replayed=%v body %s, want a replay of %s", k, r.replayed(), r.Body, live[k].Body)
+		}
+	}
 }

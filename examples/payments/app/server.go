@@ -50,6 +50,12 @@ type Config struct {
 	// RetryDelay is how long a run whose step result could not be saved
 	// waits before it is picked up again (oke.Config.RetryDelay).
 	RetryDelay time.Duration
+	// DeferClaim makes payments.charge claim its Idempotency-Key with its
+	// INSERT instead of before it runs (oke.Idempotency.DeferClaim): on
+	// Postgres the claim then goes in the INSERT's round trip, and a charge
+	// costs two round trips instead of three. The function does nothing
+	// before that INSERT, which is what the option asks.
+	DeferClaim bool
 	// Unprotected binds payments.charge with oke.Off: the same handler with
 	// no Idempotency-Key handling at all. It exists only to measure what
 	// idempotency costs, side by side (scripts/loadbench); never use it to
