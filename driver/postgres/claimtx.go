@@ -201,7 +201,7 @@ func (c *lazyConn) prepareClaimed(ctx context.Context, query string, args []any)
 	for _, p := range []struct {
 		sd  **pgconn.StatementDescription
 		sql string
-	}{{&sds.stmt, query}, {&sds.claim, c.d.sql(claimSQL)}, {&sds.guard, c.d.sql(guardSQL)}, {&sds.begin, "BEGIN"}} {
+	}{{&sds.stmt, query}, {&sds.claim, c.d.sql(claimCallSQL)}, {&sds.guard, c.d.sql(guardSQL)}, {&sds.begin, "BEGIN"}} {
 		var err error
 		if *p.sd, err = pc.Prepare(ctx, p.sql, p.sql); err != nil {
 			return sds, false, badConn(err)

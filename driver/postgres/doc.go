@@ -75,6 +75,12 @@
 // row does not yield, the statement sees neither row; the decision (not
 // claimed) is made, and a plain SELECT reports the winner's row.
 //
+// The statement runs inside a PL/pgSQL function, oke_claim (migration
+// 004_claim_function.sql, generated from the statement): a new key — the
+// usual case — is first tried with a plain INSERT … ON CONFLICT DO NOTHING,
+// and the whole statement runs only when the key exists. The outcome is
+// the same; the server does about 15 % less work per claim of a new key.
+//
 // Renew, Complete and Release are UPDATE/DELETE … WHERE owner = $owner AND
 // state = running: a stale holder whose row was taken over touches no row
 // and gets driver.ErrNotOwner. Sweep deletes expired rows in batches of at
@@ -120,7 +126,12 @@
 // carries the transaction's BEGIN in the same pipeline (Begin sends
 // nothing) — and one pipelined round trip for the fenced completion and the
 // COMMIT: three round trips and two flushed commits for a charge of one
-// INSERT. Per durable step: SaveStep — or, for a step writing through Fx.Tx,
+// INSERT. With a deferred claim (oke.Idempotency.DeferClaim; BeginClaimed,
+// a driver.TxClaimer) the claim goes in the first statement's pipeline too
+// — claim, Sync, a guard that fails unless the claim went to this attempt,
+// BEGIN, the statement, Sync — so the charge is two round trips, and a
+// request whose key is not its own is still one, its statement skipped by
+// the server. Per durable step: SaveStep — or, for a step writing through Fx.Tx,
 // the fenced save and the COMMIT in one pipeline — one round trip and one
 // flushed commit (a step's attempts ride on the run row that CreateRun, SaveStep and
 // AcquireRun write anyway, so beginning a step costs nothing). AcquireRun

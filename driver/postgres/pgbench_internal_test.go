@@ -8,12 +8,12 @@ import (
 	"testing"
 )
 
-var updatePgbench = flag.Bool("update-pgbench", false, "rewrite the claim in scripts/pgbench/parts/claim.sql from claimSQL")
+var updatePgbench = flag.Bool("update-pgbench", false, "rewrite the claim in scripts/pgbench/parts/claim.sql from claimCallSQL")
 
-// pgbenchClaim is claimSQL as the pgbench scripts send it: schema oke, and
-// pgbench variables for the parameters.
+// pgbenchClaim is the driver's claim (claimCallSQL) as the pgbench scripts
+// send it: schema oke, and pgbench variables for the parameters.
 func pgbenchClaim() string {
-	q := strings.TrimSpace(strings.ReplaceAll(claimSQL, "{s}", "oke"))
+	q := strings.TrimSpace(strings.ReplaceAll(claimCallSQL, "{s}", "oke"))
 	for _, r := range []struct{ param, v string }{
 		{"$9", "''"}, {"$8", ":ttl"}, {"$7", ":lease"}, {"$6", ":owner"}, {"$5", ":fp"},
 		{"$4", ":key"}, {"$3", ":flow"}, {"$2", ":principal"}, {"$1", ":tenant"},
@@ -42,22 +42,22 @@ func TestPgbenchScriptsClaimLikeTheDriver(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := string(b)
-		start := strings.Index(s, "\nWITH ")
+		start := strings.Index(s, "\nSELECT * FROM oke.oke_claim(")
 		if start < 0 {
 			continue // a script without a claim
 		}
 		start++
-		end := strings.Index(s[start:], "ON true;")
+		end := strings.Index(s[start:], ";")
 		if end < 0 {
-			t.Fatalf("%s: the claim starting at WITH has no end (ON true;)", f)
+			t.Fatalf("%s: the claim has no end (;)", f)
 		}
-		end += start + len("ON true;")
+		end += start + 1
 		claims++
 		if strings.Join(strings.Fields(s[start:end]), " ") == strings.Join(strings.Fields(want), " ") {
 			continue
 		}
 		if !*updatePgbench {
-			t.Errorf("%s: its claim is not the driver's claimSQL; run go test -run PgbenchScripts -update-pgbench ./driver/postgres/", f)
+			t.Errorf("%s: its claim is not the driver's; run go test -run PgbenchScripts -update-pgbench ./driver/postgres/", f)
 			continue
 		}
 		if err := os.WriteFile(f, []byte(s[:start]+want+s[end:]), 0o644); err != nil {

@@ -266,7 +266,9 @@ type migration struct {
 
 var migrationName = regexp.MustCompile(`^(\d+)_[a-z0-9_]+\.sql$`)
 
-// migrations returns the embedded migrations in version order.
+// migrations returns the embedded migrations in version order, with
+// 004_claim_function.sql, which is generated from claimSQL (claimfunc.go). A
+// migration's {s} stands for the driver's schema.
 func migrations() ([]migration, error) {
 	entries, err := fs.ReadDir(migrationFS, "migrations")
 	if err != nil {
@@ -285,6 +287,7 @@ func migrations() ([]migration, error) {
 		}
 		out = append(out, migration{version: v, name: e.Name(), sql: string(b)})
 	}
+	out = append(out, migration{version: 4, name: "004_claim_function.sql", sql: claimFunctionSQL()})
 	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
 	for i := 1; i < len(out); i++ {
 		if out[i].version == out[i-1].version {
@@ -377,7 +380,7 @@ func (d *Driver) ApplyMigrations(ctx context.Context) ([]string, error) {
 			continue
 		}
 		// Simple protocol: a migration file may hold several statements.
-		if _, err := tx.Exec(ctx, m.sql, pgx.QueryExecModeSimpleProtocol); err != nil {
+		if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "{s}", d.quoted), pgx.QueryExecModeSimpleProtocol); err != nil {
 			return nil, d.wrap("migrate "+m.name, err)
 		}
 		if _, err := tx.Exec(ctx, d.sql(`INSERT INTO {s}.oke_migrations (version, name) VALUES ($1, $2)`), m.version, m.name); err != nil {

@@ -155,7 +155,8 @@ FROM (VALUES (1)) AS one
 LEFT JOIN up ON true
 LEFT JOIN (SELECT * FROM old UNION ALL SELECT * FROM done) AS seen ON true`
 
-// Claim implements driver.Driver in one statement (claimSQL). When a
+// Claim implements driver.Driver in one statement (claimCallSQL, which runs
+// claimSQL's rules; see claimfunc.go). When a
 // concurrent claim inserted the key after this statement's snapshot and its
 // row does not yield, the statement returns neither row; a second read then
 // reports the winner (the decision is already made: this call did not claim).
@@ -166,7 +167,7 @@ func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Cla
 	k := req.Key
 	for attempt := 0; ; attempt++ {
 		var c claimScan
-		err := d.pool.QueryRow(ctx, d.sql(claimSQL), claimArgs(req)...).Scan(c.dest()...)
+		err := d.pool.QueryRow(ctx, d.sql(claimCallSQL), claimArgs(req)...).Scan(c.dest()...)
 		if err != nil {
 			return driver.ClaimResult{}, d.wrap("claim", err)
 		}

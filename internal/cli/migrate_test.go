@@ -40,7 +40,7 @@ func TestMigrateTwice(t *testing.T) {
 		conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 	})
 	code, stdout, stderr := run("migrate", "-postgres", url, "-schema", schema)
-	if code != 0 || !strings.Contains(stdout, "applied 3 migration(s) to schema "+schema+": 001_init.sql, 002_finished_runs.sql, 003_next_attempts.sql") {
+	if code != 0 || !strings.Contains(stdout, "applied 4 migration(s) to schema "+schema+": 001_init.sql, 002_finished_runs.sql, 003_next_attempts.sql, 004_claim_function.sql") {
 		t.Fatalf("first migrate: exit %d\nstdout: %s\nstderr: %s\n(the test needs the Postgres server of scripts/pg or OKE_TEST_DATABASE_URL)", code, stdout, stderr)
 	}
 	code, stdout, stderr = run("migrate", "-postgres", url, "-schema", schema)
