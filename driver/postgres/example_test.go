@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
 	"time"
 
+	"github.com/okengine/oke"
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/postgres"
 )
@@ -35,4 +37,40 @@ func Example() {
 		log.Fatal(err)
 	}
 	fmt.Println(res.Claimed, res.Row.LeaseUntil.Sub(res.Now))
+}
+
+// A charge whose only effect is its INSERT through Fx.Tx, with its
+// Idempotency-Key claimed in the INSERT's round trip (DeferClaim): two
+// round trips per charge — claim, BEGIN and INSERT; completion and COMMIT
+// — where claiming first takes three. The function changes nothing before
+// that INSERT, which is what DeferClaim asks. (Not run as a test: it needs
+// a server.)
+func Example_deferClaim() {
+	ctx := context.Background()
+	d, err := postgres.Open(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	app := oke.New(oke.Config{Driver: d})
+	type chargeIn struct{ Amount int64 }
+	app.Handle(oke.POST("/charges"), oke.NewFlow("payments.charge", oke.Options{
+		Idempotency: oke.Idempotency{Required: true, DeferClaim: true},
+	}, func(ctx context.Context, in chargeIn, fx *oke.Fx) (oke.Response[int64], error) {
+		tx, err := fx.Tx(ctx)
+		if err != nil {
+			return oke.Response[int64]{}, err
+		}
+		var id int64
+		err = tx.QueryRow(ctx, `INSERT INTO charges (amount) VALUES ($1) RETURNING id`, in.Amount).Scan(&id)
+		if err != nil {
+			// A replay, a 409 or a 422 stops here (oke.ErrKeyNotClaimed):
+			// the INSERT did not run, and the client gets that answer.
+			return oke.Response[int64]{}, err
+		}
+		return oke.Created(id, fmt.Sprint("/charges/", id)), nil
+	}))
+	if err := app.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	log.Fatal(http.ListenAndServe("127.0.0.1:8080", app))
 }
