@@ -60,19 +60,22 @@ func (e *Engine) Defer(ctx context.Context, key driver.Key, fp string, ttl time.
 	}
 }
 
-// Take implements driver.ClaimTicket.
+// Take implements driver.ClaimTicket. When the claim is in flight already
+// (Decide, for an effect on another goroutine of the flow), it waits for
+// the decision.
 func (d *Deferred) Take() (driver.ClaimRequest, bool, error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	switch d.state {
 	case unmade:
 		d.state, d.start = sent, time.Now()
+		d.mu.Unlock()
 		return d.req, true, nil
 	case sent:
-		// One flow's statements go one at a time, and Decide does not
-		// return while the claim is in flight: nothing else can ask.
-		return d.req, false, errors.New("oke: the Idempotency-Key claim is already being sent")
+		d.mu.Unlock()
+		<-d.done
+		return d.req, false, d.refusal()
 	}
+	d.mu.Unlock()
 	return d.req, false, d.refusal()
 }
 

@@ -95,3 +95,50 @@ func TestDeferred(t *testing.T) {
 	}
 	dec.Claim.Release(ctx)
 }
+
+// blockingDriver holds every claim until release is closed.
+type blockingDriver struct {
+	driver.Driver
+	started chan struct{}
+	release chan struct{}
+}
+
+func (d *blockingDriver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	close(d.started)
+	<-d.release
+	return d.Driver.Claim(ctx, req)
+}
+
+// A statement that would carry the claim while an effect on another
+// goroutine is making it waits for that claim's decision instead of
+// failing or claiming twice.
+func TestDeferredTakeWaitsForAClaimInFlight(t *testing.T) {
+	ctx := context.Background()
+	d := &blockingDriver{Driver: memory.New(), started: make(chan struct{}), release: make(chan struct{})}
+	e := &Engine{Driver: d}
+	def := e.Defer(ctx, driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "in-flight-key-0000000001"}, "fp", time.Hour)
+	decided := make(chan error)
+	go func() { decided <- def.Settle() }() // an effect makes the claim
+	<-d.started
+	took := make(chan bool)
+	var takeErr error
+	go func() {
+		_, ok, err := def.Take() // the Tx's first statement
+		takeErr = err
+		took <- ok
+	}()
+	select {
+	case <-took:
+		t.Fatal("Take returned while the claim was in flight")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(d.release)
+	if err := <-decided; err != nil {
+		t.Fatalf("Settle: %v", err)
+	}
+	if ok := <-took; ok || takeErr != nil {
+		t.Errorf("Take after the claim in flight went to the flow: %v %v; want not taken, no error (begin as usual)", ok, takeErr)
+	}
+	dec, _ := def.Decide()
+	dec.Claim.Release(ctx)
+}
