@@ -62,27 +62,8 @@ func TestThreeInstancesOnePostgres(t *testing.T) {
 		t.Skip("builds and runs the demo binary")
 	}
 	start := time.Now()
-	dsn := newDatabase(t) // fails when no Postgres server answers
-	bin := buildDemo(t)
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db, procs := startInstances(t, 3)
 	c := &http.Client{Timeout: 20 * time.Second}
-
-	// Started together, so that all three migrate at once.
-	procs := make([]*proc, 3)
-	for i := range procs {
-		procs[i] = startProc(t, bin, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-postgres", dsn, "-lease", "2s", "-poll", "50ms")
-	}
-	for _, p := range procs {
-		p.url = waitListening(t, p.stderr, p.done)
-		do(t, p.url, "GET", "/healthz", "").want(t, 200, "")
-		if !strings.Contains(p.stderr.String(), "driver postgres") {
-			t.Fatalf("the demo does not say it runs on Postgres:\n%s", p.stderr)
-		}
-	}
 
 	if !t.Run("200 requests, 20 keys, 3 processes: each charge runs once", func(t *testing.T) {
 		chargeOnceAcross(t, c, db, procs)
@@ -234,6 +215,15 @@ func TestThreeInstancesOnePostgresDeferredClaim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the demo binary")
 	}
+	db, procs := startInstances(t, 3, "-defer-claim")
+	chargeOnceAcross(t, &http.Client{Timeout: 20 * time.Second}, db, procs)
+}
+
+// startInstances starts n demo processes together (so that they migrate at
+// once) on a new database, with extra flags, and waits until each serves on
+// Postgres. It returns a handle on the database.
+func startInstances(t *testing.T, n int, extra ...string) (*sql.DB, []*proc) {
+	t.Helper()
 	dsn := newDatabase(t) // fails when no Postgres server answers
 	bin := buildDemo(t)
 	db, err := sql.Open("pgx", dsn)
@@ -241,14 +231,18 @@ func TestThreeInstancesOnePostgresDeferredClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	procs := make([]*proc, 3)
+	procs := make([]*proc, n)
 	for i := range procs {
-		procs[i] = startProc(t, bin, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-postgres", dsn, "-lease", "2s", "-poll", "50ms", "-defer-claim")
+		procs[i] = startProc(t, bin, append([]string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-postgres", dsn, "-lease", "2s", "-poll", "50ms"}, extra...)...)
 	}
 	for _, p := range procs {
 		p.url = waitListening(t, p.stderr, p.done)
+		do(t, p.url, "GET", "/healthz", "").want(t, 200, "")
+		if !strings.Contains(p.stderr.String(), "driver postgres") {
+			t.Fatalf("the demo does not say it runs on Postgres:\n%s", p.stderr)
+		}
 	}
-	chargeOnceAcross(t, &http.Client{Timeout: 20 * time.Second}, db, procs)
+	return db, procs
 }
 
 // chargeOnceAcross sends 200 requests with 20 keys, each key's requests
