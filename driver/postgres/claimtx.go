@@ -103,10 +103,14 @@ func (c *lazyConn) sendClaimed(ctx context.Context, t driver.ClaimTicket, query 
 		return nil, err, true
 	}
 
-	// The claim, then its Sync.
+	// The claim, then its Sync (also after the claim failed in the server:
+	// its error ends the first segment, whose Sync still answers).
 	res, decided, cerr := readClaim(pipe, m)
-	if cerr == nil {
-		cerr = readSync(pipe)
+	var pgErr *pgconn.PgError
+	if cerr == nil || errors.As(cerr, &pgErr) {
+		if err := readSync(pipe); cerr == nil {
+			cerr = err
+		}
 	}
 	if cerr != nil {
 		cerr = c.d.wrap("claim", cerr)

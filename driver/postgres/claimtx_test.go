@@ -482,3 +482,53 @@ func TestDeferredClaimStatementPreparedAgainAfterItsTableChanged(t *testing.T) {
 		t.Errorf("charges after the table changed: %v, want at most the first to fail, then 201", codes)
 	}
 }
+
+// A claim that fails in the server (here a CHECK the new row breaks) is an
+// error for the ticket and for the statement, which does not run; the
+// connection is left with no transaction and serves the next one.
+func TestBeginClaimedWhenTheClaimFails(t *testing.T) {
+	t.Parallel()
+	d, _ := roundTripDriver(t)
+	ctx := t.Context()
+	table := pgx.Identifier{d.Schema(), "charges"}.Sanitize()
+	if _, err := d.Pool().Exec(ctx, `CREATE TABLE `+table+` (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, amount bigint NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	insert := `INSERT INTO ` + table + ` (amount) VALUES ($1)`
+	send := func(key string) (*ticket, error) {
+		t.Helper()
+		conn, err := d.DB().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		tk := &ticket{req: driver.ClaimRequest{Key: driver.Key{Tenant: "t", Principal: "anon", Flow: "f", Key: key},
+			Fingerprint: "fp", Owner: "owner-" + key, Lease: time.Minute, TTL: time.Hour}}
+		if err := d.BeginClaimed(ctx, conn, tk); err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.ExecContext(ctx, insert, 1)
+		if _, rerr := conn.ExecContext(ctx, "ROLLBACK"); rerr != nil {
+			t.Errorf("ROLLBACK: %v", rerr)
+		}
+		return tk, err
+	}
+	if _, err := send("fine-key-000000000000001"); err != nil { // statements prepared
+		t.Fatal(err)
+	}
+	if _, err := d.Pool().Exec(ctx, `ALTER TABLE `+pgx.Identifier{d.Schema(), "oke_idempotency"}.Sanitize()+
+		` ADD CONSTRAINT no_boom CHECK (idem_key <> 'boom-key-000000000000001')`); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := send("boom-key-000000000000001")
+	if err == nil || tk.err == nil || tk.done != 1 || !strings.Contains(err.Error(), "no_boom") {
+		t.Fatalf("a claim the server refuses: statement error %v, ticket told %v (%d times); want the claim's error, told once", err, tk.err, tk.done)
+	}
+	var rows int
+	if err := d.Pool().QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&rows); err != nil || rows != 0 {
+		t.Errorf("%d rows written (%v), want none: every transaction here rolled back or never began", rows, err)
+	}
+	if _, err := send("fine-key-000000000000002"); err != nil {
+		t.Errorf("the next claimed transaction: %v", err)
+	}
+}
