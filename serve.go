@@ -218,7 +218,7 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 // serveClaimed runs the claim state machine for one keyed request.
 func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, id Identity, key driver.Key, fp string, ttl time.Duration, w http.ResponseWriter) {
 	m := f.metrics
-	if f.opts.Idempotency.DeferClaim && !f.opts.Durable {
+	if f.opts.Idempotency.DeferClaim { // never Durable: checkOptions refuses it
 		if _, ok := a.cfg.Driver.(driver.TxClaimer); ok {
 			a.serveDeferred(ctx, f, in, id, key, fp, ttl, w)
 			return

@@ -67,12 +67,7 @@ func (c *lazyConn) sendClaimed(ctx context.Context, t driver.ClaimTicket, query 
 		return nil, nil, false
 	}
 	if !pipelined {
-		res, err := c.d.Claim(ctx, req)
-		if err := t.Done(res, err); err != nil {
-			c.refuse(err)
-			return nil, err, true
-		}
-		return nil, nil, false
+		return c.claimAlone(ctx, t, req)
 	}
 
 	m := pc.TypeMap()
@@ -121,12 +116,7 @@ func (c *lazyConn) sendClaimed(ctx context.Context, t driver.ClaimTicket, query 
 		// A concurrent claim won the key after the claim's snapshot (the
 		// guard refused): ask again, on its own.
 		pipe.Close()
-		res, cerr = c.d.Claim(ctx, req)
-		if err := t.Done(res, cerr); err != nil {
-			c.refuse(err)
-			return nil, err, true
-		}
-		return nil, nil, false
+		return c.claimAlone(ctx, t, req)
 	}
 	if err := t.Done(res, cerr); err != nil {
 		pipe.Close()
@@ -162,6 +152,18 @@ func (c *lazyConn) sendClaimed(ctx context.Context, t driver.ClaimTicket, query 
 		return nil, fmt.Errorf("postgres: pipeline: expected the statement's results, got %T", r), true
 	}
 	return &claimedResults{c: c, sd: sds.stmt, pipe: pipe, rr: rr, m: m}, nil, true
+}
+
+// claimAlone makes t's claim in a round trip of its own and reports, as
+// sendClaimed does, that the statement is still to be sent with its BEGIN
+// (sent false), or the refusal it gets instead.
+func (c *lazyConn) claimAlone(ctx context.Context, t driver.ClaimTicket, req driver.ClaimRequest) (begun, error, bool) {
+	res, err := c.d.Claim(ctx, req)
+	if err := t.Done(res, err); err != nil {
+		c.refuse(err)
+		return nil, err, true
+	}
+	return nil, nil, false
 }
 
 // refuse marks the connection's transaction as refused with err: it was
@@ -202,17 +204,26 @@ func (c *lazyConn) prepareClaimed(ctx context.Context, query string, args []any)
 	if _, ok := st.stmts[query]; !ok && len(st.stmts) >= maxClaimPrepared {
 		return sds, false, nil
 	}
-	for _, p := range []struct {
-		sd  **pgconn.StatementDescription
-		sql string
-	}{{&sds.stmt, query}, {&sds.claim, c.d.sql(claimCallSQL)}, {&sds.guard, c.d.sql(guardSQL)}, {&sds.begin, "BEGIN"}} {
-		var err error
-		if *p.sd, err = pc.Prepare(ctx, p.sql, p.sql); err != nil {
-			return sds, false, badConn(err)
+	if st.claim == nil || st.claim.SQL != c.d.sql(claimCallSQL) {
+		// Once per connection (and driver schema): the statements around
+		// every flow's own.
+		for _, p := range []struct {
+			sd  **pgconn.StatementDescription
+			sql string
+		}{{&st.claim, c.d.sql(claimCallSQL)}, {&st.guard, c.d.sql(guardSQL)}, {&st.begin, "BEGIN"}} {
+			var err error
+			if *p.sd, err = pc.Prepare(ctx, p.sql, p.sql); err != nil {
+				st.claim = nil
+				return sds, false, badConn(err)
+			}
 		}
 	}
+	sd, err := pc.Prepare(ctx, query, query) // pgx keeps it: a map lookup after the first time
+	if err != nil {
+		return sds, false, badConn(err)
+	}
 	st.stmts[query] = struct{}{}
-	return sds, true, nil
+	return claimedStatements{claim: st.claim, guard: st.guard, begin: st.begin, stmt: sd}, true, nil
 }
 
 // claimConn is what a connection (it outlives its lazyConn, which
@@ -220,8 +231,9 @@ func (c *lazyConn) prepareClaimed(ctx context.Context, query string, args []any)
 // its statements sent behind a claim. pgx keeps the prepared statements
 // themselves, by their SQL (pgx.Conn.Prepare).
 type claimConn struct {
-	stmts map[string]struct{} // first statements prepared
-	stale []string            // prepared statements to deallocate: see forgetIfStale
+	claim, guard, begin *pgconn.StatementDescription // prepared
+	stmts               map[string]struct{}          // first statements prepared
+	stale               []string                     // prepared statements to deallocate: see forgetIfStale
 }
 
 // claimState returns the connection's claimConn.

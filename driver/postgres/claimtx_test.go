@@ -37,13 +37,21 @@ type deferredApp struct {
 	raws    atomic.Int64 // fx.Raw effects that happened
 }
 
+// chargesTable creates a table of charges in d's schema and returns its
+// quoted name.
+func chargesTable(t *testing.T, d *postgres.Driver) string {
+	t.Helper()
+	table := pgx.Identifier{d.Schema(), "charges"}.Sanitize()
+	if _, err := d.Pool().Exec(t.Context(), `CREATE TABLE `+table+` (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, amount bigint NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	return table
+}
+
 func newDeferredApp(t *testing.T) *deferredApp {
 	t.Helper()
 	d, rt := roundTripDriver(t)
-	a := &deferredApp{t: t, d: d, rt: rt, table: pgx.Identifier{d.Schema(), "charges"}.Sanitize()}
-	if _, err := d.Pool().Exec(t.Context(), `CREATE TABLE `+a.table+` (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, amount bigint NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
+	a := &deferredApp{t: t, d: d, rt: rt, table: chargesTable(t, d)}
 	a.app = oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1})
 	opts := oke.Options{Idempotency: oke.Idempotency{Required: true, DeferClaim: true}}
 	type in struct{ Amount int64 }
@@ -221,10 +229,7 @@ func TestDeferredClaim(t *testing.T) {
 func TestDeferredClaimConcurrentRequestsWriteOnce(t *testing.T) {
 	t.Parallel()
 	d := newDriver(t)
-	table := pgx.Identifier{d.Schema(), "charges"}.Sanitize()
-	if _, err := d.Pool().Exec(t.Context(), `CREATE TABLE `+table+` (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, amount bigint NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
+	table := chargesTable(t, d)
 	app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1})
 	app.Handle(oke.POST("/charges"), oke.NewFlow("deferred.charge",
 		oke.Options{Idempotency: oke.Idempotency{Required: true, DeferClaim: true}},
@@ -329,10 +334,7 @@ func TestBeginClaimedRefusedLeavesTheConnectionClean(t *testing.T) {
 	t.Parallel()
 	d, rt := roundTripDriver(t)
 	ctx := t.Context()
-	table := pgx.Identifier{d.Schema(), "charges"}.Sanitize()
-	if _, err := d.Pool().Exec(ctx, `CREATE TABLE `+table+` (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, amount bigint NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
+	table := chargesTable(t, d)
 	key := driver.Key{Tenant: "t", Principal: "anon", Flow: "f", Key: "refused-key-000000000001"}
 	req := func(owner string) driver.ClaimRequest {
 		return driver.ClaimRequest{Key: key, Fingerprint: "fp", Owner: owner, Lease: time.Minute, TTL: time.Hour}
@@ -490,10 +492,7 @@ func TestBeginClaimedWhenTheClaimFails(t *testing.T) {
 	t.Parallel()
 	d, _ := roundTripDriver(t)
 	ctx := t.Context()
-	table := pgx.Identifier{d.Schema(), "charges"}.Sanitize()
-	if _, err := d.Pool().Exec(ctx, `CREATE TABLE `+table+` (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, amount bigint NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
+	table := chargesTable(t, d)
 	insert := `INSERT INTO ` + table + ` (amount) VALUES ($1)`
 	send := func(key string) (*ticket, error) {
 		t.Helper()

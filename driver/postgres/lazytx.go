@@ -163,7 +163,7 @@ func (c *lazyConn) ExecContext(ctx context.Context, query string, argsV []sqldri
 
 // QueryContext sends query, pipelined behind a pending BEGIN.
 func (c *lazyConn) QueryContext(ctx context.Context, query string, argsV []sqldriver.NamedValue) (sqldriver.Rows, error) {
-	if c.refused != nil && !txEnd(query) {
+	if c.refused != nil { // its end goes through ExecContext, as database/sql's and oke's do
 		return nil, c.refused
 	}
 	if !c.pending {

@@ -224,10 +224,7 @@ func TestRoundTripsPerKeyedRequest(t *testing.T) {
 			runs.Add(1)
 			return oke.Created(map[string]any{"id": "ch_1", "amount": in.Amount}, "/charges/ch_1"), nil
 		}))
-	table := pgx.Identifier{d.Schema(), "charges"}.Sanitize()
-	if _, err := d.Pool().Exec(t.Context(), `CREATE TABLE `+table+` (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, amount bigint NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
+	table := chargesTable(t, d)
 	app.Handle(oke.POST("/charges-tx"), oke.NewFlow("payments.charge-tx",
 		oke.Options{Idempotency: oke.Required},
 		func(ctx context.Context, in struct{ Amount int64 }, fx *oke.Fx) (oke.Response[map[string]any], error) {

@@ -137,13 +137,6 @@ func (d *Deferred) Settle() error {
 	return d.refusal()
 }
 
-// Made reports whether the claim was made (or is being made).
-func (d *Deferred) Made() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.state != unmade
-}
-
 // Took is how long the claim took once sent: with a statement, the round
 // trip they shared. Zero until decided.
 func (d *Deferred) Took() time.Duration {
