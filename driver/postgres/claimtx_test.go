@@ -48,6 +48,18 @@ func chargesTable(t *testing.T, d *postgres.Driver) string {
 	return table
 }
 
+// txCharge inserts a charge of amount into table through the flow's
+// transaction (Fx.Tx) and returns its id.
+func txCharge(ctx context.Context, fx *oke.Fx, table string, amount int64) (int64, error) {
+	tx, err := fx.Tx(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var id int64
+	err = tx.QueryRow(ctx, `INSERT INTO `+table+` (amount) VALUES ($1) RETURNING id`, amount).Scan(&id)
+	return id, err
+}
+
 func newDeferredApp(t *testing.T) *deferredApp {
 	t.Helper()
 	d, rt := roundTripDriver(t)
@@ -57,12 +69,8 @@ func newDeferredApp(t *testing.T) *deferredApp {
 	type in struct{ Amount int64 }
 	type out = oke.Response[map[string]any]
 	insert := func(ctx context.Context, fx *oke.Fx, amount int64) (out, error) {
-		tx, err := fx.Tx(ctx)
+		id, err := txCharge(ctx, fx, a.table, amount)
 		if err != nil {
-			return out{}, err
-		}
-		var id int64
-		if err := tx.QueryRow(ctx, `INSERT INTO `+a.table+` (amount) VALUES ($1) RETURNING id`, amount).Scan(&id); err != nil {
 			if errors.Is(err, oke.ErrKeyNotClaimed) {
 				a.stopped.Add(1)
 			}
@@ -234,12 +242,8 @@ func TestDeferredClaimConcurrentRequestsWriteOnce(t *testing.T) {
 	app.Handle(oke.POST("/charges"), oke.NewFlow("deferred.charge",
 		oke.Options{Idempotency: oke.Idempotency{Required: true, DeferClaim: true}},
 		func(ctx context.Context, in struct{ Amount int64 }, fx *oke.Fx) (oke.Response[map[string]int64], error) {
-			tx, err := fx.Tx(ctx)
+			id, err := txCharge(ctx, fx, table, in.Amount)
 			if err != nil {
-				return oke.Response[map[string]int64]{}, err
-			}
-			var id int64
-			if err := tx.QueryRow(ctx, `INSERT INTO `+table+` (amount) VALUES ($1) RETURNING id`, in.Amount).Scan(&id); err != nil {
 				return oke.Response[map[string]int64]{}, err
 			}
 			time.Sleep(5 * time.Millisecond) // hold the key while the others arrive

@@ -229,12 +229,8 @@ func TestRoundTripsPerKeyedRequest(t *testing.T) {
 		oke.Options{Idempotency: oke.Required},
 		func(ctx context.Context, in struct{ Amount int64 }, fx *oke.Fx) (oke.Response[map[string]any], error) {
 			runs.Add(1)
-			tx, err := fx.Tx(ctx)
+			id, err := txCharge(ctx, fx, table, in.Amount)
 			if err != nil {
-				return oke.Response[map[string]any]{}, err
-			}
-			var id int64
-			if err := tx.QueryRow(ctx, `INSERT INTO `+table+` (amount) VALUES ($1) RETURNING id`, in.Amount).Scan(&id); err != nil {
 				return oke.Response[map[string]any]{}, err
 			}
 			return oke.Created(map[string]any{"id": id, "amount": in.Amount}, fmt.Sprint("/charges/", id)), nil
