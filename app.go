@@ -336,14 +336,18 @@ func (f *flow) checkOptions() []error {
 			errs = append(errs, fmt.Errorf("flow %q: option Effects: unknown effect %q; fix: use the oke.Effect constants", f.name, e))
 		}
 	}
-	if m.DeferClaim {
+	if m.deferred() {
+		opt := "DeferClaim"
+		if m.ClaimInTx {
+			opt = "ClaimInTx"
+		}
 		switch {
 		case m.Off:
-			errs = append(errs, fmt.Errorf("flow %q: option Idempotency sets both DeferClaim and Off; fix: keep one", f.name))
+			errs = append(errs, fmt.Errorf("flow %q: option Idempotency sets both %s and Off; fix: keep one", f.name, opt))
 		case f.opts.Durable:
-			errs = append(errs, fmt.Errorf("flow %q: option Idempotency.DeferClaim is for flows that are not durable (a durable flow's run is created with its claim); fix: drop DeferClaim", f.name))
+			errs = append(errs, fmt.Errorf("flow %q: option Idempotency.%s is for flows that are not durable (a durable flow's run is created with its claim); fix: drop %s", f.name, opt, opt))
 		case f.shape != shapeUnary:
-			errs = append(errs, fmt.Errorf("flow %q: option Idempotency.DeferClaim is for unary flows, and this one is a %s, which never stores a response; fix: drop DeferClaim", f.name, f.shape))
+			errs = append(errs, fmt.Errorf("flow %q: option Idempotency.%s is for unary flows, and this one is a %s, which never stores a response; fix: drop %s", f.name, opt, f.shape, opt))
 		}
 	}
 	if m.Required {

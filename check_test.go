@@ -64,6 +64,12 @@ func TestStartRefusesABadContract(t *testing.T) {
 			app.Handle(oke.POST("/x"), oke.NewStream("s.dstream", oke.Options{Idempotency: oke.Idempotency{DeferClaim: true}},
 				func(context.Context, noIn, *oke.Fx, http.ResponseWriter) error { return nil }))
 		}, []string{`flow "s.dstream"`, "DeferClaim", "stream", "fix: drop DeferClaim"}},
+		{"claim in transaction on a durable flow", func(app *oke.App) {
+			app.Handle(oke.POST("/x"), unary("f.tdur", oke.Options{Durable: true, Idempotency: oke.Idempotency{ClaimInTx: true}}))
+		}, []string{`flow "f.tdur"`, "ClaimInTx", "not durable", "fix: drop ClaimInTx"}},
+		{"claim in transaction and off", func(app *oke.App) {
+			app.Handle(oke.POST("/x"), unary("f.toff", oke.Options{Idempotency: oke.Idempotency{Off: true, ClaimInTx: true}}))
+		}, []string{`flow "f.toff"`, "ClaimInTx and Off", "fix:"}},
 		{"unknown effect", func(app *oke.App) {
 			app.Handle(oke.POST("/x"), unary("f.eff", oke.Options{Effects: []oke.Effect{"teleport"}}))
 		}, []string{`flow "f.eff"`, `"teleport"`}},

@@ -14,11 +14,18 @@ import (
 // On a driver that cannot send a claim with a transaction's first
 // statement (here memory), a flow with a deferred claim is claimed up
 // front, as without the option: a replay does not start its function.
+// So is one whose claim would be held in its transaction (ClaimInTx).
 func TestDeferClaimOnADriverWithoutTransactionsClaimsUpFront(t *testing.T) {
+	for _, mode := range []oke.Idempotency{{Required: true, DeferClaim: true}, {Required: true, ClaimInTx: true}} {
+		t.Run(mode.String(), func(t *testing.T) { testClaimsUpFront(t, mode) })
+	}
+}
+
+func testClaimsUpFront(t *testing.T, mode oke.Idempotency) {
 	var started atomic.Int64
 	app := newApp(t, oke.Config{}, func(app *oke.App) {
 		app.Handle(oke.POST("/charges"), oke.NewFlow("d.charge",
-			oke.Options{Idempotency: oke.Idempotency{Required: true, DeferClaim: true}},
+			oke.Options{Idempotency: mode},
 			func(ctx context.Context, in amountIn, fx *oke.Fx) (oke.Response[amountIn], error) {
 				started.Add(1)
 				if err := fx.Emit(ctx, "charged", in); err != nil {

@@ -85,7 +85,32 @@ type Idempotency struct {
 	// For unary flows that are not durable. Other drivers claim up front,
 	// as without it.
 	DeferClaim bool
+	// ClaimInTx is DeferClaim with the claim held by the flow's
+	// transaction: on driver/postgres it is made inside that transaction,
+	// in the round trip of its first statement, and commits with the
+	// flow's writes and the stored response — one commit per request
+	// instead of two, and no lease to renew. A request cut off (a crash,
+	// a lost connection) leaves nothing behind: the key is free at once,
+	// with no in-progress row to wait out.
+	//
+	// What it gives up: while the flow runs, its key is held by a
+	// transaction-scoped advisory lock, not a row. Another request with
+	// the key gets 409 with Retry-After 1 whatever its body (422 for a
+	// different body comes only once the first has finished), and
+	// listings show nothing in progress. The lock lives in the flow's
+	// database session: if that connection is lost while the function
+	// still runs, its transaction is gone and a retry may run while the
+	// function finishes work outside the database. Writes through Fx.Tx
+	// stay exactly-once either way.
+	//
+	// It implies DeferClaim and its rules. Drivers that cannot hold a
+	// claim in a transaction do what DeferClaim does.
+	ClaimInTx bool
 }
+
+// deferred reports whether the claim is made late (DeferClaim or
+// ClaimInTx).
+func (m Idempotency) deferred() bool { return m.DeferClaim || m.ClaimInTx }
 
 // The common modes.
 var (
@@ -105,7 +130,10 @@ func (m Idempotency) String() string {
 	if m.TTL != "" {
 		s += " (ttl " + m.TTL + ")"
 	}
-	if m.DeferClaim {
+	switch {
+	case m.ClaimInTx:
+		s += " (claim in transaction)"
+	case m.DeferClaim:
 		s += " (deferred claim)"
 	}
 	return s

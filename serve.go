@@ -218,7 +218,7 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 // serveClaimed runs the claim state machine for one keyed request.
 func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, id Identity, key driver.Key, fp string, ttl time.Duration, w http.ResponseWriter) {
 	m := f.metrics
-	if f.opts.Idempotency.DeferClaim { // never Durable: checkOptions refuses it
+	if f.opts.Idempotency.deferred() { // never Durable: checkOptions refuses it
 		if _, ok := a.cfg.Driver.(driver.TxClaimer); ok {
 			a.serveDeferred(ctx, f, in, id, key, fp, ttl, w)
 			return
@@ -309,7 +309,7 @@ func (a *App) answerClaim(f *flow, dec idem.Decision, err error, w http.Response
 // A claim that is not the request's stops the flow at that effect, and the
 // request is answered as it would have been had the claim come first.
 func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, key driver.Key, fp string, ttl time.Duration, w http.ResponseWriter) {
-	d := a.engine.Defer(ctx, key, fp, ttl)
+	d := a.engine.Defer(ctx, key, fp, ttl, f.opts.Idempotency.ClaimInTx)
 	fx := &Fx{app: a, flow: f, identity: id, claim: d}
 	res, _, runErr := a.callUnary(ctx, f, in, fx)
 	dec, err := d.Decide()

@@ -120,6 +120,10 @@ type ClaimRequest struct {
 	// row keeps the run it already links (the same request resumes that
 	// run); RunID only fills in a row that links none.
 	RunID string
+	// InTx asks a TxClaimer (BeginClaimed) to hold the claim in the flow's
+	// transaction instead of committing it ahead: see TxClaimer. Claim
+	// ignores it.
+	InTx bool
 }
 
 // ClaimResult is the outcome of a claim.
@@ -138,6 +142,12 @@ type ClaimResult struct {
 	Previous *Row
 	// Now is the store's clock at the claim.
 	Now time.Time
+	// InTx is set with Claimed when the claim is held by the flow's
+	// transaction (ClaimRequest.InTx): no row exists until that
+	// transaction commits, with the response (TxDriver.CommitComplete);
+	// if it ends any other way, nothing of the claim remains. No lease is
+	// needed: the claim lasts as long as the transaction.
+	InTx bool
 }
 
 // Driver is the storage contract. All methods are safe for concurrent use.

@@ -80,5 +80,14 @@ type TxClaimer interface {
 	// transaction is open, and that statement and every later one on
 	// conn return Done's error, except a COMMIT or ROLLBACK, which ends
 	// nothing and succeeds.
+	//
+	// When the ticket's request has InTx set, the driver may instead make
+	// the claim inside the flow's transaction, in the same round trip: it
+	// then reports ClaimResult.InTx, and no row exists until the
+	// transaction commits with the response (CommitComplete, which must
+	// then store the response whether or not a row exists). While the
+	// transaction is open, no other claim of the key may succeed; once it
+	// ends any other way, the key is free. A driver that cannot do this
+	// makes the claim as without InTx.
 	BeginClaimed(ctx context.Context, conn *sql.Conn, t ClaimTicket) error
 }

@@ -69,6 +69,9 @@ func (c *lazyConn) sendClaimed(ctx context.Context, t driver.ClaimTicket, query 
 	if !pipelined {
 		return c.claimAlone(ctx, t, req)
 	}
+	if req.InTx {
+		return c.sendHeld(ctx, t, req, sds)
+	}
 
 	m := pc.TypeMap()
 	if err := c.claimArgs.Build(m, sds.claim, claimArgs(req)); err != nil {
@@ -139,19 +142,7 @@ func (c *lazyConn) sendClaimed(ctx context.Context, t driver.ClaimTicket, query 
 		pipe.Close()
 		return nil, gerr, true
 	}
-	// The statement's results, for the caller to read.
-	r, err := pipe.GetResults()
-	if err != nil {
-		c.forgetIfStale(sds.stmt, err)
-		pipe.Close()
-		return nil, err, true
-	}
-	rr, ok := r.(*pgconn.ResultReader)
-	if !ok {
-		pipe.Close()
-		return nil, fmt.Errorf("postgres: pipeline: expected the statement's results, got %T", r), true
-	}
-	return &claimedResults{c: c, sd: sds.stmt, pipe: pipe, rr: rr, m: m}, nil, true
+	return c.readFirst(pipe, sds.stmt, m)
 }
 
 // claimAlone makes t's claim in a round trip of its own and reports, as
@@ -176,6 +167,7 @@ func (c *lazyConn) refuse(err error) {
 // connection.
 type claimedStatements struct {
 	claim, guard, begin, stmt *pgconn.StatementDescription
+	lock, lookup, heldGuard   *pgconn.StatementDescription // sendHeld's
 }
 
 // prepareClaimed prepares the statements of sendClaimed on the connection,
@@ -210,7 +202,8 @@ func (c *lazyConn) prepareClaimed(ctx context.Context, query string, args []any)
 		for _, p := range []struct {
 			sd  **pgconn.StatementDescription
 			sql string
-		}{{&st.claim, c.d.sql(claimCallSQL)}, {&st.guard, c.d.sql(guardSQL)}, {&st.begin, "BEGIN"}} {
+		}{{&st.claim, c.d.sql(claimCallSQL)}, {&st.guard, c.d.sql(guardSQL)}, {&st.begin, "BEGIN"},
+			{&st.lock, heldLockSQL}, {&st.lookup, c.d.sql(heldLookupSQL)}, {&st.heldGuard, c.d.sql(heldGuardSQL)}} {
 			var err error
 			if *p.sd, err = pc.Prepare(ctx, p.sql, p.sql); err != nil {
 				st.claim = nil
@@ -223,7 +216,8 @@ func (c *lazyConn) prepareClaimed(ctx context.Context, query string, args []any)
 		return sds, false, badConn(err)
 	}
 	st.stmts[query] = struct{}{}
-	return claimedStatements{claim: st.claim, guard: st.guard, begin: st.begin, stmt: sd}, true, nil
+	return claimedStatements{claim: st.claim, guard: st.guard, begin: st.begin, stmt: sd,
+		lock: st.lock, lookup: st.lookup, heldGuard: st.heldGuard}, true, nil
 }
 
 // claimConn is what a connection (it outlives its lazyConn, which
@@ -231,9 +225,10 @@ func (c *lazyConn) prepareClaimed(ctx context.Context, query string, args []any)
 // its statements sent behind a claim. pgx keeps the prepared statements
 // themselves, by their SQL (pgx.Conn.Prepare).
 type claimConn struct {
-	claim, guard, begin *pgconn.StatementDescription // prepared
-	stmts               map[string]struct{}          // first statements prepared
-	stale               []string                     // prepared statements to deallocate: see forgetIfStale
+	claim, guard, begin     *pgconn.StatementDescription // prepared
+	lock, lookup, heldGuard *pgconn.StatementDescription // prepared, for sendHeld
+	stmts                   map[string]struct{}          // first statements prepared
+	stale                   []string                     // prepared statements to deallocate: see forgetIfStale
 }
 
 // claimState returns the connection's claimConn.

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/http"
@@ -26,6 +27,11 @@ import (
 //	/charges        the INSERT is the flow's first effect: the claim goes with it
 //	/raw-first      an fx.Raw effect first, which makes the claim on its own
 //	/fail-first     returns an error before any effect
+//	/checked        the INSERT is the first effect, into a table whose CHECK
+//	                refuses amounts of 0; declines (402) amounts over 1000
+//
+// With inTx, the flows' claims are held in their transactions
+// (oke.Idempotency.ClaimInTx).
 type deferredApp struct {
 	t       *testing.T
 	d       *postgres.Driver
@@ -60,12 +66,16 @@ func txCharge(ctx context.Context, fx *oke.Fx, table string, amount int64) (int6
 	return id, err
 }
 
-func newDeferredApp(t *testing.T) *deferredApp {
+func newDeferredApp(t *testing.T, inTx bool) *deferredApp {
 	t.Helper()
 	d, rt := roundTripDriver(t)
 	a := &deferredApp{t: t, d: d, rt: rt, table: chargesTable(t, d)}
+	checked := pgx.Identifier{d.Schema(), "checked"}.Sanitize()
+	if _, err := d.Pool().Exec(t.Context(), `CREATE TABLE `+checked+` (amount bigint NOT NULL CHECK (amount > 0))`); err != nil {
+		t.Fatal(err)
+	}
 	a.app = oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1})
-	opts := oke.Options{Idempotency: oke.Idempotency{Required: true, DeferClaim: true}}
+	opts := oke.Options{Idempotency: oke.Idempotency{Required: true, DeferClaim: !inTx, ClaimInTx: inTx}}
 	type in struct{ Amount int64 }
 	type out = oke.Response[map[string]any]
 	insert := func(ctx context.Context, fx *oke.Fx, amount int64) (out, error) {
@@ -97,6 +107,21 @@ func newDeferredApp(t *testing.T) *deferredApp {
 				return out{}, err
 			}
 			return insert(ctx, fx, in.Amount)
+		}))
+	a.app.Handle(oke.POST("/checked"), oke.NewFlow("deferred.checked", opts,
+		func(ctx context.Context, in in, fx *oke.Fx) (out, error) {
+			a.started.Add(1)
+			tx, err := fx.Tx(ctx)
+			if err != nil {
+				return out{}, err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO `+checked+` (amount) VALUES ($1)`, in.Amount); err != nil {
+				return out{}, fmt.Errorf("insert: %w", err)
+			}
+			if in.Amount > 1000 {
+				return out{}, fx.Fail(http.StatusPaymentRequired, "PaymentDeclined", "Too much.")
+			}
+			return oke.Created(map[string]any{"amount": in.Amount}, ""), nil
 		}))
 	a.app.Handle(oke.POST("/fail-first"), oke.NewFlow("deferred.fail-first", opts,
 		func(ctx context.Context, in in, fx *oke.Fx) (out, error) {
@@ -149,10 +174,25 @@ func (a *deferredApp) state(flow, key string) (driver.State, bool) {
 // connection: the claim goes in the round trip of the flow's first
 // statement, and a request whose key is not its own to run is stopped at
 // that statement, which does not run.
+//
+// A claim held in the flow's transaction (ClaimInTx) costs the same round
+// trips and answers the same, except where the transaction fails: its
+// claim goes with it, and storing the failure claims the key again.
 func TestDeferredClaim(t *testing.T) {
 	t.Parallel()
-	a := newDeferredApp(t)
+	for _, inTx := range []bool{false, true} {
+		t.Run(fmt.Sprintf("inTx=%v", inTx), func(t *testing.T) {
+			t.Parallel()
+			testDeferredClaim(t, inTx)
+		})
+	}
+}
+
+func testDeferredClaim(t *testing.T, inTx bool) {
+	a := newDeferredApp(t, inTx)
 	// Warm up: prepare every statement on the one connection.
+	a.post("/checked", "warm-up-key-000000000001", 1)
+	a.post("/checked", "warm-up-key-000000000002", 2000)
 	for _, path := range []string{"/charges", "/raw-first"} {
 		a.post(path, "warm-up-key-000000000001", 1000)
 		if w := a.post(path, "warm-up-key-000000000001", 1000); w.Code != http.StatusCreated {
@@ -173,7 +213,31 @@ func TestDeferredClaim(t *testing.T) {
 	}); err != nil || !res.Claimed {
 		t.Fatalf("claim for another attempt: %+v, %v", res, err)
 	}
+	// Keys whose attempt's lease lapsed: the same request takes them over
+	// (the first to warm up).
+	for _, key := range []string{"lapsed-key-0000000000000", "lapsed-key-0000000000001"} {
+		if res, err := a.d.Claim(t.Context(), driver.ClaimRequest{
+			Key:         driver.Key{Tenant: "default", Principal: "anon", Flow: "deferred.charge", Key: key},
+			Fingerprint: warm.Fingerprint, Owner: "a-lapsed-attempt", Lease: time.Millisecond, TTL: time.Hour,
+		}); err != nil || !res.Claimed {
+			t.Fatalf("claim for a lapsed attempt: %+v, %v", res, err)
+		}
+	}
+	time.Sleep(10 * time.Millisecond)
+	if w := a.post("/charges", "lapsed-key-0000000000000", 1000); w.Code != http.StatusCreated {
+		t.Fatalf("warm-up takeover: %d %s", w.Code, w.Body)
+	}
 	a.rt.take()
+	// A failed INSERT is a failure before any effect: the key is released.
+	// A claim held by the transaction went with it (ClaimInTx): nothing to
+	// release.
+	failedTrips := int64(3) // the pipeline; ROLLBACK; the release
+	// A declared failure after the INSERT is stored; the INSERT is rolled
+	// back. A claim held by the transaction is made again to store it.
+	declinedTrips := int64(3) // the pipeline; ROLLBACK; the completion
+	if inTx {
+		failedTrips, declinedTrips = 2, 4
+	}
 
 	for _, tc := range []struct {
 		name      string
@@ -190,6 +254,12 @@ func TestDeferredClaim(t *testing.T) {
 		{"replay: the claim stops the INSERT, which does not run", "/charges", "charge-key-0000000000001", 1000, 201, true, 1, 0, 1, 0},
 		{"another request under the key: 422, nothing runs", "/charges", "charge-key-0000000000001", 2000, 422, false, 1, 0, 1, 0},
 		{"key held by another attempt: 409, nothing runs", "/charges", "held-key-000000000000001", 1000, 409, false, 1, 0, 1, 0},
+		{"key of an attempt whose lease lapsed: taken over", "/charges", "lapsed-key-0000000000001", 1000, 201, false, 2, 1, 0, 0},
+		{"and replayed", "/charges", "lapsed-key-0000000000001", 1000, 201, true, 1, 0, 1, 0},
+		{"the INSERT fails after its claim: 500, the key released", "/checked", "checked-key-000000000001", 0, 500, false, failedTrips, 0, 0, 0},
+		{"so it runs again", "/checked", "checked-key-000000000001", 0, 500, false, failedTrips, 0, 0, 0},
+		{"a declared failure after the INSERT: stored, the INSERT rolled back", "/checked", "checked-key-000000000002", 2000, 402, false, declinedTrips, 0, 0, 0},
+		{"and replayed", "/checked", "checked-key-000000000002", 2000, 402, true, 1, 0, 0, 0},
 		{"an effect before the INSERT claims first, in a round trip of its own", "/raw-first", "raw-key-0000000000000001", 1000, 201, false, 3, 1, 0, 1},
 		{"replay of it: the effect does not happen", "/raw-first", "raw-key-0000000000000001", 1000, 201, true, 1, 0, 1, 0},
 		{"a failure before any effect: claimed when the flow returns, then released", "/fail-first", "fail-key-000000000000001", 1, 500, false, 2, 0, 0, 0},
@@ -223,6 +293,10 @@ func TestDeferredClaim(t *testing.T) {
 	if st, ok := a.state("deferred.charge", "charge-key-0000000000001"); !ok || st != driver.Completed {
 		t.Errorf("the live charge's key: %v (exists %v), want completed", st, ok)
 	}
+	var checkedRows int
+	if err := a.d.Pool().QueryRow(t.Context(), `SELECT count(*) FROM `+pgx.Identifier{a.d.Schema(), "checked"}.Sanitize()+` WHERE amount > 1000`).Scan(&checkedRows); err != nil || checkedRows != 0 {
+		t.Errorf("declined charges written: %d (%v), want 0: a declared failure rolls the flow's writes back", checkedRows, err)
+	}
 	if _, ok := a.state("deferred.fail-first", "fail-key-000000000000001"); ok {
 		t.Error("a failure before any effect left its key claimed, want it released so the key may run again")
 	}
@@ -234,18 +308,31 @@ func TestDeferredClaim(t *testing.T) {
 // Concurrent requests with one key run the flow's effects once: the
 // others are stopped at their INSERT (replay or 409), and only one row is
 // written.
+// So do they when the claim is held in the flow's transaction
+// (ClaimInTx): the others get 409 from its lock while it runs.
 func TestDeferredClaimConcurrentRequestsWriteOnce(t *testing.T) {
 	t.Parallel()
+	for _, inTx := range []bool{false, true} {
+		t.Run(fmt.Sprintf("inTx=%v", inTx), func(t *testing.T) {
+			t.Parallel()
+			testConcurrentRequestsWriteOnce(t, inTx)
+		})
+	}
+}
+
+func testConcurrentRequestsWriteOnce(t *testing.T, inTx bool) {
+	var inserted atomic.Int64 // INSERTs that ran: one per key, or the claim did not exclude
 	d := newDriver(t)
 	table := chargesTable(t, d)
 	app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1})
 	app.Handle(oke.POST("/charges"), oke.NewFlow("deferred.charge",
-		oke.Options{Idempotency: oke.Idempotency{Required: true, DeferClaim: true}},
+		oke.Options{Idempotency: oke.Idempotency{Required: true, DeferClaim: !inTx, ClaimInTx: inTx}},
 		func(ctx context.Context, in struct{ Amount int64 }, fx *oke.Fx) (oke.Response[map[string]int64], error) {
 			id, err := txCharge(ctx, fx, table, in.Amount)
 			if err != nil {
 				return oke.Response[map[string]int64]{}, err
 			}
+			inserted.Add(1)
 			time.Sleep(5 * time.Millisecond) // hold the key while the others arrive
 			return oke.Created(map[string]int64{"id": id}, fmt.Sprint("/charges/", id)), nil
 		}))
@@ -293,6 +380,9 @@ func TestDeferredClaimConcurrentRequestsWriteOnce(t *testing.T) {
 	}
 	if rows != keys {
 		t.Errorf("%d rows for %d keys, want one each", rows, keys)
+	}
+	if n := inserted.Load(); n != keys {
+		t.Errorf("%d INSERTs ran for %d keys, want one each: the others' claims must stop theirs", n, keys)
 	}
 }
 
@@ -473,7 +563,7 @@ func TestBeginClaimedWithoutPreparedStatements(t *testing.T) {
 // and is prepared again for the next request.
 func TestDeferredClaimStatementPreparedAgainAfterItsTableChanged(t *testing.T) {
 	t.Parallel()
-	a := newDeferredApp(t)
+	a := newDeferredApp(t, false)
 	if w := a.post("/charges", "stale-key-00000000000001", 1); w.Code != http.StatusCreated {
 		t.Fatalf("first charge: %d %s", w.Code, w.Body)
 	}
@@ -533,5 +623,126 @@ func TestBeginClaimedWhenTheClaimFails(t *testing.T) {
 	}
 	if _, err := send("fine-key-000000000000002"); err != nil {
 		t.Errorf("the next claimed transaction: %v", err)
+	}
+}
+
+// heldTx begins a transaction on a new connection of d's DB whose claim of
+// key is held in it (ClaimRequest.InTx), sends INSERT of amount into table
+// with it, and returns the connection and what the claim's ticket was told.
+func heldTx(t *testing.T, d *postgres.Driver, table string, key driver.Key, owner string, amount int64) (*sql.Conn, *ticket, error) {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := d.DB().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	tk := &ticket{req: driver.ClaimRequest{Key: key, Fingerprint: "fp", Owner: owner, Lease: time.Minute, TTL: time.Hour, InTx: true}}
+	if err := d.BeginClaimed(ctx, conn, tk); err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.ExecContext(ctx, `INSERT INTO `+table+` (amount) VALUES ($1)`, amount)
+	return conn, tk, err
+}
+
+// A claim held in a transaction: while the transaction is open, a second
+// one on the key is refused as running (409, Retry-After 1) and its
+// INSERT does not run; no row exists until the first commits with its
+// response, and then the next one sees that response. A transaction that
+// rolls back leaves nothing: the key is free at once.
+func TestHeldClaim(t *testing.T) {
+	t.Parallel()
+	d := newDriver(t)
+	ctx := t.Context()
+	table := chargesTable(t, d)
+	key := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "held-claim-key-000000001"}
+	count := func() (charges int, row bool) {
+		t.Helper()
+		if err := d.Pool().QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&charges); err != nil {
+			t.Fatal(err)
+		}
+		_, err := d.Get(ctx, key)
+		if err != nil && !errors.Is(err, driver.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return charges, err == nil
+	}
+
+	first, tk1, err := heldTx(t, d, table, key, "first", 1)
+	if err != nil || !tk1.res.Claimed || !tk1.res.InTx {
+		t.Fatalf("first: %v, claim %+v; want the INSERT run under a claim held in its transaction", err, tk1.res)
+	}
+	if n, row := count(); n != 0 || row {
+		t.Errorf("while the first runs: %d charges, row %v; want none visible", n, row)
+	}
+	_, tk2, err := heldTx(t, d, table, key, "second", 2)
+	if !errors.Is(err, errNotOurs) || tk2.res.Claimed || tk2.res.Row.State != driver.Running ||
+		tk2.res.Row.LeaseUntil.Sub(tk2.res.Now) != time.Second {
+		t.Errorf("second, while the first runs: %v, claim %+v; want it refused as running for a second", err, tk2.res)
+	}
+	// The first rolls back: nothing of it remains, and the key is free.
+	if _, err := first.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if n, row := count(); n != 0 || row {
+		t.Errorf("after a rollback: %d charges, row %v; want none", n, row)
+	}
+	third, tk3, err := heldTx(t, d, table, key, "third", 3)
+	if err != nil || !tk3.res.Claimed {
+		t.Fatalf("third, after the rollback: %v, claim %+v; want it claimed", err, tk3.res)
+	}
+	resp := driver.Response{Status: 201, ContentType: "application/json", Body: []byte(`{"amount":3}`)}
+	if err := d.CommitComplete(ctx, third, key, "third", resp, time.Hour); err != nil {
+		t.Fatalf("third's completion: %v", err)
+	}
+	if n, row := count(); n != 1 || !row {
+		t.Errorf("after the third committed: %d charges, row %v; want its charge and its row", n, row)
+	}
+	got, err := d.Get(ctx, key)
+	if err != nil || got.State != driver.Completed || got.Response == nil || string(got.Response.Body) != `{"amount":3}` || got.Fingerprint != "fp" {
+		t.Errorf("the stored row: %+v, %v; want the third's response, completed", got, err)
+	}
+	_, tk4, err := heldTx(t, d, table, key, "fourth", 4)
+	if !errors.Is(err, errNotOurs) || tk4.res.Claimed || tk4.res.Row.Response == nil || string(tk4.res.Row.Response.Body) != `{"amount":3}` {
+		t.Errorf("fourth: %v, claim %+v; want the stored response to replay, the INSERT not run", err, tk4.res)
+	}
+	if n, _ := count(); n != 1 {
+		t.Errorf("%d charges, want 1", n)
+	}
+}
+
+// An instance that claims the key on its own (without InTx: a claim takes
+// no lock) while another holds it in its transaction: both run, and the
+// completion decides. The held one's completion finds the row taken and
+// fails (ErrNotOwner); its transaction, and its INSERT, roll back.
+func TestHeldClaimLosesToAClaimMadeWithoutTheLock(t *testing.T) {
+	t.Parallel()
+	d := newDriver(t)
+	ctx := t.Context()
+	table := chargesTable(t, d)
+	key := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "held-claim-key-000000002"}
+	held, tk, err := heldTx(t, d, table, key, "held", 1)
+	if err != nil || !tk.res.Claimed {
+		t.Fatalf("held: %v, %+v", err, tk.res)
+	}
+	res, err := d.Claim(ctx, driver.ClaimRequest{Key: key, Fingerprint: "fp", Owner: "other", Lease: time.Minute, TTL: time.Hour})
+	if err != nil || !res.Claimed {
+		t.Fatalf("a claim of its own meanwhile: %+v, %v; want it claimed (it takes no lock)", res, err)
+	}
+	err = d.CommitComplete(ctx, held, key, "held", driver.Response{Status: 201, Body: []byte(`{}`)}, time.Hour)
+	if !errors.Is(err, driver.ErrNotOwner) {
+		t.Errorf("the held claim's completion: %v, want ErrNotOwner", err)
+	}
+	var n int
+	if err := d.Pool().QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d charges (%v), want 0: the refused completion rolls its INSERT back", n, err)
+	}
+	if got, err := d.Get(ctx, key); err != nil || got.State != driver.Running || got.Owner != "other" {
+		t.Errorf("the row: %+v, %v; want the other claim's, running", got, err)
+	}
+	// The connection is clean for its next transaction.
+	var one int
+	if err := held.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil || one != 1 {
+		t.Errorf("the connection after: %v", err)
 	}
 }

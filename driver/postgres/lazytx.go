@@ -76,6 +76,9 @@ type lazyConn struct {
 	// refused is set when the claim sent ahead did not go to the flow: no
 	// transaction is open, and every statement but its end fails with it.
 	refused error
+	// held is the claim the open transaction holds (sendHeld), until it
+	// ends: its completion stores the response (CommitComplete).
+	held *heldClaim
 	// Encoders of the claim's and the statement's arguments.
 	claimArgs, stmtArgs pgx.ExtendedQueryBuilder
 }
@@ -132,7 +135,7 @@ func (c *lazyConn) ended(query string) bool {
 	if (!c.pending && c.refused == nil) || !txEnd(query) {
 		return false
 	}
-	c.pending, c.ticket, c.refused = false, nil, nil
+	c.pending, c.ticket, c.refused, c.held = false, nil, nil, nil
 	return true
 }
 
@@ -145,6 +148,9 @@ func (c *lazyConn) ExecContext(ctx context.Context, query string, argsV []sqldri
 		return nil, c.refused
 	}
 	if !c.pending {
+		if c.held != nil && txEnd(query) {
+			c.held = nil // the transaction ends, and its claim with it
+		}
 		return c.Conn.ExecContext(ctx, query, argsV)
 	}
 	br, err := c.sendFirst(ctx, query, argsV)
@@ -192,7 +198,7 @@ func (c *lazyConn) QueryContext(ctx context.Context, query string, argsV []sqldr
 // ResetSession clears a BEGIN that was never sent: the connection is back
 // in its pool with no transaction.
 func (c *lazyConn) ResetSession(ctx context.Context) error {
-	c.pending, c.ticket, c.refused = false, nil, nil
+	c.pending, c.ticket, c.refused, c.held = false, nil, nil, nil
 	return c.Conn.ResetSession(ctx)
 }
 

@@ -51,7 +51,13 @@ func (d *Driver) CommitComplete(ctx context.Context, conn *sql.Conn, key driver.
 	if err := d.check(); err != nil {
 		return err
 	}
-	return d.commitWith(ctx, conn, "complete in transaction", d.sql(completeOrFailSQL), completeArgs(key, owner, resp, ttl))
+	return d.commitWith(ctx, conn, "complete in transaction", driver.ErrNotOwner, func(lc *lazyConn) (string, []any) {
+		if h := lc.held; h != nil && h.owner == owner && h.key == key {
+			// The claim is the transaction's: the response is its row.
+			return h.completion(d, resp, ttl)
+		}
+		return d.sql(completeOrFailSQL), completeArgs(key, owner, resp, ttl)
+	})
 }
 
 // saveStepOrFailSQL is saveStepSQL that fails when it saves nothing, like
@@ -69,21 +75,27 @@ func (d *Driver) CommitStep(ctx context.Context, conn *sql.Conn, id, owner strin
 	if err := d.check(); err != nil {
 		return err
 	}
-	return d.commitWith(ctx, conn, "save step in transaction", d.sql(saveStepOrFailSQL), saveStepArgs(id, owner, step))
+	return d.commitWith(ctx, conn, "save step in transaction", driver.ErrStepOrder, func(*lazyConn) (string, []any) {
+		return d.sql(saveStepOrFailSQL), saveStepArgs(id, owner, step)
+	})
 }
 
-// commitWith sends the fenced statement q and a COMMIT as one pipeline on
-// conn's pgx connection (behind the BEGIN, if the flow sent nothing in its
-// transaction). When q refuses — its errors say why: see completeOrFailSQL
-// and saveStepOrFailSQL, and a unique violation is a concurrent save of the
-// same step — the server skips the COMMIT; the transaction is rolled back
-// and the driver's error (ErrNotOwner, ErrStepOrder) returned.
-func (d *Driver) commitWith(ctx context.Context, conn *sql.Conn, op, q string, args []any) error {
+// commitWith sends the fenced statement stmt gives and a COMMIT as one
+// pipeline on conn's pgx connection (behind the BEGIN, if the flow sent
+// nothing in its transaction). When the statement refuses — its errors say
+// why: see completeOrFailSQL and saveStepOrFailSQL; a unique violation is
+// dup (a concurrent save of the same step, or a claim made without the lock
+// of a held one: insertCompletedSQL) — the server skips the COMMIT; the
+// transaction is rolled back and the driver's error (ErrNotOwner,
+// ErrStepOrder) returned.
+func (d *Driver) commitWith(ctx context.Context, conn *sql.Conn, op string, dup error, stmt func(*lazyConn) (string, []any)) error {
 	return conn.Raw(func(dc any) error {
 		lc, ok := dc.(*lazyConn)
 		if !ok {
 			return fmt.Errorf("postgres: %s: the connection is a %T, not one of the driver's DB", op, dc)
 		}
+		q, args := stmt(lc)
+		lc.held = nil // the transaction ends here
 		c := lc.Conn.Conn()
 		b := &pgx.Batch{}
 		if lc.pending {
@@ -112,8 +124,10 @@ func (d *Driver) commitWith(ctx context.Context, conn *sql.Conn, op, q string, a
 			switch pgErr.Code {
 			case "22012": // division by zero: owner does not hold the row
 				refused = driver.ErrNotOwner
-			case "2201F", "23505": // not the next step, or a concurrent save of it
+			case "2201F": // not the next step
 				refused = driver.ErrStepOrder
+			case "23505": // a unique violation
+				refused = dup
 			}
 		}
 		if refused == nil {

@@ -92,8 +92,10 @@ func (e *Engine) Begin(ctx context.Context, key driver.Key, fp string, ttl time.
 func (e *Engine) decide(key driver.Key, owner string, lease, ttl time.Duration, fp string, res driver.ClaimResult) Decision {
 	if res.Claimed {
 		c := &Claim{e: e, Key: key, owner: owner, lease: lease, ttl: ttl,
-			Row: res.Row, Previous: res.Previous, TookOver: res.TookOver}
-		c.arm()
+			Row: res.Row, Previous: res.Previous, TookOver: res.TookOver, inTx: res.InTx}
+		if !c.inTx { // a claim held by a transaction lasts as long as it: no lease
+			c.arm()
+		}
 		return Decision{Outcome: Live, Claim: c}
 	}
 	row := &res.Row
@@ -131,6 +133,9 @@ type Claim struct {
 	owner    string
 	lease    time.Duration
 	ttl      time.Duration
+	// inTx: the claim is held by the flow's transaction
+	// (driver.ClaimResult.InTx); no row exists unless it commits.
+	inTx bool
 
 	keeper *lease.Keeper
 	lost   atomic.Bool
@@ -149,7 +154,11 @@ func (c *Claim) arm() {
 	}, func(err error) { c.report("renew lease", err) })
 }
 
-func (c *Claim) stop() { c.keeper.Stop() }
+func (c *Claim) stop() {
+	if c.keeper != nil {
+		c.keeper.Stop()
+	}
+}
 
 func (c *Claim) report(op string, err error) {
 	if c.e.OnError != nil {
@@ -164,9 +173,21 @@ const completeAttempts = 3
 // Complete stores resp and ends the claim. It runs on a context that the
 // client's disconnect cannot cancel. ErrNotOwner means the lease was lost and
 // another attempt owns the key now.
+//
+// A claim held by the flow's transaction that ended without the response
+// (rolled back, or committed before it) is made again first, as a claim of
+// its own: it fails with ErrNotOwner if another request took the key
+// meanwhile.
 func (c *Claim) Complete(ctx context.Context, resp driver.Response) error {
 	ctx = context.WithoutCancel(ctx)
 	var err error
+	if c.inTx {
+		if err = c.reclaim(ctx); err != nil {
+			err = fmt.Errorf("store idempotent response: %w", err)
+			c.report("complete", err)
+			return err
+		}
+	}
 	for attempt := 0; attempt < completeAttempts; attempt++ {
 		if attempt > 0 {
 			time.Sleep(time.Duration(attempt) * 50 * time.Millisecond)
@@ -207,9 +228,29 @@ func (c *Claim) CommitComplete(ctx context.Context, conn *sql.Conn, resp driver.
 	return err
 }
 
+// reclaim makes again, as a claim of its own, a claim that was held by a
+// transaction that ended: the next effect on it needs its row.
+func (c *Claim) reclaim(ctx context.Context) error {
+	res, err := c.e.Driver.Claim(ctx, driver.ClaimRequest{
+		Key: c.Key, Fingerprint: c.Row.Fingerprint, Owner: c.owner, Lease: c.lease, TTL: c.ttl,
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("claim idempotency key again: %w", err)
+	case !res.Claimed:
+		return fmt.Errorf("claim idempotency key again: %w", driver.ErrNotOwner)
+	}
+	c.inTx = false
+	return nil
+}
+
 // Release deletes the row so that the same key may run again, and ends the
-// claim.
+// claim. A claim held by the flow's transaction has no row once that
+// transaction ended: there is nothing to delete.
 func (c *Claim) Release(ctx context.Context) error {
+	if c.inTx {
+		return nil
+	}
 	c.stop()
 	err := c.e.Driver.Release(context.WithoutCancel(ctx), c.Key, c.owner)
 	if err != nil {

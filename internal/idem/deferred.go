@@ -50,12 +50,14 @@ const (
 var _ driver.ClaimTicket = (*Deferred)(nil)
 
 // Defer prepares the claim of key for a request with fingerprint fp,
-// without making it.
-func (e *Engine) Defer(ctx context.Context, key driver.Key, fp string, ttl time.Duration) *Deferred {
+// without making it. With inTx, a driver that sends it with the flow's
+// first statement may hold it in the flow's transaction
+// (driver.ClaimRequest.InTx).
+func (e *Engine) Defer(ctx context.Context, key driver.Key, fp string, ttl time.Duration, inTx bool) *Deferred {
 	return &Deferred{
 		e:    e,
 		ctx:  context.WithoutCancel(ctx),
-		req:  driver.ClaimRequest{Key: key, Fingerprint: fp, Owner: newOwner(), Lease: e.lease(), TTL: ttl},
+		req:  driver.ClaimRequest{Key: key, Fingerprint: fp, Owner: newOwner(), Lease: e.lease(), TTL: ttl, InTx: inTx},
 		done: make(chan struct{}),
 	}
 }

@@ -29,7 +29,7 @@ func TestDeferred(t *testing.T) {
 	key := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "deferred-key-00000000001"}
 
 	// Nothing is claimed until asked; Decide makes the claim once.
-	first := e.Defer(ctx, key, "fp", time.Hour)
+	first := e.Defer(ctx, key, "fp", time.Hour, false)
 	if d.claims.Load() != 0 {
 		t.Fatal("Defer made the claim")
 	}
@@ -46,7 +46,7 @@ func TestDeferred(t *testing.T) {
 
 	// A second request with the key, running: the driver takes the claim
 	// (Take), reads it, and Done refuses; so does every effect after.
-	second := e.Defer(ctx, key, "fp", time.Hour)
+	second := e.Defer(ctx, key, "fp", time.Hour, false)
 	req, ok, err := second.Take()
 	if !ok || err != nil || req.Owner == "" || req.Owner == dec.Claim.owner {
 		t.Fatalf("Take: %+v %v %v; want the claim, with an owner of its own", req, ok, err)
@@ -74,12 +74,12 @@ func TestDeferred(t *testing.T) {
 	}
 
 	// Another request under the key: 422.
-	if dec, err := e.Defer(ctx, key, "other", time.Hour).Decide(); err != nil || dec.Outcome != Reused {
+	if dec, err := e.Defer(ctx, key, "other", time.Hour, false).Decide(); err != nil || dec.Outcome != Reused {
 		t.Errorf("another fingerprint: %v %v, want reused", dec.Outcome, err)
 	}
 
 	// The store failing: the error, wrapped, to the effect and to Decide.
-	third := e.Defer(ctx, driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "deferred-key-00000000002"}, "fp", time.Hour)
+	third := e.Defer(ctx, driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "deferred-key-00000000002"}, "fp", time.Hour, false)
 	if _, ok, _ := third.Take(); !ok {
 		t.Fatal("Take: not taken")
 	}
@@ -116,7 +116,7 @@ func TestDeferredTakeWaitsForAClaimInFlight(t *testing.T) {
 	ctx := context.Background()
 	d := &blockingDriver{Driver: memory.New(), started: make(chan struct{}), release: make(chan struct{})}
 	e := &Engine{Driver: d}
-	def := e.Defer(ctx, driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "in-flight-key-0000000001"}, "fp", time.Hour)
+	def := e.Defer(ctx, driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "in-flight-key-0000000001"}, "fp", time.Hour, false)
 	decided := make(chan error)
 	go func() { decided <- def.Settle() }() // an effect makes the claim
 	<-d.started

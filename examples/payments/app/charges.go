@@ -70,7 +70,7 @@ func (s *Server) chargeFlow() *oke.Flow[ChargeIn, Charge] {
 	// With DeferClaim the key's claim goes with the charge's INSERT (on
 	// Postgres in the same round trip): nothing before it changes the
 	// world, as the option asks.
-	mode := oke.Idempotency{Required: true, DeferClaim: s.cfg.DeferClaim}
+	mode := oke.Idempotency{Required: true, DeferClaim: s.cfg.DeferClaim, ClaimInTx: s.cfg.ClaimInTx}
 	if s.cfg.Unprotected {
 		mode = oke.Off
 	}

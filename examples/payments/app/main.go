@@ -24,6 +24,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.PollInterval, "poll", c.PollInterval, "how often (`duration`) the scheduler looks for durable runs to pick up (a dead process's, woken sleeps)")
 	fs.DurationVar(&c.RetryDelay, "retry-delay", c.RetryDelay, "how long (`duration`) a durable run whose step could not be saved waits before it runs again")
 	fs.BoolVar(&c.DeferClaim, "defer-claim", c.DeferClaim, "claim POST /charges' Idempotency-Key with its INSERT (oke.Idempotency.DeferClaim): on Postgres one round trip fewer per charge")
+	fs.BoolVar(&c.ClaimInTx, "claim-in-tx", c.ClaimInTx, "hold POST /charges' Idempotency-Key claim in the charge's transaction (oke.Idempotency.ClaimInTx; implies -defer-claim): on Postgres one commit per charge")
 	fs.BoolVar(&c.Unprotected, "unprotected", c.Unprotected, "benchmarks only: bind POST /charges with Idempotency-Key handling off, to measure its cost side by side")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long (`duration`) a graceful shutdown waits for running requests")
 }

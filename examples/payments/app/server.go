@@ -56,6 +56,11 @@ type Config struct {
 	// costs two round trips instead of three. The function does nothing
 	// before that INSERT, which is what the option asks.
 	DeferClaim bool
+	// ClaimInTx makes payments.charge hold its Idempotency-Key's claim in
+	// the charge's transaction (oke.Idempotency.ClaimInTx): on Postgres
+	// the claim, the INSERT and the stored response then commit together,
+	// one commit per charge in two round trips. It implies DeferClaim.
+	ClaimInTx bool
 	// Unprotected binds payments.charge with oke.Off: the same handler with
 	// no Idempotency-Key handling at all. It exists only to measure what
 	// idempotency costs, side by side (scripts/loadbench); never use it to

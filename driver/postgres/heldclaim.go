@@ -1,0 +1,277 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/okengine/oke/driver"
+)
+
+// A claim held by the flow's transaction (driver.ClaimRequest.InTx,
+// oke.Idempotency.ClaimInTx) is made inside that transaction, in the round
+// trip of its first statement, and commits with it:
+//
+//	lock · lookup · guard · BEGIN · query · Sync      (first round trip)
+//	complete · COMMIT · Sync                           (second)
+//
+//   - lock takes the key's transaction-scoped advisory lock (heldLockSQL),
+//     or fails when another transaction holds it: that request is running
+//     (409). Claims made on their own take no lock; see "Mixed" below.
+//   - lookup reads the key's row, if any, with a snapshot taken after the
+//     lock, for the decision and for a replay.
+//   - guard fails unless the key is free: no row, or one a claim may
+//     replace (expired, or lapsed with the same fingerprint).
+//   - BEGIN turns the implicit transaction the three opened into the
+//     flow's, so the lock lasts until it ends.
+//
+// A failure skips the rest up to the Sync, which ends the implicit
+// transaction: nothing of the flow's runs, and the connection is left idle.
+// A replay, 409 or 422 is one round trip, as with any claim.
+//
+// No row is written until the completion, which stores the response as the
+// row (insertCompletedSQL, or replaceCompletedSQL over the row the lookup
+// found) in the flow's transaction. One commit per request instead of two,
+// and no lease: the lock lasts exactly as long as the transaction, so a
+// request cut off leaves nothing to wait out.
+//
+// Mixed: an instance claiming the same key on its own (without InTx, e.g.
+// during a deploy that turns ClaimInTx on) takes no lock, so both may run
+// the flow; the completion is what decides. insertCompletedSQL fails on the
+// other's row (a unique violation) and replaceCompletedSQL finds the row
+// changed: the transaction rolls back (ErrNotOwner), so writes through the
+// transaction stay exactly-once.
+
+// heldLockSQL takes the advisory lock of a key (lockKey), or fails with a
+// division by zero when another transaction holds it.
+const heldLockSQL = `SELECT 1 / pg_try_advisory_xact_lock($1)::int`
+
+// heldLookupSQL reads the key's row, if any.
+var heldLookupSQL = `SELECT ` + prefixed("o") + `, now()
+	FROM (VALUES (1)) AS one LEFT JOIN {s}.oke_idempotency o ON ` + keyWhere
+
+// heldGuardSQL fails, with a division by zero, unless a claim of the key
+// with fingerprint $5 may go ahead: no row, or one claimSQL would replace.
+var heldGuardSQL = `SELECT 1 / (NOT EXISTS (SELECT 1 FROM {s}.oke_idempotency t WHERE ` + keyWhere + `
+	AND NOT (` + expiredSQL("t") + ` OR (t.state = 1 AND t.lease_until <= now() AND t.fingerprint = $5))))::int`
+
+// insertCompletedSQL stores the response of a held claim on a key that had
+// no row: the row is written completed, once. A unique violation means a
+// claim made without the lock took the key meanwhile.
+const insertCompletedSQL = `INSERT INTO {s}.oke_idempotency
+		(tenant, principal, flow, idem_key, fingerprint, state, owner, expires_at, created_at, completed_at,
+		 resp_status, resp_content_type, resp_location, resp_body)
+	VALUES ($1, $2, $3, $4, $5, 2, '', now() + $6 * interval '1 microsecond', now(), now(), $7, $8, $9, $10)`
+
+// replaceCompletedSQL stores the response of a held claim over the row the
+// lookup found (expired, or lapsed), and fails (division by zero) when that
+// row changed since.
+const replaceCompletedSQL = `WITH u AS (UPDATE {s}.oke_idempotency SET
+		fingerprint = $5, state = 2, owner = '', lease_until = NULL,
+		expires_at = now() + $6 * interval '1 microsecond', created_at = now(), completed_at = now(),
+		resp_status = $7, resp_content_type = $8, resp_location = $9, resp_body = $10
+	WHERE ` + keyWhere + ` AND state = $11 AND owner = $12 AND created_at = $13
+	RETURNING 1) SELECT 1 / count(*) FROM u`
+
+// heldClaim is a claim the connection's open transaction holds.
+type heldClaim struct {
+	key         driver.Key
+	owner, fp   string
+	prev        *driver.Row // the row the lookup found, if any
+	prevCreated time.Time
+}
+
+// completion is the statement, and its arguments, that stores resp as the
+// key's row in the transaction.
+func (h *heldClaim) completion(d *Driver, resp driver.Response, ttl time.Duration) (string, []any) {
+	body := resp.Body
+	if body == nil {
+		body = []byte{}
+	}
+	k := h.key
+	args := []any{k.Tenant, k.Principal, k.Flow, k.Key, h.fp, micros(ttl),
+		resp.Status, resp.ContentType, resp.Location, body}
+	if h.prev == nil {
+		return d.sql(insertCompletedSQL), args
+	}
+	return d.sql(replaceCompletedSQL), append(args, int16(h.prev.State), h.prev.Owner, h.prev.CreatedAt)
+}
+
+// lockKey is the advisory lock key of k: the first 64 bits of a SHA-256 of
+// its parts, each prefixed with its length. Two keys share a lock only by
+// a collision of those bits (a request then gets a needless 409 while the
+// other runs).
+func lockKey(k driver.Key) int64 {
+	b := make([]byte, 0, 16+len(k.Tenant)+len(k.Principal)+len(k.Flow)+len(k.Key))
+	for _, p := range [...]string{k.Tenant, k.Principal, k.Flow, k.Key} {
+		b = binary.AppendUvarint(b, uint64(len(p)))
+		b = append(b, p...)
+	}
+	sum := sha256.Sum256(b)
+	return int64(binary.BigEndian.Uint64(sum[:8]))
+}
+
+// busyResult is the claim's result when another transaction holds the key:
+// the same request running, with a lease of a second (Retry-After: 1).
+func busyResult(req driver.ClaimRequest, now time.Time) driver.ClaimResult {
+	return driver.ClaimResult{
+		Row: driver.Row{Key: req.Key, Fingerprint: req.Fingerprint, State: driver.Running,
+			LeaseUntil: now.Add(time.Second)},
+		Now: now,
+	}
+}
+
+// sendHeld sends req's claim, held by the transaction, the BEGIN and the
+// first statement in one pipeline (see above), and tells t the claim's
+// result. It returns as sendClaimed does.
+func (c *lazyConn) sendHeld(ctx context.Context, t driver.ClaimTicket, req driver.ClaimRequest, sds claimedStatements) (begun, error, bool) {
+	pc := c.Conn.Conn()
+	m := pc.TypeMap()
+	k := req.Key
+	pipe := pc.PgConn().StartPipeline(ctx)
+	fail := func(err error) (begun, error, bool) {
+		pipe.Close()
+		err = t.Done(driver.ClaimResult{}, err)
+		c.refuse(err)
+		return nil, err, true
+	}
+	for _, s := range []struct {
+		sd   *pgconn.StatementDescription
+		args []any
+	}{
+		{sds.lock, []any{lockKey(k)}},
+		{sds.lookup, []any{k.Tenant, k.Principal, k.Flow, k.Key}},
+		{sds.heldGuard, []any{k.Tenant, k.Principal, k.Flow, k.Key, req.Fingerprint}},
+	} {
+		if err := c.claimArgs.Build(m, s.sd, s.args); err != nil {
+			return fail(fmt.Errorf("postgres: encode claim: %w", err)) // unsynced: the connection closes
+		}
+		pipe.SendQueryStatement(s.sd, c.claimArgs.ParamValues, c.claimArgs.ParamFormats, c.claimArgs.ResultFormats)
+	}
+	pipe.SendQueryStatement(sds.begin, nil, nil, nil)
+	pipe.SendQueryStatement(sds.stmt, c.stmtArgs.ParamValues, c.stmtArgs.ParamFormats, c.stmtArgs.ResultFormats)
+	if err := pipe.Sync(); err != nil {
+		// The connection is closed, and with it whatever the server began.
+		return fail(c.d.wrap("claim", err))
+	}
+
+	refused := func(res driver.ClaimResult) (begun, error, bool) {
+		pipe.Close()
+		err := t.Done(res, nil)
+		if err == nil { // unreachable: a result that is not Claimed never goes to the flow
+			err = errors.New("postgres: claim: the key was refused, yet the claim went to the flow")
+		}
+		c.refuse(err)
+		return nil, err, true
+	}
+	if err := readClosed(pipe); err != nil { // the lock
+		if divByZero(err) {
+			return refused(busyResult(req, time.Now()))
+		}
+		return fail(c.d.wrap("claim", err))
+	}
+	seen, existed, now, err := readLookup(pipe, m)
+	if err != nil {
+		return fail(c.d.wrap("claim", err))
+	}
+	if err := readClosed(pipe); err != nil { // the guard
+		switch {
+		case !divByZero(err):
+			return fail(c.d.wrap("claim", err))
+		case existed:
+			return refused(driver.ClaimResult{Row: seen, Now: now})
+		default:
+			// A row that the lookup did not see: a claim made without
+			// the lock, just now. It is running: 409.
+			return refused(busyResult(req, now))
+		}
+	}
+	res := driver.ClaimResult{Claimed: true, InTx: true, Now: now, Row: driver.Row{
+		Key: k, Fingerprint: req.Fingerprint, State: driver.Running, Owner: req.Owner,
+		LeaseUntil: now.Add(req.Lease), ExpiresAt: now.Add(req.TTL), CreatedAt: now,
+	}}
+	h := &heldClaim{key: k, owner: req.Owner, fp: req.Fingerprint}
+	if existed {
+		prev := seen
+		res.Previous, res.TookOver = &prev, !prev.Expired(now)
+		h.prev = &prev
+	}
+	if err := t.Done(res, nil); err != nil {
+		// Unreachable: a Claimed result goes to the flow. Should it not,
+		// end what began.
+		pipe.Close()
+		if _, rerr := pc.Exec(ctx, "ROLLBACK"); rerr != nil {
+			return nil, badConn(rerr), true
+		}
+		c.refuse(err)
+		return nil, err, true
+	}
+	c.pending, c.held = false, h
+	if err := readClosed(pipe); err != nil { // the BEGIN
+		pipe.Close()
+		return nil, err, true
+	}
+	return c.readFirst(pipe, sds.stmt, m)
+}
+
+// readFirst returns the results of the first statement of a transaction
+// sent behind its claim, for the caller to read.
+func (c *lazyConn) readFirst(pipe *pgconn.Pipeline, sd *pgconn.StatementDescription, m *pgtype.Map) (begun, error, bool) {
+	r, err := pipe.GetResults()
+	if err != nil {
+		c.forgetIfStale(sd, err)
+		pipe.Close()
+		return nil, err, true
+	}
+	rr, ok := r.(*pgconn.ResultReader)
+	if !ok {
+		pipe.Close()
+		return nil, fmt.Errorf("postgres: pipeline: expected the statement's results, got %T", r), true
+	}
+	return &claimedResults{c: c, sd: sd, pipe: pipe, rr: rr, m: m}, nil, true
+}
+
+// readLookup reads heldLookupSQL's row, if any, and the server's clock.
+func readLookup(pipe *pgconn.Pipeline, m *pgtype.Map) (row driver.Row, existed bool, now time.Time, err error) {
+	r, err := pipe.GetResults()
+	if err != nil {
+		return row, false, now, err
+	}
+	rr, ok := r.(*pgconn.ResultReader)
+	if !ok {
+		return row, false, now, fmt.Errorf("pipeline: expected the lookup's results, got %T", r)
+	}
+	rows := pgx.RowsFromResultReader(m, rr)
+	var s rowScan
+	if !rows.Next() {
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return row, false, now, err
+		}
+		return row, false, now, pgx.ErrNoRows
+	}
+	err = rows.Scan(append(s.dest(), &now)...)
+	rows.Close()
+	if err == nil {
+		err = rows.Err()
+	}
+	if err != nil {
+		return row, false, now, err
+	}
+	row, existed = s.row()
+	return row, existed, now, nil
+}
+
+// divByZero reports whether err is the server's division by zero: how the
+// claim's lock and guard refuse.
+func divByZero(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "22012"
+}
