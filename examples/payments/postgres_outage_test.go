@@ -29,8 +29,9 @@ import (
 // charge row, a 201 seen during the load replays, and the same process —
 // never restarted — takes a new charge.
 //
-// It runs twice: with the claim made before the flow runs, and with
-// -defer-claim (the claim in the round trip of the charge's INSERT).
+// It runs three times: with the claim made before the flow runs, with
+// -defer-claim (the claim in the round trip of the charge's INSERT), and
+// with -claim-in-tx (the claim held in the charge's transaction).
 func TestPostgresBackendsKilledMidLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the demo binary under load")
@@ -38,7 +39,7 @@ func TestPostgresBackendsKilledMidLoad(t *testing.T) {
 	for _, v := range []struct {
 		name  string
 		flags []string
-	}{{"claim first", nil}, {"deferred claim", []string{"-defer-claim"}}} {
+	}{{"claim first", nil}, {"deferred claim", []string{"-defer-claim"}}, {"claim in transaction", []string{"-claim-in-tx"}}} {
 		t.Run(v.name, func(t *testing.T) {
 			pg := newPgDatabase(t) // fails when no Postgres server answers
 			ended := 0

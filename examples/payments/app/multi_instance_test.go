@@ -219,6 +219,18 @@ func TestThreeInstancesOnePostgresDeferredClaim(t *testing.T) {
 	chargeOnceAcross(t, &http.Client{Timeout: 20 * time.Second}, db, procs)
 }
 
+// TestThreeInstancesOnePostgresClaimInTx is the same with -claim-in-tx:
+// each request's claim is held in its charge's transaction, and while one
+// runs, its key's advisory lock sends the others of the three processes
+// away with 409.
+func TestThreeInstancesOnePostgresClaimInTx(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the demo binary")
+	}
+	db, procs := startInstances(t, 3, "-claim-in-tx")
+	chargeOnceAcross(t, &http.Client{Timeout: 20 * time.Second}, db, procs)
+}
+
 // startInstances starts n demo processes together (so that they migrate at
 // once) on a new database, with extra flags, and waits until each serves on
 // Postgres. It returns a handle on the database.
