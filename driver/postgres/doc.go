@@ -131,7 +131,12 @@
 // — claim, Sync, a guard that fails unless the claim went to this attempt,
 // BEGIN, the statement, Sync — so the charge is two round trips, and a
 // request whose key is not its own is still one, its statement skipped by
-// the server. Per durable step: SaveStep — or, for a step writing through Fx.Tx,
+// the server. With the claim held by the transaction
+// (oke.Idempotency.ClaimInTx; ClaimRequest.InTx) the pipeline is an
+// advisory lock on the key, a lookup of its row and a guard ahead of the
+// BEGIN, and the completion writes the row once, completed, before the
+// COMMIT: two round trips and one flushed commit for the charge (see
+// heldclaim.go). Per durable step: SaveStep — or, for a step writing through Fx.Tx,
 // the fenced save and the COMMIT in one pipeline — one round trip and one
 // flushed commit (a step's attempts ride on the run row that CreateRun, SaveStep and
 // AcquireRun write anyway, so beginning a step costs nothing). AcquireRun

@@ -43,8 +43,10 @@ func Example() {
 // Idempotency-Key claimed in the INSERT's round trip (DeferClaim): two
 // round trips per charge — claim, BEGIN and INSERT; completion and COMMIT
 // — where claiming first takes three. The function changes nothing before
-// that INSERT, which is what DeferClaim asks. (Not run as a test: it needs
-// a server.)
+// that INSERT, which is what DeferClaim asks. With ClaimInTx instead, the
+// claim is also held by the transaction and commits with the charge and
+// its response: one commit per charge instead of two. (Not run as a test:
+// it needs a server.)
 func Example_deferClaim() {
 	ctx := context.Background()
 	d, err := postgres.Open(ctx, os.Getenv("DATABASE_URL"))
