@@ -746,3 +746,38 @@ func TestHeldClaimLosesToAClaimMadeWithoutTheLock(t *testing.T) {
 		t.Errorf("the connection after: %v", err)
 	}
 }
+
+// A held claim over an expired row replaces it with its response; so it
+// does when the sweep deleted that row while the flow ran.
+func TestHeldClaimReplacesAnExpiredRow(t *testing.T) {
+	t.Parallel()
+	d := newDriver(t)
+	ctx := t.Context()
+	table := chargesTable(t, d)
+	for _, swept := range []bool{false, true} {
+		key := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: fmt.Sprintf("expired-key-swept-%v-0000", swept)}
+		if res, err := d.Claim(ctx, driver.ClaimRequest{Key: key, Fingerprint: "old", Owner: "old", Lease: time.Minute, TTL: time.Millisecond}); err != nil || !res.Claimed {
+			t.Fatalf("claim: %+v, %v", res, err)
+		}
+		if err := d.Complete(ctx, key, "old", driver.Response{Status: 200, Body: []byte(`"old"`)}, time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+		conn, tk, err := heldTx(t, d, table, key, "new", 1)
+		if err != nil || !tk.res.Claimed || tk.res.Previous == nil || tk.res.TookOver {
+			t.Fatalf("swept %v: %v, claim %+v; want the expired row replaced (not taken over)", swept, err, tk.res)
+		}
+		if swept {
+			if _, err := d.Pool().Exec(ctx, `DELETE FROM `+pgx.Identifier{d.Schema(), "oke_idempotency"}.Sanitize()+` WHERE idem_key = $1`, key.Key); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := d.CommitComplete(ctx, conn, key, "new", driver.Response{Status: 201, Body: []byte(`"new"`)}, time.Hour); err != nil {
+			t.Errorf("swept %v: completion: %v", swept, err)
+		}
+		got, err := d.Get(ctx, key)
+		if err != nil || got.State != driver.Completed || got.Fingerprint != "fp" || string(got.Response.Body) != `"new"` {
+			t.Errorf("swept %v: row %+v, %v; want the new response", swept, got, err)
+		}
+	}
+}

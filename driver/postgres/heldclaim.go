@@ -71,13 +71,18 @@ const insertCompletedSQL = `INSERT INTO {s}.oke_idempotency
 	VALUES ($1, $2, $3, $4, $5, 2, '', now() + $6 * interval '1 microsecond', now(), now(), $7, $8, $9, $10)`
 
 // replaceCompletedSQL stores the response of a held claim over the row the
-// lookup found (expired, or lapsed), and fails (division by zero) when that
-// row changed since.
-const replaceCompletedSQL = `WITH u AS (UPDATE {s}.oke_idempotency SET
-		fingerprint = $5, state = 2, owner = '', lease_until = NULL,
-		expires_at = now() + $6 * interval '1 microsecond', created_at = now(), completed_at = now(),
-		resp_status = $7, resp_content_type = $8, resp_location = $9, resp_body = $10
-	WHERE ` + keyWhere + ` AND state = $11 AND owner = $12 AND created_at = $13
+// lookup found (expired, or lapsed), or as a new row if the sweep deleted
+// that one since, and fails (division by zero) when the row changed.
+const replaceCompletedSQL = `WITH u AS (INSERT INTO {s}.oke_idempotency AS t
+		(tenant, principal, flow, idem_key, fingerprint, state, owner, expires_at, created_at, completed_at,
+		 resp_status, resp_content_type, resp_location, resp_body)
+	VALUES ($1, $2, $3, $4, $5, 2, '', now() + $6 * interval '1 microsecond', now(), now(), $7, $8, $9, $10)
+	ON CONFLICT (tenant, principal, flow, idem_key) DO UPDATE SET
+		fingerprint = excluded.fingerprint, state = 2, owner = '', lease_until = NULL,
+		expires_at = excluded.expires_at, created_at = excluded.created_at, completed_at = excluded.completed_at,
+		resp_status = excluded.resp_status, resp_content_type = excluded.resp_content_type,
+		resp_location = excluded.resp_location, resp_body = excluded.resp_body
+	WHERE t.state = $11 AND t.owner = $12 AND t.created_at = $13
 	RETURNING 1) SELECT 1 / count(*) FROM u`
 
 // heldClaim is a claim the connection's open transaction holds.
