@@ -142,3 +142,45 @@ func TestDeferredTakeWaitsForAClaimInFlight(t *testing.T) {
 	dec, _ := def.Decide()
 	dec.Claim.Release(ctx)
 }
+
+// A claim held by the flow's transaction (driver.ClaimResult.InTx) has no
+// row of its own: no lease is kept, Release has nothing to delete, and
+// Complete after its transaction ended claims the key again first — or
+// fails with ErrNotOwner when another request took it meanwhile.
+func TestClaimHeldByATransaction(t *testing.T) {
+	ctx := context.Background()
+	d := &countingDriver{Driver: memory.New()}
+	e := &Engine{Driver: d}
+	held := func(key string) *Claim {
+		k := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: key}
+		dec := e.decide(k, newOwner(), time.Minute, time.Hour, "fp",
+			driver.ClaimResult{Claimed: true, InTx: true, Row: driver.Row{Key: k, Fingerprint: "fp", State: driver.Running}})
+		if dec.Outcome != Live || dec.Claim == nil || dec.Claim.keeper != nil {
+			t.Fatalf("decision %+v: want Live, with no lease kept", dec)
+		}
+		return dec.Claim
+	}
+
+	c := held("held-key-released-000001")
+	if err := c.Release(ctx); err != nil || d.claims.Load() != 0 {
+		t.Errorf("Release: %v, %d driver claims; want nothing to do", err, d.claims.Load())
+	}
+
+	c = held("held-key-completed-00001")
+	resp := driver.Response{Status: 402, ContentType: "application/json", Body: []byte(`{}`)}
+	if err := c.Complete(ctx, resp); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	row, err := d.Get(ctx, c.Key)
+	if err != nil || row.State != driver.Completed || row.Response.Status != 402 || row.Fingerprint != "fp" || d.claims.Load() != 1 {
+		t.Errorf("after Complete: %+v, %v, %d driver claims; want the key claimed again and completed", row, err, d.claims.Load())
+	}
+
+	c = held("held-key-taken-0000000001")
+	if res, err := d.Claim(ctx, driver.ClaimRequest{Key: c.Key, Fingerprint: "fp", Owner: "other", Lease: time.Minute, TTL: time.Hour}); err != nil || !res.Claimed {
+		t.Fatalf("another request's claim: %+v, %v", res, err)
+	}
+	if err := c.Complete(ctx, resp); !errors.Is(err, driver.ErrNotOwner) {
+		t.Errorf("Complete after another request took the key: %v, want ErrNotOwner", err)
+	}
+}
