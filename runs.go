@@ -58,16 +58,26 @@ func (a *App) schedule() {
 	wake.Stop()
 	defer wake.Stop()
 	for {
-		a.pickUp()
+		more := a.pickUp()
 		if n != nil {
 			a.armWake(n, wake)
 		}
 		// With every slot taken pickUp did not look, and would not on a
 		// signal either: look again as soon as a run ends, so a backlog
-		// of due runs does not wait for the poll.
+		// of due runs does not wait for the poll. A run may also have
+		// ended since pickUp looked: then look again now, or the slot it
+		// freed would wait for the poll too.
 		var slot chan struct{} // nil (never ready) while slots are free
-		if len(a.runSem) == cap(a.runSem) {
+		switch {
+		case len(a.runSem) == cap(a.runSem):
 			slot = a.runSem
+		case more:
+			select {
+			case <-a.stop:
+				return
+			default:
+				continue
+			}
 		}
 		select {
 		case <-a.stop:
@@ -100,21 +110,24 @@ func (a *App) armWake(n driver.Notifier, timer *time.Timer) {
 	timer.Reset(wait + time.Millisecond)
 }
 
-func (a *App) pickUp() {
+// pickUp starts due runs in the free run slots. It reports whether due runs
+// may be left behind: every slot was taken, so it did not look, or as many
+// runs were due as slots were free.
+func (a *App) pickUp() (more bool) {
 	free := cap(a.runSem) - len(a.runSem)
 	if free <= 0 {
-		return
+		return true
 	}
 	ids, err := a.journal.DueRuns(a.base, free)
 	if err != nil {
 		a.log.Error("oke: list due runs", "err", err)
-		return
+		return false
 	}
 	for _, id := range ids {
 		select {
 		case a.runSem <- struct{}{}:
 		case <-a.stop:
-			return
+			return false
 		}
 		a.bg.Add(1)
 		go func() {
@@ -123,6 +136,7 @@ func (a *App) pickUp() {
 			a.resume(id)
 		}()
 	}
+	return len(ids) == free
 }
 
 // resume acquires a due run and executes it in the background.
