@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-var updatePgbench = flag.Bool("update-pgbench", false, "rewrite the claim in scripts/pgbench/parts/claim.sql from claimCallSQL")
+var updatePgbench = flag.Bool("update-pgbench", false, "rewrite scripts/pgbench/parts/claim.sql and held.sql from the driver's SQL")
 
 // pgbenchClaim is the driver's claim (claimCallSQL) as the pgbench scripts
 // send it: schema oke, and pgbench variables for the parameters.
@@ -25,8 +25,8 @@ func pgbenchClaim() string {
 
 // TestPgbenchScriptsClaimLikeTheDriver: the pgbench scripts that
 // docs/BENCHMARKS.md compares oke with send the driver's own claim statement
-// (pgbench cannot import it). go test -run PgbenchScripts -update-pgbench
-// rewrites them after claimSQL changes.
+// (pgbench cannot import it). go test ./driver/postgres/ -run PgbenchScripts
+// -update-pgbench rewrites them after claimSQL changes.
 func TestPgbenchScriptsClaimLikeTheDriver(t *testing.T) {
 	files, err := filepath.Glob("../../scripts/pgbench/*.sql")
 	parts, _ := filepath.Glob("../../scripts/pgbench/parts/*.sql")
@@ -57,7 +57,7 @@ func TestPgbenchScriptsClaimLikeTheDriver(t *testing.T) {
 			continue
 		}
 		if !*updatePgbench {
-			t.Errorf("%s: its claim is not the driver's; run go test -run PgbenchScripts -update-pgbench ./driver/postgres/", f)
+			t.Errorf("%s: its claim is not the driver's; run go test ./driver/postgres/ -run PgbenchScripts -update-pgbench", f)
 			continue
 		}
 		if err := os.WriteFile(f, []byte(s[:start]+want+s[end:]), 0o644); err != nil {
@@ -66,5 +66,49 @@ func TestPgbenchScriptsClaimLikeTheDriver(t *testing.T) {
 	}
 	if claims == 0 {
 		t.Fatal("no pgbench script holds a claim statement (scripts/pgbench/parts/claim.sql)")
+	}
+}
+
+// pgbenchHeld is scripts/pgbench/parts/held.sql: the statements the driver
+// sends ahead of the BEGIN for a claim held in the transaction (sendHeld),
+// as pgbench sends them. The lock key is the key itself there (pgbench
+// cannot hash as lockKey does).
+func pgbenchHeld() string {
+	var b strings.Builder
+	b.WriteString(`-- The driver's claim held in the transaction (heldLockSQL, heldLookupSQL and
+-- heldGuardSQL in driver/postgres/heldclaim.go) with pgbench variables for
+-- their parameters; the lock key is :key itself. Written by
+-- TestPgbenchHeldScriptIsTheDrivers; go test ./driver/postgres/ -run PgbenchHeld
+-- -update-pgbench rewrites it.
+`)
+	for _, q := range []string{heldLockSQL, heldLookupSQL, heldGuardSQL} {
+		q = strings.ReplaceAll(q, "{s}", "oke")
+		if q == heldLockSQL {
+			q = strings.ReplaceAll(q, "$1", ":key")
+		}
+		for _, r := range []struct{ param, v string }{
+			{"$5", ":fp"}, {"$4", ":key"}, {"$3", ":flow"}, {"$2", ":principal"}, {"$1", ":tenant"},
+		} {
+			q = strings.ReplaceAll(q, r.param, r.v)
+		}
+		b.WriteString(q + ";\n")
+	}
+	return b.String()
+}
+
+// TestPgbenchHeldScriptIsTheDrivers: pgbench-held (charge_held.sql) sends
+// the driver's own statements for a held claim.
+func TestPgbenchHeldScriptIsTheDrivers(t *testing.T) {
+	const f = "../../scripts/pgbench/parts/held.sql"
+	want := pgbenchHeld()
+	b, err := os.ReadFile(f)
+	if err == nil && string(b) == want {
+		return
+	}
+	if !*updatePgbench {
+		t.Fatalf("%s is not the driver's held claim (%v); run go test ./driver/postgres/ -run PgbenchHeld -update-pgbench", f, err)
+	}
+	if err := os.WriteFile(f, []byte(want), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
