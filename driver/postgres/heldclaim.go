@@ -244,6 +244,8 @@ func (c *lazyConn) readFirst(pipe *pgconn.Pipeline, sd *pgconn.StatementDescript
 }
 
 // readLookup reads heldLookupSQL's row, if any, and the server's clock.
+// It decodes the row's raw values itself: for a new key, the common case,
+// that is one timestamp, without the scan plans of a pgx.Rows.
 func readLookup(pipe *pgconn.Pipeline, m *pgtype.Map) (row driver.Row, existed bool, now time.Time, err error) {
 	r, err := pipe.GetResults()
 	if err != nil {
@@ -253,24 +255,43 @@ func readLookup(pipe *pgconn.Pipeline, m *pgtype.Map) (row driver.Row, existed b
 	if !ok {
 		return row, false, now, fmt.Errorf("pipeline: expected the lookup's results, got %T", r)
 	}
-	rows := pgx.RowsFromResultReader(m, rr)
-	var s rowScan
-	if !rows.Next() {
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return row, false, now, err
+	read := false
+	for rr.NextRow() {
+		if read {
+			continue // unreachable: one row, the key's or NULLs
 		}
-		return row, false, now, pgx.ErrNoRows
+		read = true
+		fds, vals := rr.FieldDescriptions(), rr.Values()
+		if len(vals) != rowDests+1 {
+			err = fmt.Errorf("the lookup returned %d columns, want %d", len(vals), rowDests+1)
+			continue
+		}
+		last := len(vals) - 1
+		if err = m.Scan(fds[last].DataTypeOID, fds[last].Format, vals[last], &now); err != nil {
+			continue
+		}
+		if vals[0] == nil { // no row: the left join's NULLs
+			continue
+		}
+		var s rowScan
+		for i, dst := range s.dest() {
+			if err = m.Scan(fds[i].DataTypeOID, fds[i].Format, vals[i], dst); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			row, existed = s.row() // its text and bytes are copies: the values are the connection's buffer
+		}
 	}
-	err = rows.Scan(append(s.dest(), &now)...)
-	rows.Close()
-	if err == nil {
-		err = rows.Err()
+	if _, cerr := rr.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && !read {
+		err = pgx.ErrNoRows
 	}
 	if err != nil {
-		return row, false, now, err
+		return driver.Row{}, false, now, err
 	}
-	row, existed = s.row()
 	return row, existed, now, nil
 }
 
