@@ -28,19 +28,12 @@ func BenchmarkKeyedCharge(b *testing.B) {
 	} {
 		b.Run(m.name, func(b *testing.B) {
 			d := newDriver(b)
-			table := fmt.Sprintf(`%q.charges`, d.Schema())
-			if _, err := d.Pool().Exec(b.Context(), `CREATE TABLE `+table+` (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, amount bigint NOT NULL)`); err != nil {
-				b.Fatal(err)
-			}
+			table := chargesTable(b, d)
 			app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1})
 			app.Handle(oke.POST("/charges"), oke.NewFlow("bench.charge", oke.Options{Idempotency: m.mode},
 				func(ctx context.Context, in struct{ Amount int64 }, fx *oke.Fx) (oke.Response[map[string]int64], error) {
-					tx, err := fx.Tx(ctx)
+					id, err := txCharge(ctx, fx, table, in.Amount)
 					if err != nil {
-						return oke.Response[map[string]int64]{}, err
-					}
-					var id int64
-					if err := tx.QueryRow(ctx, `INSERT INTO `+table+` (amount) VALUES ($1) RETURNING id`, in.Amount).Scan(&id); err != nil {
 						return oke.Response[map[string]int64]{}, err
 					}
 					return oke.Created(map[string]int64{"id": id}, fmt.Sprint("/charges/", id)), nil

@@ -45,7 +45,7 @@ type deferredApp struct {
 
 // chargesTable creates a table of charges in d's schema and returns its
 // quoted name.
-func chargesTable(t *testing.T, d *postgres.Driver) string {
+func chargesTable(t testing.TB, d *postgres.Driver) string {
 	t.Helper()
 	table := pgx.Identifier{d.Schema(), "charges"}.Sanitize()
 	if _, err := d.Pool().Exec(t.Context(), `CREATE TABLE `+table+` (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, amount bigint NOT NULL)`); err != nil {
