@@ -39,9 +39,10 @@ const guardSQL = `SELECT 1 / count(*) FROM {s}.oke_idempotency WHERE ` + keyWher
 // on its own when the connection does not use prepared statements (pgx's
 // QueryExecModeCacheStatement or CacheDescribe), when query's arguments
 // start with a pgx query option, and when the connection already prepared
-// maxClaimPrepared statements to send behind a claim. Each of the four
-// statements is prepared the first time a connection sends it this way (a
-// round trip, as pgx takes for any new statement).
+// maxClaimPrepared statements to send behind a claim. Each statement is
+// prepared the first time a connection sends it this way (a round trip, as
+// pgx takes for any new statement); the ones ahead of the BEGIN only for
+// the kind of claim the connection sends (prepareAround).
 func (c *lazyConn) sendClaimed(ctx context.Context, t driver.ClaimTicket, query string, args []any) (br begun, err error, sent bool) {
 	pc := c.Conn.Conn()
 	sds, pipelined, err := c.prepareClaimed(ctx, query, args)
@@ -67,6 +68,11 @@ func (c *lazyConn) sendClaimed(ctx context.Context, t driver.ClaimTicket, query 
 		return nil, nil, false
 	}
 	if !pipelined {
+		return c.claimAlone(ctx, t, req)
+	}
+	if err := c.prepareAround(ctx, &sds, req.InTx); err != nil {
+		// The connection could not prepare them: claim on the driver's
+		// pool, and send the statement with its BEGIN as usual.
 		return c.claimAlone(ctx, t, req)
 	}
 	if req.InTx {
@@ -196,19 +202,10 @@ func (c *lazyConn) prepareClaimed(ctx context.Context, query string, args []any)
 	if _, ok := st.stmts[query]; !ok && len(st.stmts) >= maxClaimPrepared {
 		return sds, false, nil
 	}
-	if st.claim == nil || st.claim.SQL != c.d.sql(claimCallSQL) {
-		// Once per connection (and driver schema): the statements around
-		// every flow's own.
-		for _, p := range []struct {
-			sd  **pgconn.StatementDescription
-			sql string
-		}{{&st.claim, c.d.sql(claimCallSQL)}, {&st.guard, c.d.sql(guardSQL)}, {&st.begin, "BEGIN"},
-			{&st.lock, heldLockSQL}, {&st.lookup, c.d.sql(heldLookupSQL)}, {&st.heldGuard, c.d.sql(heldGuardSQL)}} {
-			var err error
-			if *p.sd, err = pc.Prepare(ctx, p.sql, p.sql); err != nil {
-				st.claim = nil
-				return sds, false, badConn(err)
-			}
+	if st.begin == nil {
+		var err error
+		if st.begin, err = pc.Prepare(ctx, "BEGIN", "BEGIN"); err != nil {
+			return sds, false, badConn(err)
 		}
 	}
 	sd, err := pc.Prepare(ctx, query, query) // pgx keeps it: a map lookup after the first time
@@ -216,8 +213,36 @@ func (c *lazyConn) prepareClaimed(ctx context.Context, query string, args []any)
 		return sds, false, badConn(err)
 	}
 	st.stmts[query] = struct{}{}
-	return claimedStatements{claim: st.claim, guard: st.guard, begin: st.begin, stmt: sd,
-		lock: st.lock, lookup: st.lookup, heldGuard: st.heldGuard}, true, nil
+	return claimedStatements{begin: st.begin, stmt: sd}, true, nil
+}
+
+// prepareAround prepares, once per connection (and driver schema), the
+// statements that go ahead of the BEGIN for a claim of the given kind —
+// the claim and its guard, or a held claim's lock, lookup and guard — and
+// adds them to sds.
+func (c *lazyConn) prepareAround(ctx context.Context, sds *claimedStatements, inTx bool) error {
+	pc := c.Conn.Conn()
+	st := claimState(pc.PgConn())
+	type stmt struct {
+		sd  **pgconn.StatementDescription
+		sql string
+	}
+	group := []stmt{{&st.claim, c.d.sql(claimCallSQL)}, {&st.guard, c.d.sql(guardSQL)}}
+	if inTx {
+		group = []stmt{{&st.lock, heldLockSQL}, {&st.lookup, c.d.sql(heldLookupSQL)}, {&st.heldGuard, c.d.sql(heldGuardSQL)}}
+	}
+	if last := group[len(group)-1]; *last.sd == nil || (*last.sd).SQL != last.sql {
+		for _, p := range group {
+			var err error
+			if *p.sd, err = pc.Prepare(ctx, p.sql, p.sql); err != nil {
+				*group[len(group)-1].sd = nil
+				return err
+			}
+		}
+	}
+	sds.claim, sds.guard = st.claim, st.guard
+	sds.lock, sds.lookup, sds.heldGuard = st.lock, st.lookup, st.heldGuard
+	return nil
 }
 
 // claimConn is what a connection (it outlives its lazyConn, which

@@ -87,10 +87,9 @@ const replaceCompletedSQL = `WITH u AS (INSERT INTO {s}.oke_idempotency AS t
 
 // heldClaim is a claim the connection's open transaction holds.
 type heldClaim struct {
-	key         driver.Key
-	owner, fp   string
-	prev        *driver.Row // the row the lookup found, if any
-	prevCreated time.Time
+	key       driver.Key
+	owner, fp string
+	prev      *driver.Row // the row the lookup found, if any
 }
 
 // completion is the statement, and its arguments, that stores resp as the
