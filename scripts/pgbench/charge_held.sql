@@ -14,9 +14,7 @@
 
 \startpipeline
 --@include held.sql
-BEGIN;
-INSERT INTO charges (amount, currency, tenant, principal) VALUES (1000, 'usd', :tenant, :principal)
-	RETURNING id, created_at;
+--@include begin_charge.sql
 \endpipeline
 
 \startpipeline

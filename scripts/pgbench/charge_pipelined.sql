@@ -12,9 +12,7 @@
 --@include claim.sql
 
 \startpipeline
-BEGIN;
-INSERT INTO charges (amount, currency, tenant, principal) VALUES (1000, 'usd', :tenant, :principal)
-	RETURNING id, created_at;
+--@include begin_charge.sql
 \endpipeline
 
 \startpipeline
