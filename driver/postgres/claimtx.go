@@ -81,19 +81,16 @@ func (c *lazyConn) sendClaimed(ctx context.Context, t driver.ClaimTicket, query 
 
 	m := pc.TypeMap()
 	if err := c.claimArgs.Build(m, sds.claim, claimArgs(req)); err != nil {
-		err = t.Done(driver.ClaimResult{}, fmt.Errorf("postgres: encode claim: %w", err))
-		c.refuse(err)
-		return nil, err, true
+		return c.claimFailed(t, nil, fmt.Errorf("postgres: encode claim: %w", err))
 	}
 	pipe := pc.PgConn().StartPipeline(ctx)
 	pipe.SendQueryStatement(sds.claim, c.claimArgs.ParamValues, c.claimArgs.ParamFormats, c.claimArgs.ResultFormats)
 	pipe.SendPipelineSync()
 	k := req.Key
 	if err := c.claimArgs.Build(m, sds.guard, []any{k.Tenant, k.Principal, k.Flow, k.Key, req.Owner}); err != nil {
-		pipe.Close() // unsynced: closes the connection, the claim unsent
-		err = t.Done(driver.ClaimResult{}, fmt.Errorf("postgres: encode claim guard: %w", err))
-		c.refuse(err)
-		return nil, err, true
+		// Unsynced, the pipeline's Close closes the connection: the claim
+		// is not sent.
+		return c.claimFailed(t, pipe, fmt.Errorf("postgres: encode claim guard: %w", err))
 	}
 	pipe.SendQueryStatement(sds.guard, c.claimArgs.ParamValues, c.claimArgs.ParamFormats, c.claimArgs.ResultFormats)
 	pipe.SendQueryStatement(sds.begin, nil, nil, nil)
@@ -101,10 +98,7 @@ func (c *lazyConn) sendClaimed(ctx context.Context, t driver.ClaimTicket, query 
 	if err := pipe.Sync(); err != nil {
 		// The connection is closed; whether the claim reached the server
 		// is unknown (a row it made lapses with its lease).
-		pipe.Close()
-		err = t.Done(driver.ClaimResult{}, c.d.wrap("claim", err))
-		c.refuse(err)
-		return nil, err, true
+		return c.claimFailed(t, pipe, c.d.wrap("claim", err))
 	}
 
 	// The claim, then its Sync (also after the claim failed in the server:
@@ -128,16 +122,9 @@ func (c *lazyConn) sendClaimed(ctx context.Context, t driver.ClaimTicket, query 
 		return c.claimAlone(ctx, t, req)
 	}
 	if err := t.Done(res, cerr); err != nil {
-		pipe.Close()
-		if pc.PgConn().TxStatus() != 'I' {
-			// Unreachable while the guard holds (it passes only for the
-			// claim's owner); should it not, end what began.
-			if _, rerr := pc.Exec(ctx, "ROLLBACK"); rerr != nil {
-				return nil, badConn(rerr), true
-			}
-		}
-		c.refuse(err)
-		return nil, err, true
+		// The guard passes only for the claim's owner, so the transaction
+		// began only if this is unreachable.
+		return c.endRefused(ctx, pipe, err)
 	}
 	c.pending = false
 	if gerr == nil {
@@ -167,6 +154,32 @@ func (c *lazyConn) claimAlone(ctx context.Context, t driver.ClaimTicket, req dri
 // never begun, and its statements fail with err.
 func (c *lazyConn) refuse(err error) {
 	c.pending, c.refused = false, err
+}
+
+// claimFailed tells t that its claim could not be made or read (err), after
+// closing pipe if one was started, and refuses the transaction with what t
+// says.
+func (c *lazyConn) claimFailed(t driver.ClaimTicket, pipe *pgconn.Pipeline, err error) (begun, error, bool) {
+	if pipe != nil {
+		pipe.Close()
+	}
+	err = t.Done(driver.ClaimResult{}, err)
+	c.refuse(err)
+	return nil, err, true
+}
+
+// endRefused closes pipe and refuses the transaction with err; should the
+// server have begun it, it is rolled back first.
+func (c *lazyConn) endRefused(ctx context.Context, pipe *pgconn.Pipeline, err error) (begun, error, bool) {
+	pipe.Close()
+	pc := c.Conn.Conn()
+	if pc.PgConn().TxStatus() != 'I' {
+		if _, rerr := pc.Exec(ctx, "ROLLBACK"); rerr != nil {
+			return nil, badConn(rerr), true
+		}
+	}
+	c.refuse(err)
+	return nil, err, true
 }
 
 // claimedStatements are the statements of sendClaimed, prepared on the

@@ -140,12 +140,7 @@ func (c *lazyConn) sendHeld(ctx context.Context, t driver.ClaimTicket, req drive
 	m := pc.TypeMap()
 	k := req.Key
 	pipe := pc.PgConn().StartPipeline(ctx)
-	fail := func(err error) (begun, error, bool) {
-		pipe.Close()
-		err = t.Done(driver.ClaimResult{}, err)
-		c.refuse(err)
-		return nil, err, true
-	}
+	fail := func(err error) (begun, error, bool) { return c.claimFailed(t, pipe, err) }
 	for _, s := range []struct {
 		sd   *pgconn.StatementDescription
 		args []any
@@ -167,13 +162,11 @@ func (c *lazyConn) sendHeld(ctx context.Context, t driver.ClaimTicket, req drive
 	}
 
 	refused := func(res driver.ClaimResult) (begun, error, bool) {
-		pipe.Close()
 		err := t.Done(res, nil)
 		if err == nil { // unreachable: a result that is not Claimed never goes to the flow
 			err = errors.New("postgres: claim: the key was refused, yet the claim went to the flow")
 		}
-		c.refuse(err)
-		return nil, err, true
+		return c.endRefused(ctx, pipe, err)
 	}
 	if err := readClosed(pipe); err != nil { // the lock
 		if divByZero(err) {
@@ -210,12 +203,7 @@ func (c *lazyConn) sendHeld(ctx context.Context, t driver.ClaimTicket, req drive
 	if err := t.Done(res, nil); err != nil {
 		// Unreachable: a Claimed result goes to the flow. Should it not,
 		// end what began.
-		pipe.Close()
-		if _, rerr := pc.Exec(ctx, "ROLLBACK"); rerr != nil {
-			return nil, badConn(rerr), true
-		}
-		c.refuse(err)
-		return nil, err, true
+		return c.endRefused(ctx, pipe, err)
 	}
 	c.pending, c.held = false, h
 	if err := readClosed(pipe); err != nil { // the BEGIN
