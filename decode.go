@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Validator is implemented by input types that check themselves after
@@ -34,6 +35,10 @@ type paramField struct {
 // exactly one JSON value; unknown object fields are rejected (400
 // UnknownField) so that a typo never silently changes what runs — and two
 // bodies that differ only in ignored fields can never share a fingerprint.
+// The JSON is read strictly (strictCheck): a duplicated key (400
+// DuplicateField), a key that matches a field only when case is ignored (400
+// UnknownField) and invalid UTF-8 (400 MalformedJSON) are refused, never
+// merged or repaired.
 // Path parameters (and, for GET, query parameters) then fill the struct
 // fields whose JSON names match.
 func decodeFunc[In any](allowUnknown bool) func(body []byte, params func(string) (string, bool)) (any, *Error) {
@@ -52,6 +57,10 @@ func decodeFunc[In any](allowUnknown bool) func(body []byte, params func(string)
 				s, ok := params(f.name)
 				if !ok {
 					continue
+				}
+				if !utf8.ValidString(s) {
+					return nil, &Error{Status: 400, Code: CodeInvalidInput,
+						Message: fmt.Sprintf("parameter %q is not valid UTF-8; percent-encode UTF-8 text.", f.name)}
 				}
 				if err := setFromString(v.FieldByIndex(f.index), s); err != nil {
 					return nil, &Error{Status: 400, Code: CodeInvalidInput,
@@ -80,7 +89,8 @@ func validationError(err error) *Error {
 	return &Error{Status: 400, Code: CodeValidationFailed, Message: err.Error(), Err: err}
 }
 
-// decodeJSON decodes exactly one JSON value from body into v.
+// decodeJSON decodes exactly one JSON value from body into v (a pointer),
+// strictly: see strictCheck.
 func decodeJSON(body []byte, v any, allowUnknown bool) *Error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if !allowUnknown {
@@ -93,7 +103,7 @@ func decodeJSON(body []byte, v any, allowUnknown bool) *Error {
 		return &Error{Status: 400, Code: CodeMalformedJSON,
 			Message: "The request body must hold exactly one JSON value; found more after it."}
 	}
-	return nil
+	return strictCheck(body, reflect.TypeOf(v).Elem())
 }
 
 func jsonError(err error) *Error {

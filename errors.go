@@ -81,6 +81,7 @@ var (
 const (
 	CodeMalformedJSON    = "MalformedJSON"
 	CodeUnknownField     = "UnknownField"
+	CodeDuplicateField   = "DuplicateField"
 	CodeInvalidInput     = "InvalidInput"
 	CodeValidationFailed = "ValidationFailed"
 )

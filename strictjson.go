@@ -1,0 +1,439 @@
+package oke
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Strict JSON. encoding/json is lenient in three ways that would let two
+// different request bodies run as one request, or one body mean something
+// its sender did not write:
+//
+//   - a duplicated object key: the last value wins ({"amount":1,"amount":2}
+//     charges 2);
+//   - a key that matches a struct field only when case is ignored
+//     ({"AMOUNT":2} fills Amount);
+//   - invalid UTF-8 in a string, and lone UTF-16 surrogates in \u escapes:
+//     both become U+FFFD, so different bytes share a fingerprint.
+//
+// strictCheck rejects all three, after encoding/json has accepted the body
+// (so it only ever scans well-formed JSON, and syntax errors keep
+// encoding/json's messages).
+
+// strictCheck scans body, a well-formed JSON value decoded into a value of
+// type t, and returns a 400 *Error for the first duplicated key, case-only
+// field match or invalid string it finds.
+func strictCheck(body []byte, t reflect.Type) *Error {
+	s := strictScanner{b: body}
+	s.value(t)
+	return s.err
+}
+
+type strictScanner struct {
+	b   []byte
+	i   int
+	err *Error
+	// path is where the scan is, for messages (built into a string only on
+	// error): its first depth steps, the first len(path) of them recorded.
+	path  [24]pathSeg
+	depth int
+}
+
+func (s *strictScanner) push(p pathSeg) {
+	if s.depth < len(s.path) {
+		s.path[s.depth] = p
+	}
+	s.depth++
+}
+
+func (s *strictScanner) pop() { s.depth-- }
+
+// pathSeg is one step of a path: an object member's key, or an array index.
+type pathSeg struct {
+	key   []byte
+	index int // when key is nil
+}
+
+// pathString is where the scan is, e.g. items[1].sku; with key appended
+// when it is not nil.
+func (s *strictScanner) pathString(key []byte) string {
+	var b strings.Builder
+	for _, p := range s.path[:min(s.depth, len(s.path))] {
+		if p.key == nil {
+			fmt.Fprintf(&b, "[%d]", p.index)
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.Write(p.key)
+	}
+	if s.depth > len(s.path) {
+		b.WriteString("…")
+	}
+	if key != nil {
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.Write(key)
+	}
+	return b.String()
+}
+
+func (s *strictScanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// value scans one value that decodes into t (nil: unknown, check only keys
+// and strings).
+func (s *strictScanner) value(t reflect.Type) {
+	s.ws()
+	if s.err != nil || s.i >= len(s.b) {
+		return
+	}
+	t = strictTarget(t)
+	switch s.b[s.i] {
+	case '{':
+		s.object(t)
+	case '[':
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		s.i++
+		for n := 0; ; n++ {
+			s.ws()
+			if s.i >= len(s.b) || s.b[s.i] == ']' {
+				s.i++
+				return
+			}
+			if n > 0 && s.b[s.i] == ',' {
+				s.i++
+			}
+			s.push(pathSeg{index: n})
+			s.value(elem)
+			if s.err != nil {
+				return
+			}
+			s.pop()
+		}
+	case '"':
+		s.str()
+	default: // number, true, false, null
+		for s.i < len(s.b) && !strings.ContainsRune(" \t\n\r,]}", rune(s.b[s.i])) {
+			s.i++
+		}
+	}
+}
+
+func (s *strictScanner) object(t reflect.Type) {
+	var (
+		fields   *strictFields
+		elem     reflect.Type
+		seen     map[string]struct{}
+		seenFew  [8][]byte
+		nSeenFew int
+	)
+	if t != nil {
+		switch t.Kind() {
+		case reflect.Struct:
+			fields = fieldsOf(t)
+		case reflect.Map:
+			elem = t.Elem()
+		}
+	}
+	s.i++
+	for n := 0; ; n++ {
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] == '}' {
+			s.i++
+			return
+		}
+		if n > 0 && s.b[s.i] == ',' {
+			s.i++
+			s.ws()
+		}
+		key, ok := s.str()
+		if !ok {
+			return
+		}
+		// Duplicates: the first few keys are compared in place (no
+		// allocation for the usual small body), more in a map.
+		dup := false
+		if seen == nil {
+			for _, k := range seenFew[:nSeenFew] {
+				if string(k) == string(key) {
+					dup = true
+					break
+				}
+			}
+			if nSeenFew < len(seenFew) {
+				seenFew[nSeenFew] = key
+				nSeenFew++
+			} else {
+				seen = make(map[string]struct{}, 2*len(seenFew))
+				for _, k := range seenFew {
+					seen[string(k)] = struct{}{}
+				}
+				seen[string(key)] = struct{}{}
+			}
+		} else {
+			_, dup = seen[string(key)]
+			seen[string(key)] = struct{}{}
+		}
+		if dup {
+			s.err = &Error{Status: 400, Code: CodeDuplicateField,
+				Message: fmt.Sprintf("The request body has the field %q more than once; send each field once.", s.pathString(key))}
+			return
+		}
+		var vt reflect.Type
+		switch {
+		case fields != nil:
+			if ft, ok := fields.exact[string(key)]; ok {
+				vt = ft
+			} else if name, ok := fields.folded(key); ok {
+				s.err = &Error{Status: 400, Code: CodeUnknownField,
+					Message: fmt.Sprintf("The request body has a field %q that matches %q only when case is ignored; field names are case-sensitive.", s.pathString(key), s.pathString([]byte(name)))}
+				return
+			}
+		default:
+			vt = elem
+		}
+		s.ws()
+		if s.i < len(s.b) && s.b[s.i] == ':' {
+			s.i++
+		}
+		s.push(pathSeg{key: key})
+		s.value(vt)
+		if s.err != nil {
+			return
+		}
+		s.pop()
+	}
+}
+
+// str scans a string at s.i and checks its UTF-8 and escapes. It returns
+// the string's value: a slice of the body when it has no escapes (the usual
+// key), else a new buffer.
+func (s *strictScanner) str() ([]byte, bool) {
+	start := s.i
+	s.i++ // the opening quote
+	var (
+		out     []byte
+		escaped bool
+		from    = s.i
+	)
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			raw := s.b[from:s.i]
+			s.i++
+			if !escaped {
+				return raw, true
+			}
+			return append(out, raw...), true
+		case c == '\\':
+			if !escaped {
+				escaped = true
+				out = make([]byte, 0, s.i-from+8)
+			}
+			out = append(out, s.b[from:s.i]...)
+			if s.i+1 >= len(s.b) {
+				return s.badString(start)
+			}
+			if s.b[s.i+1] != 'u' {
+				out = append(out, unescape(s.b[s.i+1]))
+				s.i += 2
+				from = s.i
+				continue
+			}
+			r, ok := hex4(s.b, s.i+2)
+			if !ok {
+				return s.badString(start)
+			}
+			s.i += 6
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(0), false
+				if s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
+					r2, ok = hex4(s.b, s.i+2)
+				}
+				dec := utf16.DecodeRune(r, r2)
+				if !ok || dec == utf8.RuneError {
+					return s.badString(start) // a lone or reversed surrogate
+				}
+				r = dec
+				s.i += 6
+			}
+			out = utf8.AppendRune(out, r)
+			from = s.i
+		case c < utf8.RuneSelf:
+			s.i++
+		default:
+			r, size := utf8.DecodeRune(s.b[s.i:])
+			if r == utf8.RuneError && size <= 1 {
+				return s.badString(start)
+			}
+			s.i += size
+		}
+	}
+	return s.badString(start)
+}
+
+func (s *strictScanner) badString(at int) ([]byte, bool) {
+	where := "a string"
+	if p := s.pathString(nil); p != "" {
+		where = fmt.Sprintf("the field %q", p)
+	}
+	s.err = &Error{Status: 400, Code: CodeMalformedJSON,
+		Message: fmt.Sprintf("The request body has invalid UTF-8 in %s (at byte %d); send text as UTF-8.", where, at)}
+	return nil, false
+}
+
+func unescape(c byte) byte {
+	switch c {
+	case 'b':
+		return '\b'
+	case 'f':
+		return '\f'
+	case 'n':
+		return '\n'
+	case 'r':
+		return '\r'
+	case 't':
+		return '\t'
+	}
+	return c // " \ /
+}
+
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+var (
+	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// strictTarget is the type whose JSON shape the scanner follows for a value
+// decoded into t: pointers are looked through; nil means the shape is not
+// known (an interface, or a type that decodes itself), so only duplicate keys
+// and strings are checked below it.
+func strictTarget(t reflect.Type) reflect.Type {
+	for t != nil {
+		if t.Implements(jsonUnmarshalerType) || reflect.PointerTo(t).Implements(jsonUnmarshalerType) ||
+			t.Implements(textUnmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType) {
+			return nil
+		}
+		switch t.Kind() {
+		case reflect.Pointer:
+			t = t.Elem()
+		case reflect.Interface:
+			return nil
+		default:
+			return t
+		}
+	}
+	return nil
+}
+
+// strictFields are the JSON names of a struct type's fields, as
+// encoding/json matches them.
+type strictFields struct {
+	exact map[string]reflect.Type
+	names []string
+}
+
+// folded returns the field name key matches when case is ignored.
+func (f *strictFields) folded(key []byte) (string, bool) {
+	for _, n := range f.names {
+		if bytes.EqualFold([]byte(n), key) {
+			return n, true
+		}
+	}
+	return "", false
+}
+
+var strictFieldCache sync.Map // reflect.Type → *strictFields
+
+func fieldsOf(t reflect.Type) *strictFields {
+	if f, ok := strictFieldCache.Load(t); ok {
+		return f.(*strictFields)
+	}
+	f := &strictFields{exact: map[string]reflect.Type{}}
+	depth := map[string]int{}
+	var walk func(t reflect.Type, d int, visited map[reflect.Type]bool)
+	walk = func(t reflect.Type, d int, visited map[reflect.Type]bool) {
+		if visited[t] {
+			return
+		}
+		visited[t] = true
+		for i := 0; i < t.NumField(); i++ {
+			sf := t.Field(i)
+			tag, hasTag := sf.Tag.Lookup("json")
+			name, _, _ := strings.Cut(tag, ",")
+			if name == "-" && !strings.HasPrefix(tag, "-,") {
+				continue
+			}
+			if sf.Anonymous && name == "" {
+				ft := sf.Type
+				if ft.Kind() == reflect.Pointer {
+					ft = ft.Elem()
+				}
+				if ft.Kind() == reflect.Struct {
+					walk(ft, d+1, visited) // promoted fields
+					continue
+				}
+			}
+			if !sf.IsExported() {
+				continue
+			}
+			if !hasTag || name == "" {
+				name = sf.Name
+			}
+			if prev, ok := depth[name]; ok && prev <= d {
+				continue // the shallower field wins
+			}
+			if _, ok := depth[name]; !ok {
+				f.names = append(f.names, name)
+			}
+			depth[name] = d
+			f.exact[name] = sf.Type
+		}
+		visited[t] = false
+	}
+	walk(t, 0, map[reflect.Type]bool{})
+	v, _ := strictFieldCache.LoadOrStore(t, f)
+	return v.(*strictFields)
+}
