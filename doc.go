@@ -68,7 +68,9 @@
 // lapses and the next request with the key runs the flow again: a
 // non-durable flow is at-least-once across crashes. If the store cannot be
 // read or written, the request fails closed with 503 StoreUnavailable and
-// the flow does not run.
+// the flow does not run; once the flow has started, a store failure answers
+// 503 OutcomeUnknown ("the request may have run; retry with the same
+// Idempotency-Key"), never a live answer that no retry could replay.
 //
 // Drivers store the rows: driver/memory for tests, driver/file (the embedded
 // default, a crash-safe append-only file) and driver/postgres (production,

@@ -56,9 +56,24 @@ var (
 	ErrInternal = &Error{Status: http.StatusInternalServerError, Code: "InternalError",
 		Message: "The server failed to complete this request."}
 	// ErrStoreUnavailable: the idempotency store could not be read or
-	// written, so the flow was not run (fail closed). Safe to retry.
+	// written before the flow's function started, so nothing of the request
+	// ran (fail closed). Safe to retry, with the same key or a new one.
 	ErrStoreUnavailable = &Error{Status: http.StatusServiceUnavailable, Code: "StoreUnavailable",
 		Message: "The idempotency store is unavailable; the request was not run. Retry later with the same Idempotency-Key.", RetryAfter: 1}
+	// ErrOutcomeUnknown: the flow's function started, then the store (or
+	// the database of the flow's transaction) failed, so whether the
+	// request took effect is not known, or its outcome could not be stored.
+	// Retry with the same Idempotency-Key: the retry replays the outcome if
+	// it was stored, and runs the flow again only if nothing of it was (a
+	// durable run resumes). A new key could do the work twice.
+	ErrOutcomeUnknown = &Error{Status: http.StatusServiceUnavailable, Code: "OutcomeUnknown",
+		Message: "The request may have run; retry with the same Idempotency-Key.", RetryAfter: 1}
+	// ErrUnavailable: the flow's function started and failed because a
+	// database or service it needs could not be reached, before it changed
+	// anything through fx (no non-read effect): its key, if any, was
+	// released. Safe to retry.
+	ErrUnavailable = &Error{Status: http.StatusServiceUnavailable, Code: "Unavailable",
+		Message: "A database or service this request needs could not be reached; nothing was changed. Retry later.", RetryAfter: 1}
 	// ErrResponseNotStored is replayed for a key whose first response was
 	// too large to store (Config.MaxStoredResponse). The flow ran once and
 	// its response was delivered once; it will not run again for that key.

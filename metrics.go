@@ -17,11 +17,16 @@ const (
 	OutcomeMissing     = "missing"     // 400: a required key is missing
 	OutcomeNone        = "none"        // the flow honors keys; none was sent
 	OutcomeIgnored     = "ignored"     // a key was sent to a flow that does not honor it
-	OutcomeUnavailable = "unavailable" // 503: the store failed; the flow did not run
+	OutcomeUnavailable = "unavailable" // 503 StoreUnavailable or Unavailable: nothing of the request took effect
+	OutcomeUnknown     = "unknown"     // 503 OutcomeUnknown: the flow ran, its outcome was not stored
 )
 
 var outcomeNames = []string{OutcomeLive, OutcomeReplayed, OutcomeInProgress, OutcomeReused,
-	OutcomeInvalid, OutcomeMissing, OutcomeNone, OutcomeIgnored, OutcomeUnavailable}
+	OutcomeInvalid, OutcomeMissing, OutcomeNone, OutcomeIgnored, OutcomeUnavailable, OutcomeUnknown}
+
+// unavailableCodes are the codes of the 503s the app answers, resolved at
+// Handle time.
+var unavailableCodes = []string{"StoreUnavailable", "OutcomeUnknown", "Unavailable", "ShuttingDown"}
 
 type metrics struct {
 	reg        *prometheus.Registry
@@ -29,6 +34,7 @@ type metrics struct {
 	outcomes   *prometheus.CounterVec
 	claim      *prometheus.HistogramVec
 	notStored  *prometheus.CounterVec
+	down       *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -40,7 +46,7 @@ func newMetrics() *metrics {
 		}, []string{"flow"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "oke_idempotency_outcomes_total",
-			Help: "Idempotency-Key outcomes by flow: live, replayed, in_progress, reused, invalid, missing, none, ignored, unavailable.",
+			Help: "Idempotency-Key outcomes by flow: live, replayed, in_progress, reused, invalid, missing, none, ignored, unavailable (503, nothing took effect), unknown (503 OutcomeUnknown).",
 		}, []string{"flow", "outcome"}),
 		claim: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "oke_idempotency_claim_seconds",
@@ -52,7 +58,11 @@ func newMetrics() *metrics {
 			Help: "Responses that could not be stored (lease lost to another owner, or store failure after retries).",
 		}, []string{"flow"}),
 	}
-	m.reg.MustRegister(m.executions, m.outcomes, m.claim, m.notStored,
+	m.down = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oke_unavailable_total",
+		Help: "Every 503 a flow's route answered, keyed or not, by error code: StoreUnavailable (nothing ran), Unavailable (ran, changed nothing), OutcomeUnknown (may have run), ShuttingDown.",
+	}, []string{"flow", "code"})
+	m.reg.MustRegister(m.executions, m.outcomes, m.claim, m.notStored, m.down,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -64,6 +74,17 @@ type flowMetrics struct {
 	outcomes   map[string]prometheus.Counter
 	claim      prometheus.Observer
 	notStored  prometheus.Counter
+	down       map[string]prometheus.Counter
+	downVec    *prometheus.CounterVec
+	name       string
+}
+
+// unavailable is the counter of 503s with code.
+func (fm *flowMetrics) unavailable(code string) prometheus.Counter {
+	if c, ok := fm.down[code]; ok {
+		return c
+	}
+	return fm.downVec.WithLabelValues(fm.name, code)
 }
 
 func (m *metrics) forFlow(name string) *flowMetrics {
@@ -72,6 +93,12 @@ func (m *metrics) forFlow(name string) *flowMetrics {
 		outcomes:   make(map[string]prometheus.Counter, len(outcomeNames)),
 		claim:      m.claim.WithLabelValues(name),
 		notStored:  m.notStored.WithLabelValues(name),
+		down:       make(map[string]prometheus.Counter, len(unavailableCodes)),
+		downVec:    m.down,
+		name:       name,
+	}
+	for _, c := range unavailableCodes {
+		fm.down[c] = m.down.WithLabelValues(name, c)
 	}
 	for _, o := range outcomeNames {
 		fm.outcomes[o] = m.outcomes.WithLabelValues(name, o)

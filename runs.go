@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/okengine/oke/driver"
@@ -188,7 +189,10 @@ type outcome struct {
 	nonRead bool  // the run had a non-read effect (a step, or fx effects)
 	parked  bool  // parked by a durable sleep: answer 204
 	store   error // the store failed: answer 503, the run is retried later
-	settled bool  // res is the run's stored final response: send and store it as is
+	// started: the run's function started (or another execution holds the
+	// run): a 503 then says the outcome is unknown, not that nothing ran.
+	started bool
+	settled bool // res is the run's stored final response: send and store it as is
 	// busy: the run is held elsewhere (the scheduler) or waits for a retry;
 	// answer 409 IdempotencyInProgress with this Retry-After.
 	busy time.Duration
@@ -214,7 +218,7 @@ func (a *App) execute(ctx context.Context, f *flow, e *execution, in any) outcom
 	ctx = rc
 	res, _, err := a.callUnary(ctx, f, in, fx)
 	rc.st.endStepTx()
-	o := outcome{res: res, err: err, nonRead: fx.hasNonRead() || x.Taken() > 0 || x.Saved() > 0}
+	o := outcome{res: res, err: err, nonRead: fx.hasNonRead() || x.Taken() > 0 || x.Saved() > 0, started: true}
 	if err != nil && ctx.Err() != nil && a.base.Err() != nil {
 		// The app is closing and cut the run off: it has not failed. Release
 		// it so that the next start picks it up at once.
@@ -237,6 +241,20 @@ func (a *App) execute(ctx context.Context, f *flow, e *execution, in any) outcom
 		o.err = nil
 	}
 	return a.finish(ctx, e, o)
+}
+
+// unavailable is the 503 of an outcome whose store failed: StoreUnavailable
+// when the run's function never started, else OutcomeUnknown (the run goes
+// on later, and a retry with the key gets its answer); ShuttingDown as is.
+func (o outcome) unavailable() *Error {
+	var e *Error
+	switch {
+	case errors.As(o.store, &e) && e.Status == http.StatusServiceUnavailable:
+		return e
+	case o.started:
+		return ErrOutcomeUnknown.WithCause(o.store)
+	}
+	return ErrStoreUnavailable.WithCause(o.store)
 }
 
 // finish records the outcome of an execution in the journal.
@@ -342,7 +360,7 @@ func (a *App) awaitRun(ctx context.Context, id string) outcome {
 	for {
 		run, _, err := a.journal.GetRun(ctx, id)
 		if err != nil {
-			return outcome{store: err}
+			return outcome{store: err, started: true}
 		}
 		switch {
 		case run.Status == driver.RunSleeping:
@@ -357,7 +375,7 @@ func (a *App) awaitRun(ctx context.Context, id string) outcome {
 			if run.Owner != "" && run.LeaseUntil.After(until) {
 				until = run.LeaseUntil
 			}
-			return outcome{busy: max(until.Sub(now), time.Second)}
+			return outcome{busy: max(until.Sub(now), time.Second), started: true}
 		}
 		select {
 		case <-time.After(25 * time.Millisecond):

@@ -64,12 +64,12 @@ const headerKey = "Idempotency-Key"
 func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 	a.inflight.Add(1)
 	defer a.inflight.Done()
-	if a.closing.Load() {
-		writeEnvelope(w, ErrShuttingDown)
-		return
-	}
 	f := rt.f
 	m := f.metrics
+	if a.closing.Load() {
+		a.writeUnavailable(w, f, false, ErrShuttingDown)
+		return
+	}
 
 	// 1. Gate: 401/403 store nothing.
 	id, err := a.gate(r, f.name)
@@ -167,7 +167,7 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 		o := a.runDurable(ctx, f, in, canon, id, nil)
 		switch {
 		case o.store != nil:
-			writeEnvelope(w, ErrStoreUnavailable.WithCause(o.store))
+			a.writeUnavailable(w, f, false, o.unavailable())
 		case o.busy > 0:
 			w.Header().Set("Retry-After", idem.RetryAfterHeader(o.busy))
 			writeEnvelope(w, ErrIdempotencyInProgress)
@@ -187,8 +187,9 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				t.rollback()
 			} else if cerr := t.commit(fx); cerr != nil {
+				// The commit may have happened.
 				a.logFailure(f, cerr)
-				writeEnvelope(w, ErrStoreUnavailable.WithCause(cerr))
+				a.writeUnavailable(w, f, false, ErrOutcomeUnknown.WithCause(cerr))
 				return
 			}
 		}
@@ -197,7 +198,8 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 			if !declared { // a declared failure (e.g. 404) is an answer, not a fault
 				a.logFailure(f, err)
 				if a.unavailable(err) {
-					e = ErrStoreUnavailable.WithCause(err)
+					a.writeUnavailable(w, f, false, startedUnavailable(fx.hasNonRead(), err))
+					return
 				}
 			}
 			writeEnvelope(w, e)
@@ -251,7 +253,7 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 		// it over and resumes the run.
 		claim.Abandon()
 		m.notStored.Inc()
-		writeEnvelope(w, ErrStoreUnavailable.WithCause(o.store))
+		a.writeUnavailable(w, f, true, o.unavailable())
 		return
 	case o.busy > 0:
 		// The run is held elsewhere: hand the key back soon, so that a
@@ -277,9 +279,8 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 func (a *App) answerClaim(f *flow, dec idem.Decision, err error, w http.ResponseWriter) bool {
 	m := f.metrics
 	if err != nil {
-		m.outcomes[OutcomeUnavailable].Inc()
 		a.log.Error("oke: idempotency store unavailable; not running the flow", "flow", f.name, "err", err)
-		writeEnvelope(w, ErrStoreUnavailable.WithCause(err))
+		a.writeUnavailable(w, f, true, ErrStoreUnavailable.WithCause(err))
 		return false
 	}
 	switch dec.Outcome {
@@ -359,7 +360,8 @@ func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res 
 				claim.Release(ctx)
 				if a.unavailable(runErr) {
 					// The database was unreachable: a retry may well work.
-					e = ErrStoreUnavailable.WithCause(runErr)
+					a.writeUnavailable(w, f, true, ErrUnavailable.WithCause(runErr))
+					return
 				}
 				writeEnvelope(w, e)
 				return
@@ -374,9 +376,10 @@ func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res 
 		// Not a buffered JSON envelope: deliver it live, keep nothing.
 		if ftx != nil {
 			if err := ftx.commit(fx); err != nil {
+				// The commit may have happened: leave the row to lapse.
 				claim.Abandon()
 				a.logFailure(f, err)
-				writeEnvelope(w, ErrStoreUnavailable.WithCause(err))
+				a.writeUnavailable(w, f, true, ErrOutcomeUnknown.WithCause(err))
 				return
 			}
 		}
@@ -396,25 +399,78 @@ func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res 
 		if err != nil {
 			if errors.Is(err, driver.ErrNotOwner) {
 				// Another attempt holds the key now; this one's writes
-				// were rolled back. The retry gets that attempt's answer.
-				m.outcomes[OutcomeInProgress].Inc()
-				w.Header().Set("Retry-After", "1")
-				writeEnvelope(w, ErrIdempotencyInProgress)
+				// were rolled back. Answer what that attempt's row says.
+				a.answerRefused(ctx, f, claim, w)
 				return
 			}
 			// Unknown whether it committed: the row lapses, and the retry
 			// replays the response or, if nothing committed, runs again.
 			m.notStored.Inc()
-			writeEnvelope(w, ErrStoreUnavailable.WithCause(err))
+			a.writeUnavailable(w, f, true, ErrOutcomeUnknown.WithCause(err))
 			return
 		}
 		writeResult(w, res, false)
 		return
 	}
 	if err := claim.Complete(ctx, stored); err != nil {
+		if errors.Is(err, driver.ErrNotOwner) {
+			a.answerRefused(ctx, f, claim, w)
+			return
+		}
+		// The flow ran, but no retry could replay its answer: say so
+		// rather than answer live. The row lapses; a retry with the key
+		// then runs the flow again (a non-durable flow is at least once
+		// across such a failure).
 		m.notStored.Inc()
+		a.writeUnavailable(w, f, true, ErrOutcomeUnknown.WithCause(err))
+		return
 	}
 	writeResult(w, res, false)
+}
+
+// answerRefused answers a request whose completion was refused because
+// another attempt holds its key now (this one's lease lapsed and a retry
+// took the key over): never with its own result, which no retry would see,
+// but with what the row holds now — that attempt's stored response, 409
+// while it runs, or 422 if the key went to another request since. With no
+// row to go by, the outcome is unknown.
+func (a *App) answerRefused(ctx context.Context, f *flow, claim *idem.Claim, w http.ResponseWriter) {
+	f.metrics.notStored.Inc()
+	dec, ok, err := a.engine.Current(context.WithoutCancel(ctx), claim.Key, claim.Row.Fingerprint)
+	if err != nil || !ok {
+		if err == nil {
+			err = fmt.Errorf("flow %s: the key's row is gone after another attempt took it over", f.name)
+		}
+		a.writeUnavailable(w, f, true, ErrOutcomeUnknown.WithCause(err))
+		return
+	}
+	a.answerClaim(f, dec, nil, w)
+}
+
+// writeUnavailable answers 503 with e (StoreUnavailable, OutcomeUnknown,
+// Unavailable or ShuttingDown) and counts it: by code in
+// oke_unavailable_total, and, for a keyed request, as its outcome.
+func (a *App) writeUnavailable(w http.ResponseWriter, f *flow, keyed bool, e *Error) {
+	m := f.metrics
+	m.unavailable(e.Code).Inc()
+	if keyed {
+		if e.Code == ErrOutcomeUnknown.Code {
+			m.outcomes[OutcomeUnknown].Inc()
+		} else {
+			m.outcomes[OutcomeUnavailable].Inc()
+		}
+	}
+	writeEnvelope(w, e)
+}
+
+// startedUnavailable is the 503 of a flow whose function started and then
+// failed because its store or database could not be reached: OutcomeUnknown
+// after a non-read effect, else Unavailable (nothing was changed).
+func startedUnavailable(nonRead bool, cause error) *Error {
+	if nonRead {
+		return ErrOutcomeUnknown.WithCause(cause)
+	}
+	return ErrUnavailable.WithCause(cause)
 }
 
 // runUnary runs a unary flow's function with a new effect handle.

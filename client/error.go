@@ -34,6 +34,29 @@ var (
 		Message: "This Idempotency-Key is still running. Retry after the given delay."}
 )
 
+// The codes of the server's 503 answers. All three are retried (with the
+// call's one key) when retries are configured; they differ in what the
+// caller may conclude when it gives up:
+const (
+	// CodeStoreUnavailable: the idempotency store failed before the flow
+	// started; nothing of the call ran.
+	CodeStoreUnavailable = "StoreUnavailable"
+	// CodeOutcomeUnknown: the flow started, then the store failed; the call
+	// may have taken effect. Retry with the same key — never a new one,
+	// which could do the work twice.
+	CodeOutcomeUnknown = "OutcomeUnknown"
+	// CodeUnavailable: the flow started but could not reach a database or
+	// service before it changed anything; nothing was changed.
+	CodeUnavailable = "Unavailable"
+)
+
+// Sentinels for the 503 codes, for errors.Is.
+var (
+	ErrStoreUnavailable = &Error{Status: http.StatusServiceUnavailable, Code: CodeStoreUnavailable}
+	ErrOutcomeUnknown   = &Error{Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown}
+	ErrUnavailable      = &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable}
+)
+
 // Error is a non-2xx answer from the server. The body
 // {"error":{"code":"…","message":"…"}} fills Code and Message; a body that is
 // not that envelope leaves Code empty and puts a short excerpt of it (or the

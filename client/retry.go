@@ -19,6 +19,10 @@ import (
 //   - network errors (no response: refused, reset, closed connection);
 //   - 5xx, unless the response was a replay (Idempotent-Replayed: true): a
 //     replayed 500 is the stored answer for that key and will not change.
+//     This includes the server's three 503s: StoreUnavailable (nothing
+//     ran), OutcomeUnknown (the call may have run: the retry with the same
+//     key gets its stored outcome, never runs it twice where the server can
+//     tell) and Unavailable (nothing was changed).
 //
 // Never retried: 422 IdempotencyKeyReused and every other 4xx, including
 // 409s with another code and 429.

@@ -24,6 +24,9 @@ func TestRetriesKeepKeyAndBody(t *testing.T) {
 			_, _ = w.Write([]byte("<html>bad gateway</html>"))
 		}},
 		{"503", unavailable},
+		{"503 StoreUnavailable", envelope(http.StatusServiceUnavailable, CodeStoreUnavailable, "not run")},
+		{"503 OutcomeUnknown", envelope(http.StatusServiceUnavailable, CodeOutcomeUnknown, "may have run")},
+		{"503 Unavailable", envelope(http.StatusServiceUnavailable, CodeUnavailable, "nothing changed")},
 		{"504", envelope(http.StatusGatewayTimeout, "Timeout", "slow")},
 		{"network error", hangUp},
 	}
@@ -50,6 +53,20 @@ func TestRetriesKeepKeyAndBody(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOutcomeUnknownMatchesItsSentinel: a caller that gave up can tell "may
+// have run" (retry later with the same key) from "did not run".
+func TestOutcomeUnknownMatchesItsSentinel(t *testing.T) {
+	f := setup(t, script(envelope(http.StatusServiceUnavailable, CodeOutcomeUnknown, "may have run")))
+	_, _, err := post.Call(context.Background(), f.c, in1000)
+	if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrStoreUnavailable) {
+		t.Fatalf("err = %v, want ErrOutcomeUnknown only", err)
+	}
+	var e *Error
+	if !errors.As(err, &e) || !e.Retryable() {
+		t.Fatalf("err = %v, want a retryable *Error", err)
 	}
 }
 

@@ -299,7 +299,7 @@ func testSaveFailure(t *testing.T, d driver.Driver) {
 	})
 	h.j.failSaves.Store(1) // step a's result cannot be saved
 	w := h.req("POST", "/pipe", `{"tag":"s"}`, "Idempotency-Key", key1)
-	wantCode(t, "save failed", w, 503, "StoreUnavailable")
+	wantCode(t, "save failed", w, 503, "OutcomeUnknown")
 	eventually(t, "the run to be retried and complete", h.finished("t.save", 1))
 	if n := h.ranStep("t.save/a"); n != 2 {
 		t.Fatalf("step a ran %d times, want 2 (again after the failed save)", n)
@@ -395,7 +395,7 @@ func testEmitInStepOnce(t *testing.T, d driver.Driver) {
 			}))
 	})
 	h.j.failSaves.Store(1) // the step's work happens, its result is not saved
-	wantCode(t, "save failed", h.req("POST", "/p", `{"tag":"e"}`, "Idempotency-Key", key1), 503, "StoreUnavailable")
+	wantCode(t, "save failed", h.req("POST", "/p", `{"tag":"e"}`, "Idempotency-Key", key1), 503, "OutcomeUnknown")
 	eventually(t, "the parent to finish", h.finished("t.parent", 1))
 	eventually(t, "the child and listener to finish", func() bool { return h.finished("t.child", 1)() && h.finished("t.listener", 1)() })
 	time.Sleep(after)
@@ -582,7 +582,7 @@ func testStableKeys(t *testing.T, d driver.Driver) {
 	})
 	h.j.failStep.Store("refund", struct{}{}) // the refund happens; its result is not saved
 	w := h.req("POST", "/p", `{}`, "Idempotency-Key", key1)
-	wantCode(t, "first attempt", w, 503, "StoreUnavailable")
+	wantCode(t, "first attempt", w, 503, "OutcomeUnknown")
 	eventually(t, "the run to be picked up again and complete", h.finished("t.keys", 1))
 	run := h.runsOf("t.keys")[0]
 	mu.Lock()

@@ -58,7 +58,9 @@ var httpRules = []rowRule{
 	{"DisconnectDoesNotCancelClaimedDo", testDisconnect},
 	{"NonDurableRunsAgainAfterLeaseLapses", testRunsAgainAfterLapse},
 	{"StaleHolderCannotOverwriteNewOwnersResult", testStaleHolder},
+	{"StaleHolderAnswersTheNewOwnersStoredResponse", testStaleHolderAfterNewOwner},
 	{"StoreFailureFailsClosedWith503", testFailClosed},
+	{"StoreFailureAfterTheFlowRanIs503OutcomeUnknown", testCompleteFails},
 	{"StreamFlushesThroughTheApp", testStreamFlushes},
 	{"TooLargeResponseStoresTombstone", testTooLarge},
 	{"ExpiredRowsAreSweptAndReplacedOnClaim", testHTTPSweep},
@@ -72,8 +74,16 @@ var httpRules = []rowRule{
 // faultDriver wraps a driver to inject store failures.
 type faultDriver struct {
 	driver.Driver
-	failAll   atomic.Bool // every call fails with ErrUnavailable
-	dropRenew atomic.Bool // renewals fail, as if the holder lost the store
+	failAll      atomic.Bool // every call fails with ErrUnavailable
+	dropRenew    atomic.Bool // renewals fail, as if the holder lost the store
+	failComplete atomic.Bool // completions fail with ErrUnavailable
+}
+
+func (f *faultDriver) Complete(ctx context.Context, k driver.Key, owner string, resp driver.Response, ttl time.Duration) error {
+	if f.failAll.Load() || f.failComplete.Load() {
+		return errInjected
+	}
+	return f.Driver.Complete(ctx, k, owner, resp, ttl)
 }
 
 var errInjected = fmt.Errorf("drivertest: injected fault: %w", driver.ErrUnavailable)
@@ -1003,8 +1013,13 @@ func testStaleHolder(t *testing.T, d driver.Driver) {
 		t.Fatal("B neither ran nor answered")
 	}
 	close(releaseA)
-	if a := waitFor(t, "A to answer", doneA); a.Code != 201 { // A finishes while B holds the key: its Complete is fenced off
-		t.Fatalf("A: %d", a.Code)
+	// A finishes while B holds the key: its Complete is fenced off, and it
+	// answers what the row holds now — B still running: 409 — never its
+	// own result, which no retry would ever see again.
+	a := waitFor(t, "A to answer", doneA)
+	wantCode(t, "the stale holder A", a, 409, "IdempotencyInProgress")
+	if a.Header().Get("Retry-After") == "" || strings.Contains(a.Body.String(), "from A") {
+		t.Fatalf("A: %d %v %s", a.Code, a.Header(), a.Body)
 	}
 	close(releaseB)
 	if b := waitFor(t, "B to answer", doneB); b.Code != 201 || !strings.Contains(b.Body.String(), "from B") {
@@ -1013,6 +1028,78 @@ func testStaleHolder(t *testing.T, d driver.Driver) {
 	w := h.req("POST", "/c", body, "Idempotency-Key", key1)
 	if !replayed(w) || !strings.Contains(w.Body.String(), "from B") {
 		t.Fatalf("the stale holder overwrote the new owner's result: %s", w.Body)
+	}
+}
+
+// testStaleHolderAfterNewOwner: a holder whose lease lapsed finishes after
+// the attempt that took its key over has stored its response: it answers
+// that stored response (Idempotent-Replayed), not its own.
+func testStaleHolderAfterNewOwner(t *testing.T, d driver.Driver) {
+	startedA, releaseA := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int64
+	h := newHarness(t, d, oke.Config{Lease: 3 * short, Logger: quietLogger()}, func(h *harness, app *oke.App) {
+		app.Handle(oke.POST("/c"), oke.NewFlow("t.stale2", oke.Options{},
+			func(ctx context.Context, in chargeIn, fx *oke.Fx) (oke.Response[string], error) {
+				if calls.Add(1) == 1 {
+					close(startedA)
+					<-releaseA
+					return oke.Created("from A", "/a"), nil
+				}
+				return oke.Created("from B", "/b"), nil
+			}))
+	})
+	h.fault.dropRenew.Store(true) // A's lease lapses while it runs
+	doneA := make(chan *httptest.ResponseRecorder)
+	go func() { doneA <- h.req("POST", "/c", body, "Idempotency-Key", key1) }()
+	waitFor(t, "A to start", startedA)
+	var b *httptest.ResponseRecorder
+	for deadline := time.Now().Add(time.Minute); ; {
+		time.Sleep(short)
+		if b = h.req("POST", "/c", body, "Idempotency-Key", key1); b.Code != 409 || time.Now().After(deadline) {
+			break // B took the lapsed key over, ran and stored its answer
+		}
+	}
+	if b.Code != 201 || replayed(b) || !strings.Contains(b.Body.String(), "from B") {
+		t.Fatalf("B: %d %s", b.Code, b.Body)
+	}
+	close(releaseA)
+	a := waitFor(t, "A to answer", doneA)
+	if a.Code != 201 || !replayed(a) || !strings.Contains(a.Body.String(), "from B") || a.Header().Get("Location") != "/b" {
+		t.Fatalf("the stale holder A answered %d replayed=%v %s (Location %q), want B's stored 201", a.Code, replayed(a), a.Body, a.Header().Get("Location"))
+	}
+	if w := h.req("POST", "/c", body, "Idempotency-Key", key1); !replayed(w) || !strings.Contains(w.Body.String(), "from B") {
+		t.Fatalf("retry: %d %s", w.Code, w.Body)
+	}
+}
+
+// testCompleteFails: when the response cannot be stored after the flow ran,
+// the client is told the outcome is unknown (503 OutcomeUnknown, with
+// Retry-After), not handed a live answer no retry could replay, nor told
+// the request did not run.
+func testCompleteFails(t *testing.T, d driver.Driver) {
+	h := newHarness(t, d, oke.Config{Lease: 3 * short, Logger: quietLogger()}, func(h *harness, app *oke.App) {
+		app.Handle(oke.POST("/c"), h.chargeFlow("t.unknown", oke.Options{}))
+	})
+	h.fault.failComplete.Store(true)
+	w := h.req("POST", "/c", body, "Idempotency-Key", key1)
+	wantCode(t, "completion failed", w, 503, "OutcomeUnknown")
+	if w.Header().Get("Retry-After") == "" {
+		t.Fatal("503 OutcomeUnknown without Retry-After")
+	}
+	wantRuns(t, h, "t.unknown", 1)
+	h.fault.failComplete.Store(false)
+	// The row lapses; the retry with the same key runs again and is stored
+	// (a non-durable flow is at least once across such a failure).
+	var retry *httptest.ResponseRecorder
+	for deadline := time.Now().Add(time.Minute); ; {
+		if retry = h.req("POST", "/c", body, "Idempotency-Key", key1); retry.Code != 409 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(short)
+	}
+	wantStatus(t, "retry", retry, 201)
+	if w := h.req("POST", "/c", body, "Idempotency-Key", key1); !replayed(w) {
+		t.Fatalf("the retry's response was not stored: %d", w.Code)
 	}
 }
 

@@ -109,6 +109,27 @@ func (e *Engine) decide(key driver.Key, owner string, lease, ttl time.Duration, 
 	}
 }
 
+// Current says what a request with fingerprint fp gets from the row of key
+// as it is now, without claiming it: Replay, InProgress or Reused, by the
+// same rules as Begin. ok is false when no row protects the key (there is
+// none, or it expired). It is for an attempt whose completion was refused
+// (driver.ErrNotOwner): another attempt holds the key now, and the refused
+// one must answer what that attempt's row holds, never its own result.
+func (e *Engine) Current(ctx context.Context, key driver.Key, fp string) (d Decision, ok bool, err error) {
+	row, err := e.Driver.Get(ctx, key)
+	if errors.Is(err, driver.ErrNotFound) {
+		return Decision{}, false, nil
+	}
+	if err != nil {
+		return Decision{}, false, fmt.Errorf("read idempotency row: %w", err)
+	}
+	now := time.Now()
+	if row.Expired(now) {
+		return Decision{}, false, nil
+	}
+	return e.decide(key, "", 0, 0, fp, driver.ClaimResult{Row: row, Now: now}), true, nil
+}
+
 // RetryAfter rounds a remaining lease up to whole seconds, at least one.
 func RetryAfter(remaining time.Duration) time.Duration {
 	if remaining <= time.Second {
