@@ -3,6 +3,7 @@ package oke
 import (
 	"encoding/json"
 	"errors"
+	"html/template"
 	"net/http"
 	"strconv"
 	"time"
@@ -134,17 +135,46 @@ func ViewRow(row driver.Row) RowView {
 		Response: viewStored(row.Response)}
 }
 
-// AdminHandler serves a small JSON API over the app's journal and
-// idempotency rows, for the CLI and consoles. Mount it behind your own
-// authentication (it shows stored responses, which may hold personal data):
+// AdminHandler serves the admin surface: a small JSON API over the app's
+// journal and idempotency rows, for the CLI and consoles.
 //
 //	GET  /runs?flow=&status=&after=&limit=   runs in ID order
 //	GET  /runs/{id}                          one run with its steps
 //	POST /runs/{id}/replay                   start a new run from its input
 //	GET  /idempotency?limit=                 idempotency rows
 //	GET  /flows                              the flows' contract
+//	POST /login, POST /logout                the console's session (AdminToken)
+//
+// Every request must pass Config.AdminAuth (401 otherwise, as the JSON
+// error envelope), and a state-changing one (POST, PUT, PATCH, DELETE)
+// whose Origin or Sec-Fetch-Site says it comes from another site is 403:
+// a page elsewhere cannot make a logged-in browser replay runs. A browser
+// that asks for the HTML page at / without a session gets the login form
+// (with AdminToken). Without an AdminAuth the handler serves nothing
+// (503 AdminAuthMissing) and Start reports the problem; set
+// InsecureNoAdminAuth to opt out, by name.
+//
+// Mount it under a prefix with http.StripPrefix, e.g.
+//
+//	app.HandleHTTP("/_oke/", http.StripPrefix("/_oke", app.AdminHandler()))
 func (a *App) AdminHandler() http.Handler {
+	if a.cfg.AdminAuth == nil {
+		a.problem(errors.New("AdminHandler: Config.AdminAuth is not set, so the admin surface would show stored responses and replay runs for anyone; fix: set AdminAuth: oke.AdminToken(token) (or your own oke.AdminAuthFunc), or oke.InsecureNoAdminAuth where something in front of the app authenticates every request"))
+	}
+	auth := a.cfg.AdminAuth
+	tokenAuth, _ := auth.(*adminTokenAuth)
 	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { routeNotFound(mux, w, r) })
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		if wantsHTML(r) {
+			writeAdminIndex(w, mountPrefix(r), tokenAuth != nil)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"api": []string{"GET /runs", "GET /runs/{id}", "POST /runs/{id}/replay", "GET /idempotency", "GET /flows"}})
+	})
+	if tokenAuth != nil {
+		mux.HandleFunc("POST /logout", serveLogout)
+	}
 	mux.HandleFunc("GET /runs", func(w http.ResponseWriter, r *http.Request) {
 		if a.journal == nil {
 			WriteError(w, ErrNotFound.WithMessage("This app's driver keeps no journal."))
@@ -222,8 +252,46 @@ func (a *App) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /flows", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"flows": a.Flows()})
 	})
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if tokenAuth != nil && r.URL.Path == "/login" && r.Method == http.MethodPost {
+			serveLogin(tokenAuth, w, r)
+			return
+		}
+		if e := adminGuard(auth, r); e != nil {
+			if tokenAuth != nil && e.Status == http.StatusUnauthorized && wantsHTML(r) && r.URL.Path == "/" {
+				writeLogin(w, http.StatusOK, mountPrefix(r)+"/login", "")
+				return
+			}
+			writeEnvelope(w, e)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
+
+// writeAdminIndex is the admin surface's page for a logged-in browser.
+func writeAdminIndex(w http.ResponseWriter, prefix string, session bool) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	adminIndex.Execute(w, struct {
+		Prefix  string
+		Session bool
+	}{prefix, session})
+}
+
+var adminIndex = template.Must(template.New("index").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>oke · admin</title>
+<style>body{font:15px system-ui,sans-serif;max-width:40rem;margin:8vh auto;padding:0 1rem;color:#1b1f24}</style></head>
+<body><h1>oke admin</h1><p>The JSON admin API of this app:</p><ul>
+<li><a href="{{.Prefix}}/flows" data-nav="flows">flows</a></li>
+<li><a href="{{.Prefix}}/runs" data-nav="runs">runs</a></li>
+<li><a href="{{.Prefix}}/idempotency" data-nav="idempotency">idempotency rows</a></li></ul>
+{{if .Session}}<form method="post" action="{{.Prefix}}/logout"><button type="submit" data-action="logout">Log out</button></form>{{end}}
+</body></html>
+`))
 
 func parseStatus(s string) (driver.RunStatus, bool) {
 	for _, st := range []driver.RunStatus{driver.RunRunning, driver.RunSleeping, driver.RunCompleted, driver.RunFailed} {

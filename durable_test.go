@@ -58,7 +58,7 @@ func TestStepOutsideADurableFlowJustRuns(t *testing.T) {
 // as a journal run and answers its response; the run is in the journal.
 func TestDurableRunOverHTTPWithoutKey(t *testing.T) {
 	d := memory.New()
-	app := newApp(t, oke.Config{Driver: d}, func(app *oke.App) {
+	app := newApp(t, oke.Config{Driver: d, AdminAuth: oke.InsecureNoAdminAuth}, func(app *oke.App) {
 		app.Handle(oke.POST("/d"), oke.NewFlow("d.nokey", oke.Options{Durable: true},
 			func(ctx context.Context, in noIn, fx *oke.Fx) (oke.Response[string], error) {
 				id, err := oke.NewID(ctx, "id")

@@ -32,7 +32,12 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // notFound answers requests that match no route: 405 when the path exists
 // with another method, else 404, as JSON envelopes.
-func (a *App) notFound(w http.ResponseWriter, r *http.Request) {
+func (a *App) notFound(w http.ResponseWriter, r *http.Request) { routeNotFound(a.mux, w, r) }
+
+// routeNotFound answers a request that matches no route of mux but its
+// catch-all: 405 (with Allow) when the path exists with another method, else
+// 404, as JSON envelopes.
+func routeNotFound(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 	var allow []string
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, "QUERY"} {
 		if m == r.Method {
@@ -40,7 +45,7 @@ func (a *App) notFound(w http.ResponseWriter, r *http.Request) {
 		}
 		r2 := r.Clone(r.Context())
 		r2.Method = m
-		if _, p := a.mux.Handler(r2); p != "/" && p != "" {
+		if _, p := mux.Handler(r2); p != "/" && p != "" {
 			allow = append(allow, m)
 		}
 	}
