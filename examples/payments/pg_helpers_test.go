@@ -235,7 +235,7 @@ func (l *demoLog) matching(s string) []string {
 // startLoggedDemo is startDemo, keeping the demo's stderr in log.
 func startLoggedDemo(t *testing.T, bin, data string, log *demoLog, flags ...string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-data", data}, flags...)...)
+	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-data", data, "-admin-token", testAdminToken}, flags...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -116,15 +116,52 @@ func runVersion(_ context.Context, name string, args []string, stdout, stderr io
 	return 0
 }
 
-// version is Version, else the main module's version from the build info.
+// version is Version, else what the build info says.
 func version() string {
 	if Version != "" {
 		return Version
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel (built without module support)"
 	}
-	return "devel"
+	return buildVersion(bi)
+}
+
+// buildVersion is the version a binary's build info gives: the main
+// module's version (a release, `go install …@v1.2.3`, or the pseudo-version
+// go build stamps from the git checkout), else the VCS revision it was
+// built from, else "devel" and why.
+func buildVersion(bi *debug.BuildInfo) string {
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, at string
+	dirty := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "devel (no version or VCS revision in this build: it was built outside a git checkout or with -buildvcs=false; `go install github.com/okengine/oke/cmd/oke@latest` gives a release version)"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	v := "devel " + rev
+	if dirty {
+		v += "+dirty"
+	}
+	if at != "" {
+		v += " (" + at + ")"
+	}
+	return v
 }
 
 func runHelp(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {

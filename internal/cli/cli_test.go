@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -63,6 +64,27 @@ func TestVersionFlag(t *testing.T) {
 	defer func() { cli.Version = old }()
 	if code, stdout, _ := run("version"); code != 0 || !strings.HasPrefix(stdout, "oke v1.2.3 (go") {
 		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+}
+
+// TestBuildVersion: `oke version` prints the module version, else the VCS
+// revision, never a bare "devel".
+func TestBuildVersion(t *testing.T) {
+	rev := []debug.BuildSetting{{Key: "vcs.revision", Value: "8bb771ec8bbcf1b799282ae5acc6b7713c0df0b9"}, {Key: "vcs.time", Value: "2026-12-01T09:49:33Z"}}
+	for _, tc := range []struct {
+		name string
+		bi   debug.BuildInfo
+		want string
+	}{
+		{"a release", debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}}, "v1.4.0"},
+		{"a pseudo-version stamped by go build", debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261201094933-8bb771ec8bbc+dirty"}}, "v0.0.0-20261201094933-8bb771ec8bbc+dirty"},
+		{"only a VCS revision", debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: rev}, "devel 8bb771ec8bbc (2026-12-01T09:49:33Z)"},
+		{"a modified checkout", debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: append(rev, debug.BuildSetting{Key: "vcs.modified", Value: "true"})}, "devel 8bb771ec8bbc+dirty (2026-12-01T09:49:33Z)"},
+		{"nothing at all says why", debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "-buildvcs=false"},
+	} {
+		if got := cli.BuildVersion(&tc.bi); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -21,7 +21,8 @@ const whereHelp = `Where it reads:
              (App.AdminHandler; the demo mounts it at /_oke/, and a URL
              without a path means that). This is the way while the app
              runs: it owns its data folder. The default is
-             http://127.0.0.1:8080.
+             http://127.0.0.1:8080. The admin API needs the app's admin
+             token: -token TOKEN or $OKE_ADMIN_TOKEN.
   -data DIR  opens the data folder itself with the file driver, only while
              no app holds it (the file driver allows one process at a time;
              a locked folder fails, and says to use -addr).

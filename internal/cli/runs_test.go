@@ -15,6 +15,9 @@ import (
 	"github.com/okengine/oke/examples/payments/app"
 )
 
+// cliAdminToken is the demo's admin token in these tests.
+const cliAdminToken = "cli-test-admin-token-0123456789"
+
 // demo is the payments demo on a data folder, served by httptest.
 type demo struct {
 	t    *testing.T
@@ -30,6 +33,8 @@ func openDemo(t *testing.T, dir string) *demo {
 	cfg := app.DefaultConfig()
 	cfg.DataDir = dir
 	cfg.PollInterval = 10 * time.Millisecond
+	cfg.AdminToken = cliAdminToken
+	t.Setenv("OKE_ADMIN_TOKEN", cliAdminToken) // what the commands send
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, err := app.Open(context.Background(), cfg)
 	if err != nil {
@@ -267,6 +272,9 @@ func TestRunsAddr(t *testing.T) {
 			{"a bad -addr", []string{"runs", "ls", "-addr", "ftp://x"}, 2, "-addr must be an http(s) URL"},
 			{"nobody listening", []string{"runs", "ls", "-addr", "127.0.0.1:1"}, 1, "is the app running there?"},
 			{"no admin API at the path", []string{"runs", "ls", "-addr", d.url + "/nope"}, 1, "NotFound"},
+			{"a wrong -token", []string{"runs", "ls", "-addr", d.url, "-token", "wrong"}, 1, "is not the app's admin token"},
+			{"no token at all names the fix", []string{"runs", "ls", "-addr", d.url, "-token", ""}, 1, "pass the app's admin token with -token or $OKE_ADMIN_TOKEN"},
+			{"an idempotency listing needs the token too", []string{"idempotency", "ls", "-addr", d.url, "-token", ""}, 1, "Unauthorized"},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {

@@ -46,15 +46,16 @@ const DefaultAddr = "http://127.0.0.1:8080"
 // another path (the demo mounts it there).
 const AdminPath = "/_oke"
 
-// target holds the -addr and -data flags.
+// target holds the -addr, -token and -data flags.
 type target struct {
-	addr, data string
+	addr, token, data string
 }
 
 func (t *target) register(fs interface {
 	StringVar(p *string, name, value, usage string)
 }) {
 	fs.StringVar(&t.addr, "addr", "", "ask the running app at this `URL` (its admin API, at "+AdminPath+"/ unless the URL has a path); the default is "+DefaultAddr)
+	fs.StringVar(&t.token, "token", os.Getenv("OKE_ADMIN_TOKEN"), "the app's admin `token`, sent as Authorization: Bearer (default $OKE_ADMIN_TOKEN; the demo logs the one it draws as \"admin token: …\")")
 	fs.StringVar(&t.data, "data", "", "open this data folder (`DIR`) with the file driver instead; only while no app holds it")
 }
 
@@ -70,7 +71,7 @@ func (t target) open() (source, error) {
 	if addr == "" {
 		addr = DefaultAddr
 	}
-	return newHTTPSource(addr)
+	return newHTTPSource(addr, t.token)
 }
 
 // usageError is a command-line mistake: exit 2.
@@ -81,10 +82,11 @@ func (e *usageError) Error() string { return e.err.Error() }
 // httpSource reads a running app's admin API.
 type httpSource struct {
 	base   string // e.g. http://127.0.0.1:8080/_oke
+	token  string // the admin token, sent as a bearer token
 	client *http.Client
 }
 
-func newHTTPSource(addr string) (*httpSource, error) {
+func newHTTPSource(addr, token string) (*httpSource, error) {
 	if !strings.Contains(addr, "://") {
 		addr = "http://" + addr
 	}
@@ -97,7 +99,7 @@ func newHTTPSource(addr string) (*httpSource, error) {
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	u.RawQuery, u.Fragment = "", ""
-	return &httpSource{base: u.String(), client: &http.Client{Timeout: 30 * time.Second}}, nil
+	return &httpSource{base: u.String(), token: token, client: &http.Client{Timeout: 30 * time.Second}}, nil
 }
 
 func (s *httpSource) close() error { return nil }
@@ -109,6 +111,9 @@ func (s *httpSource) call(ctx context.Context, method, path string, out any) err
 	req, err := http.NewRequestWithContext(ctx, method, s.base+path, nil)
 	if err != nil {
 		return err
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -128,6 +133,13 @@ func (s *httpSource) call(ctx context.Context, method, path string, out any) err
 		}
 		if env.Error.Code == "NotFound" && strings.HasPrefix(path, "/runs/") {
 			return fmt.Errorf("%w: %s", errNoRun, env.Error.Message)
+		}
+		if resp.StatusCode == http.StatusUnauthorized {
+			fix := "pass the app's admin token with -token or $OKE_ADMIN_TOKEN (the demo logs the one it draws at start as \"admin token: …\", or takes -admin-token)"
+			if s.token != "" {
+				fix = "the token given (-token or $OKE_ADMIN_TOKEN) is not the app's admin token"
+			}
+			return fmt.Errorf("%s: %s\n(%s)", env.Error.Code, env.Error.Message, fix)
 		}
 		return fmt.Errorf("%s: %s", env.Error.Code, env.Error.Message)
 	}

@@ -72,10 +72,25 @@ type reply struct {
 	Body   []byte
 }
 
-// do sends a request. hdr holds header name/value pairs.
+// do sends a request. hdr holds header name/value pairs. A request to the
+// admin API (/_oke/…) carries the demo's admin token unless hdr sets
+// Authorization itself.
 func (e *env) do(method, path, body string, hdr ...string) reply {
 	e.t.Helper()
+	if strings.HasPrefix(path, app.AdminPrefix+"/") && !hasHeader(hdr, "Authorization") {
+		hdr = append([]string{"Authorization", "Bearer " + e.srv.AdminToken()}, hdr...)
+	}
 	return do(e.t, e.url, method, path, body, hdr...)
+}
+
+// hasHeader reports whether the name/value pairs hdr set name.
+func hasHeader(hdr []string, name string) bool {
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if http.CanonicalHeaderKey(hdr[i]) == http.CanonicalHeaderKey(name) {
+			return true
+		}
+	}
+	return false
 }
 
 func do(t *testing.T, base, method, path, body string, hdr ...string) reply {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 )
 
@@ -27,6 +28,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.ClaimInTx, "claim-in-tx", c.ClaimInTx, "hold POST /charges' Idempotency-Key claim in the charge's transaction (oke.Idempotency.ClaimInTx; implies -defer-claim): on Postgres one commit per charge")
 	fs.BoolVar(&c.Unprotected, "unprotected", c.Unprotected, "benchmarks only: bind POST /charges with Idempotency-Key handling off, to measure its cost side by side")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long (`duration`) a graceful shutdown waits for running requests")
+	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "the `token` the admin API and console under /_oke/ require (Authorization: Bearer TOKEN, or the console's login); default $OKE_ADMIN_TOKEN, else a random one, logged at start")
 }
 
 // UsageError is a command-line mistake. The flag package has already shown
@@ -42,6 +44,7 @@ func (e *UsageError) Unwrap() error { return e.Err }
 // for bad flags (already reported on stderr), or Run's error.
 func Main(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
 	cfg := DefaultConfig()
+	cfg.AdminToken = os.Getenv("OKE_ADMIN_TOKEN")
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg.RegisterFlags(fs)
@@ -55,7 +58,7 @@ Idempotency-Key rule and durable execution. Try:
        -d '{"amount":1000,"currency":"usd"}'
   curl -si localhost:8080/pipeline -H 'Idempotency-Key: demo-key-0000000002' \
        -d '{"tag":"p1","steps":5,"stepMs":500}'
-  oke runs ls -addr http://127.0.0.1:8080
+  oke runs ls -addr http://127.0.0.1:8080 -token "$OKE_ADMIN_TOKEN"
 
 Flags:
 `, name)
@@ -107,6 +110,11 @@ func Run(ctx context.Context, cfg Config, stderr io.Writer) error {
 		where = "driver postgres, data in Postgres"
 	}
 	fmt.Fprintf(stderr, "payments: listening on http://%s (%s, lease %s)\n", ln.Addr(), where, cfg.Lease)
+	if s.tokenDrawn {
+		// Neither -admin-token nor OKE_ADMIN_TOKEN: the drawn token is
+		// the only way in, so say it (once; it is not logged otherwise).
+		fmt.Fprintf(stderr, "admin token: %s\n", s.AdminToken())
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -69,6 +70,11 @@ type Config struct {
 	// Logger receives the app's logs; nil means a text logger on Run's
 	// stderr (or slog.Default() for Open).
 	Logger *slog.Logger
+	// AdminToken guards the admin API and console under /_oke/ (oke.
+	// AdminToken): requests need "Authorization: Bearer <token>" or the
+	// console's session cookie. Empty means a random token drawn at Open
+	// (Run logs it as "admin token: <token>"); see Server.AdminToken.
+	AdminToken string
 }
 
 // DefaultConfig is the configuration of the flags' defaults.
@@ -124,6 +130,8 @@ type Server struct {
 	log     *slog.Logger
 
 	providerURL string // where payments.refund calls the provider
+	adminToken  string // the admin token (cfg.AdminToken, or drawn at Open)
+	tokenDrawn  bool   // adminToken was drawn at Open: Run logs it
 
 	quit      chan struct{} // closed when the server begins shutting down
 	quitOnce  sync.Once
@@ -143,7 +151,10 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, quit: make(chan struct{}), providerURL: providerURL(cfg)}
+	s := &Server{cfg: cfg, log: log, quit: make(chan struct{}), providerURL: providerURL(cfg), adminToken: cfg.AdminToken}
+	if s.adminToken == "" {
+		s.adminToken, s.tokenDrawn = rand.Text(), true
+	}
 	drv, err := openDriver(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -154,7 +165,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.app = oke.New(oke.Config{Driver: drv, Gate: Gate, Lease: cfg.Lease, Logger: log, DB: s.db,
-		HTTPClient: httpClient(s.provider()), PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay})
+		HTTPClient: httpClient(s.provider()), PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay,
+		AdminAuth: oke.AdminToken(s.adminToken)})
 	s.routes()
 	if err := s.app.Start(ctx); err != nil {
 		s.closeDB()
@@ -212,9 +224,8 @@ func (s *Server) routes() {
 	a.Handle(oke.GET("/whoami"), s.whoamiFlow())
 	a.HandleHTTP("GET /metrics", a.MetricsHandler())
 	a.HandleHTTP("GET /healthz", http.HandlerFunc(s.healthz))
-	// The journal's JSON API, for `oke runs -addr` and consoles. The demo
-	// listens on loopback by default; a real app mounts it behind its own
-	// authentication (it shows stored responses).
+	// The admin API and console, for `oke runs -addr` and browsers: behind
+	// the admin token (they show stored responses and replay runs).
 	a.HandleHTTP(AdminPrefix+"/", http.StripPrefix(AdminPrefix, a.AdminHandler()))
 	a.HandleHTTP(ProviderPath, s.provider())
 }
@@ -237,6 +248,10 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.app.ServeHTTP(w, r) }
+
+// AdminToken is the token the admin API and console under /_oke/ accept:
+// Config.AdminToken, or the one drawn at Open.
+func (s *Server) AdminToken() string { return s.adminToken }
 
 // App returns the oke app.
 func (s *Server) App() *oke.App { return s.app }

@@ -1,0 +1,4 @@
+package cli
+
+// BuildVersion is buildVersion, for tests.
+var BuildVersion = buildVersion
