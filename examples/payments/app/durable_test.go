@@ -163,10 +163,16 @@ func TestPostRefunds(t *testing.T) {
 	})
 
 	t.Run("without a key it refunds too", func(t *testing.T) {
-		e.do("POST", "/refunds", body).want(t, 201, "")
+		other := e.charge(700)
+		e.do("POST", "/refunds", fmt.Sprintf(`{"chargeId":%q}`, other.ID)).want(t, 201, "")
 		if n := e.count("refunds"); n != 2 {
 			t.Fatalf("%d refunds, want 2", n)
 		}
+	})
+
+	t.Run("a second refund of the charge is 409 AlreadyRefunded (see TestRefundAtMostOncePerCharge)", func(t *testing.T) {
+		e.do("POST", "/refunds", body, "Idempotency-Key", newKey()).want(t, 409, "AlreadyRefunded")
+		e.do("POST", "/refunds", body).want(t, 409, "AlreadyRefunded")
 	})
 
 	t.Run("bad input and bad credentials store nothing", func(t *testing.T) {

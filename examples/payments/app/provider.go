@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -100,9 +101,15 @@ func (s *Server) providerRefund(w http.ResponseWriter, r *http.Request) {
 
 // providerList is GET /_provider/refunds: every refund the provider made.
 func (s *Server) providerList(w http.ResponseWriter, r *http.Request) {
-	rows, err := s.rdb.QueryContext(r.Context(),
-		`SELECT id, charge_id, amount, currency, reference, idempotency_key, requests, created_at
-		 FROM provider_refunds ORDER BY `+s.dialect.insertOrder)
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if s.dialect == postgresDialect {
+		rows, err = s.rdb.QueryContext(r.Context(), listProviderRefundsPostgres)
+	} else {
+		rows, err = s.rdb.QueryContext(r.Context(), listProviderRefundsSQLite)
+	}
 	if err != nil {
 		s.log.Error("payments: fake provider: list refunds", "err", err)
 		oke.WriteError(w, oke.ErrInternal)

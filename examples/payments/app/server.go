@@ -149,7 +149,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.drv = drv
-	if s.db, s.rdb, s.dialect, err = openDB(ctx, cfg); err != nil {
+	if s.db, s.rdb, s.dialect, err = openDB(ctx, cfg, log); err != nil {
 		drv.Close()
 		return nil, err
 	}
