@@ -40,6 +40,16 @@
 //	     /_oke/…                              oke's AdminHandler: runs, steps, replay, rows
 //	     /_provider/refunds                   the fake refund provider (POST; GET lists)
 //
+// # Connections
+//
+// Server.HTTPServer is the http.Server Run serves with: headers must arrive
+// within -read-header-timeout (10s) and a whole request within
+// -read-timeout (30s), so a stalled body is cut off; an ordinary answer
+// must be written within -write-timeout (2m) — streams and /events are
+// exempt, as oke moves their write deadline along with each write; an
+// idle keep-alive connection is closed after -idle-timeout (2m); headers
+// are at most -max-header-bytes (64 KiB).
+//
 // # Durable flows
 //
 // payments.refund, demo.pipeline and demo.remind are durable
