@@ -51,6 +51,7 @@ func TestPostgres(t *testing.T) {
 		{"charges are the tenant's", TestChargesAreTheTenants},
 		{"refund at most once", TestRefundAtMostOncePerCharge},
 		{"refund once on older data", TestRefundOnceOnOlderData},
+		{"every error answer is the envelope", TestEveryErrorAnswerIsTheEnvelope},
 		{"pipeline", TestPostPipeline},
 		{"reminders", TestPostReminders},
 		{"admin", TestAdmin},
