@@ -210,7 +210,10 @@ func openAt(t *testing.T, cfg app.Config) (url string, stop func(timeout time.Du
 
 // A step cut off after the provider refunded, before its result was saved:
 // the run picks up in the next process and runs the step again, with the same
-// Idempotency-Key, so the provider refunds once.
+// Idempotency-Key, so the provider refunds once. The run claimed
+// "refund:<chargeId>" before that step; picked up, it asks again and still
+// wins (oke.Claim answers a run's own key true every time), so the pick-up
+// answers 201, not 409 AlreadyRefunded.
 func TestRefundCutOffStepCallsTheProviderAgainWithTheSameKey(t *testing.T) {
 	var (
 		mu      sync.Mutex
