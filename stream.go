@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // serveStream runs a stream or live flow. Nothing is stored: these shapes
@@ -31,7 +32,14 @@ func (a *App) serveStream(f *flow, in any, id Identity, w http.ResponseWriter, r
 			}
 		}()
 	}
-	sw := &streamWriter{w: w, rc: http.NewResponseController(w), live: f.shape == shapeLive}
+	sw := &streamWriter{w: w, rc: http.NewResponseController(w), live: f.shape == shapeLive, perWrite: writeTimeout(r)}
+	// The server's write deadline (http.Server.WriteTimeout, set once per
+	// request) would cut a stream or a feed off mid-body: from here on each
+	// write gets a deadline of its own instead, and the one after the last
+	// write covers what the server writes when the handler returns (the
+	// chunked body's end).
+	sw.extend()
+	defer sw.extend()
 	f.metrics.executions.Inc()
 	err := func() (err error) {
 		defer func() {
@@ -60,11 +68,42 @@ func (a *App) serveStream(f *flow, in any, id Identity, w http.ResponseWriter, r
 
 // streamWriter flushes every write through http.ResponseController, which
 // finds the Flusher even behind wrapping ResponseWriters.
+//
+// It also keeps the connection's write deadline ahead of the stream: before
+// each write it sets the deadline perWrite from now (the server's
+// WriteTimeout), or clears it when the server has none. A stream or a live
+// feed may so last as long as it likes, while a client that stops reading
+// still cannot hold it forever: one write it does not take within
+// WriteTimeout ends the stream. Where the connection has no deadlines
+// (http.ErrNotSupported) nothing changes. The read deadline needs no care:
+// the body was read before the flow started, and net/http clears the read
+// deadline once the request's body is done (HTTP/2's per-stream ReadTimeout
+// only ends the request body).
 type streamWriter struct {
-	w     http.ResponseWriter
-	rc    *http.ResponseController
-	live  bool
-	wrote bool
+	w        http.ResponseWriter
+	rc       *http.ResponseController
+	live     bool
+	wrote    bool
+	perWrite time.Duration // each write's deadline; 0: none
+}
+
+// writeTimeout is the WriteTimeout of the http.Server serving r, or 0.
+func writeTimeout(r *http.Request) time.Duration {
+	if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok && srv.WriteTimeout > 0 {
+		return srv.WriteTimeout
+	}
+	return 0
+}
+
+// extend moves the connection's write deadline to perWrite from now (or
+// clears it). Errors are left to the write that follows: it reports the
+// connection's state; http.ErrNotSupported means a writer without deadlines.
+func (s *streamWriter) extend() {
+	var t time.Time
+	if s.perWrite > 0 {
+		t = time.Now().Add(s.perWrite)
+	}
+	s.rc.SetWriteDeadline(t)
 }
 
 func (s *streamWriter) Header() http.Header { return s.w.Header() }
@@ -82,6 +121,7 @@ func (s *streamWriter) WriteHeader(code int) {
 	} else if h.Get("Content-Type") == "" {
 		h.Set("Content-Type", "application/octet-stream")
 	}
+	s.extend()
 	s.w.WriteHeader(code)
 	s.rc.Flush()
 }
@@ -90,6 +130,7 @@ func (s *streamWriter) Write(p []byte) (int, error) {
 	if !s.wrote {
 		s.WriteHeader(http.StatusOK)
 	}
+	s.extend()
 	n, err := s.w.Write(p)
 	if err != nil {
 		return n, err
@@ -98,7 +139,10 @@ func (s *streamWriter) Write(p []byte) (int, error) {
 }
 
 // Flush implements http.Flusher.
-func (s *streamWriter) Flush() { s.rc.Flush() }
+func (s *streamWriter) Flush() {
+	s.extend()
+	s.rc.Flush()
+}
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (s *streamWriter) Unwrap() http.ResponseWriter { return s.w }

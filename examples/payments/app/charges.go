@@ -102,14 +102,22 @@ func (s *Server) chargeFlow() *oke.Flow[ChargeIn, Charge] {
 	})
 }
 
-// listFlow is payments.list: the newest charges.
+// listFlow is payments.list: the newest charges of the caller's tenant.
 func (s *Server) listFlow() *oke.Flow[ListIn, ChargeList] {
 	return oke.NewFlow("payments.list", oke.Options{
 		Effects:     []oke.Effect{oke.EffectRead},
-		Description: "List charges, newest first.",
+		Description: "List the caller's tenant's charges, newest first.",
 	}, func(ctx context.Context, in ListIn, fx *oke.Fx) (oke.Response[ChargeList], error) {
-		rows, err := fx.Store(s.rdb).Query(ctx,
-			`SELECT id, amount, currency, created_at FROM charges ORDER BY `+s.dialect.insertOrder+` DESC LIMIT $1`, in.Limit)
+		tenant := fx.Identity().Tenant
+		var (
+			rows *sql.Rows
+			err  error
+		)
+		if s.dialect == postgresDialect {
+			rows, err = fx.Store(s.rdb).Query(ctx, listChargesPostgres, tenant, in.Limit)
+		} else {
+			rows, err = fx.Store(s.rdb).Query(ctx, listChargesSQLite, tenant, in.Limit)
+		}
 		if err != nil {
 			return oke.Response[ChargeList]{}, fmt.Errorf("list charges: %w", err)
 		}
@@ -129,22 +137,31 @@ func (s *Server) listFlow() *oke.Flow[ListIn, ChargeList] {
 	})
 }
 
-// getFlow is payments.get: one charge, or 404 NotFound.
+// getFlow is payments.get: one charge of the caller's tenant, or 404
+// NotFound — the same 404 for another tenant's charge as for one that does
+// not exist, so that an id never tells whether it exists elsewhere.
 func (s *Server) getFlow() *oke.Flow[GetIn, Charge] {
 	return oke.NewFlow("payments.get", oke.Options{
 		Effects:     []oke.Effect{oke.EffectRead},
-		Description: "Read one charge.",
+		Description: "Read one of the caller's tenant's charges.",
 	}, func(ctx context.Context, in GetIn, fx *oke.Fx) (oke.Response[Charge], error) {
 		var c Charge
 		err := fx.Store(s.rdb).QueryRow(ctx,
-			`SELECT id, amount, currency, created_at FROM charges WHERE id = $1`, in.ID).
+			`SELECT id, amount, currency, created_at FROM charges WHERE id = $1 AND tenant = $2`,
+			in.ID, fx.Identity().Tenant).
 			Scan(&c.ID, &c.Amount, &c.Currency, &c.CreatedAt)
 		if errors.Is(err, sql.ErrNoRows) {
-			return oke.Response[Charge]{}, oke.ErrNotFound.WithMessage("No charge has id %q.", in.ID)
+			return oke.Response[Charge]{}, chargeNotFound(in.ID)
 		}
 		if err != nil {
 			return oke.Response[Charge]{}, fmt.Errorf("get charge %q: %w", in.ID, err)
 		}
 		return oke.OK(c), nil
 	})
+}
+
+// chargeNotFound is the 404 for a charge the caller's tenant does not have:
+// one that does not exist and another tenant's get the same answer.
+func chargeNotFound(id string) *oke.Error {
+	return oke.ErrNotFound.WithMessage("No charge has id %q.", id)
 }

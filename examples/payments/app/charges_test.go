@@ -205,7 +205,8 @@ func TestGetCharges(t *testing.T) {
 		want   *app.Charge
 	}{
 		{"GET /charges/{id} returns the charge", "/charges/" + a.ID, nil, 200, "", &a},
-		{"anyone may read any charge", "/charges/" + b.ID, []string{"X-API-Key", "k"}, 200, "", &b},
+		{"any principal of the tenant may read its charges", "/charges/" + b.ID, []string{"X-API-Key", "k"}, 200, "", &b},
+		{"another tenant's charge is 404 NotFound (see TestChargesAreTheTenants)", "/charges/" + a.ID, []string{"X-Tenant", "acme"}, 404, "NotFound", nil},
 		{"an unknown id is 404 NotFound", "/charges/ch_000000000000000000000000", nil, 404, "NotFound", nil},
 		{"an Idempotency-Key on a GET is ignored", "/charges/" + a.ID, []string{"Idempotency-Key", newKey()}, 200, "", &a},
 		{"Bearer bad is 401", "/charges/" + a.ID, []string{"Authorization", "Bearer bad"}, 401, "Unauthorized", nil},

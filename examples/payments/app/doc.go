@@ -19,10 +19,11 @@
 // # Routes
 //
 //	POST /charges           payments.charge   Idempotency-Key required; 201 + Location
-//	GET  /charges           payments.list     {"charges":[…]}
-//	GET  /charges/{id}      payments.get      one charge, or 404 NotFound
-//	POST /refunds           payments.refund   durable: {"chargeId":…}; 201 + Location /refunds/{id}
-//	GET  /refunds/{id}      payments.getRefund one refund, or 404 NotFound
+//	GET  /charges           payments.list     {"charges":[…]}: the caller's tenant's
+//	GET  /charges/{id}      payments.get      one charge of the caller's tenant, or 404 NotFound
+//	POST /refunds           payments.refund   durable: {"chargeId":…}; 201 + Location /refunds/{id};
+//	                                          once per charge, else 409 AlreadyRefunded
+//	GET  /refunds/{id}      payments.getRefund one refund of the caller's tenant, or 404 NotFound
 //	POST /pipeline          demo.pipeline     durable: {"tag":…,"steps":n,"stepMs":ms}; 201 when done
 //	GET  /pipeline/{tag}    demo.pipelineLog  {"tag":…,"steps":[{"step":1,"executions":1},…]}
 //	POST /slow              demo.slow         {"ms":int}: waits, then writes a row; 201
@@ -38,6 +39,16 @@
 //	GET  /healthz                             {"status":"ok"}
 //	     /_oke/…                              oke's AdminHandler: runs, steps, replay, rows
 //	     /_provider/refunds                   the fake refund provider (POST; GET lists)
+//
+// # Connections
+//
+// Server.HTTPServer is the http.Server Run serves with: headers must arrive
+// within -read-header-timeout (10s) and a whole request within
+// -read-timeout (30s), so a stalled body is cut off; an ordinary answer
+// must be written within -write-timeout (2m) — streams and /events are
+// exempt, as oke moves their write deadline along with each write; an
+// idle keep-alive connection is closed after -idle-timeout (2m); headers
+// are at most -max-header-bytes (64 KiB).
 //
 // # Durable flows
 //
@@ -56,4 +67,9 @@
 // See Gate: "Authorization: Bearer user:ID" is user:ID, "X-API-Key: ID" is
 // apikey:ID, neither is anon, any other Authorization is 401. The tenant is
 // X-Tenant (default "default"). Errors are {"error":{"code":…,"message":…}}.
+//
+// Business data is the tenant's: a charge, and its refund, belong to the
+// tenant that made the charge. Another tenant gets 404 for them — the same
+// answer as for an id that does not exist — and does not see them in GET
+// /charges.
 package app

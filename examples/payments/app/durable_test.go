@@ -163,10 +163,16 @@ func TestPostRefunds(t *testing.T) {
 	})
 
 	t.Run("without a key it refunds too", func(t *testing.T) {
-		e.do("POST", "/refunds", body).want(t, 201, "")
+		other := e.charge(700)
+		e.do("POST", "/refunds", fmt.Sprintf(`{"chargeId":%q}`, other.ID)).want(t, 201, "")
 		if n := e.count("refunds"); n != 2 {
 			t.Fatalf("%d refunds, want 2", n)
 		}
+	})
+
+	t.Run("a second refund of the charge is 409 AlreadyRefunded (see TestRefundAtMostOncePerCharge)", func(t *testing.T) {
+		e.do("POST", "/refunds", body, "Idempotency-Key", newKey()).want(t, 409, "AlreadyRefunded")
+		e.do("POST", "/refunds", body).want(t, 409, "AlreadyRefunded")
 	})
 
 	t.Run("bad input and bad credentials store nothing", func(t *testing.T) {
@@ -204,7 +210,10 @@ func openAt(t *testing.T, cfg app.Config) (url string, stop func(timeout time.Du
 
 // A step cut off after the provider refunded, before its result was saved:
 // the run picks up in the next process and runs the step again, with the same
-// Idempotency-Key, so the provider refunds once.
+// Idempotency-Key, so the provider refunds once. The run claimed
+// "refund:<chargeId>" before that step; picked up, it asks again and still
+// wins (oke.Claim answers a run's own key true every time), so the pick-up
+// answers 201, not 409 AlreadyRefunded.
 func TestRefundCutOffStepCallsTheProviderAgainWithTheSameKey(t *testing.T) {
 	var (
 		mu      sync.Mutex

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,6 +32,14 @@ type env struct {
 // given, changes the configuration first.
 func setup(t *testing.T, edit ...func(*app.Config)) *env {
 	t.Helper()
+	e, _ := openEnv(t, newConfig(t, edit...))
+	return e
+}
+
+// newConfig is the configuration setup opens: a temp -data folder (under
+// TestPostgres: -postgres on a fresh database), warnings logged to the test.
+func newConfig(t *testing.T, edit ...func(*app.Config)) app.Config {
+	t.Helper()
 	cfg := app.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	if onPostgres(t) {
@@ -40,27 +49,40 @@ func setup(t *testing.T, edit ...func(*app.Config)) *env {
 	for _, f := range edit {
 		f(&cfg)
 	}
+	return cfg
+}
+
+// openEnv opens the demo with cfg and serves it. close shuts it down (it
+// also runs when the test ends), so that the test may open cfg's data
+// again.
+func openEnv(t *testing.T, cfg app.Config) (e *env, close func()) {
+	t.Helper()
 	s, err := app.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("open the demo: %v", err)
 	}
 	hs := serve(s)
-	t.Cleanup(func() {
-		s.Shutdown()
-		hs.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Close(ctx); err != nil {
-			t.Errorf("close the demo: %v", err)
-		}
-	})
-	return &env{t: t, srv: s, url: hs.URL, dir: cfg.DataDir}
+	var once sync.Once
+	close = func() {
+		once.Do(func() {
+			s.Shutdown()
+			hs.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := s.Close(ctx); err != nil {
+				t.Errorf("close the demo: %v", err)
+			}
+		})
+	}
+	t.Cleanup(close)
+	return &env{t: t, srv: s, url: hs.URL, dir: cfg.DataDir}, close
 }
 
-// serve serves s with httptest, ending its live feeds when it closes.
+// serve serves s with httptest, on the http.Server Run would use (its
+// connection bounds; closing it ends s's live feeds).
 func serve(s *app.Server) *httptest.Server {
-	hs := httptest.NewUnstartedServer(s)
-	hs.Config.RegisterOnShutdown(s.Shutdown)
+	hs := httptest.NewUnstartedServer(nil)
+	hs.Config = s.HTTPServer()
 	hs.Start()
 	return hs
 }

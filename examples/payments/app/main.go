@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"time"
 )
@@ -29,6 +28,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Unprotected, "unprotected", c.Unprotected, "benchmarks only: bind POST /charges with Idempotency-Key handling off, to measure its cost side by side")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long (`duration`) a graceful shutdown waits for running requests")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "the `token` the admin API and console under /_oke/ require (Authorization: Bearer TOKEN, or the console's login); default $OKE_ADMIN_TOKEN, else a random one, logged at start")
+	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "how long (`duration`) a client may take to send a request's headers")
+	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "how long (`duration`) a client may take to send a whole request, headers and body; a stalled body is cut off")
+	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "how long (`duration`) an ordinary request may take, from its headers to the end of its answer (streams and /events are exempt: each of their writes gets this long)")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "how long (`duration`) a keep-alive connection may wait for its next request")
+	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", c.MaxHeaderBytes, "the largest request headers (`bytes`) accepted (431 past it)")
 }
 
 // UsageError is a command-line mistake. The flag package has already shown
@@ -99,12 +103,7 @@ func Run(ctx context.Context, cfg Config, stderr io.Writer) error {
 		s.Close(context.Background())
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	srv := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
-	}
-	srv.RegisterOnShutdown(s.Shutdown)
+	srv := s.HTTPServer()
 	where := fmt.Sprintf("driver %s, data %s", cfg.Driver, cfg.DataDir)
 	if cfg.Postgres != "" {
 		where = "driver postgres, data in Postgres"

@@ -39,6 +39,11 @@ func TestMainFlags(t *testing.T) {
 		{"-retry-delay 0 fails", []string{"-retry-delay", "0s"}, 1, nil, "-retry-delay must be positive"},
 		{"-provider must be an http URL", []string{"-provider", "ftp://x"}, 1, nil, "-provider must be an http(s) URL"},
 		{"-driver must be file or memory", []string{"-driver", "redis"}, 1, nil, `-driver must be "file" or "memory"`},
+		{"-read-header-timeout 0 fails: connections need a bound", []string{"-read-header-timeout", "0s"}, 1, nil, "-read-header-timeout must be positive"},
+		{"-read-timeout 0 fails", []string{"-read-timeout", "0s"}, 1, nil, "-read-timeout must be positive"},
+		{"-write-timeout 0 fails", []string{"-write-timeout", "0s"}, 1, nil, "-write-timeout must be positive"},
+		{"-idle-timeout must be a duration", []string{"-idle-timeout", "120"}, 2, nil, "invalid value"},
+		{"-max-header-bytes under 4096 fails", []string{"-max-header-bytes", "100"}, 1, nil, "-max-header-bytes must be at least 4096"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -53,12 +54,26 @@ type ProviderRefundList struct {
 	Refunds []ProviderRefund `json:"refunds"`
 }
 
-// provider serves the fake provider's routes.
+// provider serves the fake provider's routes. Like every answer of the
+// demo, its errors are the JSON envelope — a wrong method too, which
+// http.ServeMux would answer in plain text.
 func (s *Server) provider() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+ProviderPath, s.providerRefund)
-	mux.HandleFunc("GET "+ProviderPath, s.providerList)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != ProviderPath {
+			oke.WriteError(w, oke.ErrNotFound.WithMessage("No route matches %s %s.", r.Method, r.URL.Path))
+			return
+		}
+		switch r.Method {
+		case http.MethodPost:
+			s.providerRefund(w, r)
+		case http.MethodGet, http.MethodHead:
+			s.providerList(w, r)
+		default:
+			w.Header().Set("Allow", "GET, HEAD, POST")
+			oke.WriteError(w, oke.Fail(http.StatusMethodNotAllowed, "MethodNotAllowed",
+				r.Method+" is not allowed here; use GET or POST."))
+		}
+	})
 }
 
 // providerRefund is POST /_provider/refunds.
@@ -100,9 +115,15 @@ func (s *Server) providerRefund(w http.ResponseWriter, r *http.Request) {
 
 // providerList is GET /_provider/refunds: every refund the provider made.
 func (s *Server) providerList(w http.ResponseWriter, r *http.Request) {
-	rows, err := s.rdb.QueryContext(r.Context(),
-		`SELECT id, charge_id, amount, currency, reference, idempotency_key, requests, created_at
-		 FROM provider_refunds ORDER BY `+s.dialect.insertOrder)
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if s.dialect == postgresDialect {
+		rows, err = s.rdb.QueryContext(r.Context(), listProviderRefundsPostgres)
+	} else {
+		rows, err = s.rdb.QueryContext(r.Context(), listProviderRefundsSQLite)
+	}
 	if err != nil {
 		s.log.Error("payments: fake provider: list refunds", "err", err)
 		oke.WriteError(w, oke.ErrInternal)

@@ -36,41 +36,83 @@ type Refund struct {
 	CreatedAt  string `json:"createdAt"`  // RFC 3339, UTC, milliseconds
 }
 
+// ErrAlreadyRefunded is payments.refund's declared failure for a charge
+// that already has its refund: a charge is refunded at most once, whatever
+// Idempotency-Key (or none) the second request carries.
+var ErrAlreadyRefunded = oke.Fail(http.StatusConflict, "AlreadyRefunded",
+	"This charge is already refunded: a charge is refunded at most once.")
+
+// alreadyRefunded is ErrAlreadyRefunded naming the charge.
+func alreadyRefunded(chargeID string) *oke.Error {
+	return ErrAlreadyRefunded.WithMessage("Charge %q is already refunded: a charge is refunded at most once.", chargeID)
+}
+
 // refundFlow is payments.refund, a durable flow whose every effect is a
 // step, following the rules of durable steps:
 //
-//  1. look up the charge — a missing one is a declared 404, saved like a
-//     result, so the run (and a retried key) answers 404 again;
-//  2. draw the refund id (oke.NewID: a generated id gets a step of its own);
-//  3. call the provider — fx.Fetch inside a step sends oke.StepKey as the
+//  1. look up the charge, in the caller's tenant — a missing one, or
+//     another tenant's, is a declared 404 (the same answer for both), and a
+//     charge that already has a refund row is a declared 409
+//     AlreadyRefunded; either is saved like a result, so the run (and a
+//     retried key) answers it again;
+//  2. claim the business key "refund:<chargeId>" (oke.Claim): the first run
+//     that asks wins, and keeps winning on every pick-up of its own; every
+//     other run — a second refund with another key or none, however close
+//     in time — loses, and answers 409 AlreadyRefunded before anything is
+//     called or written;
+//  3. draw the refund id (oke.NewID: a generated id gets a step of its own);
+//  4. call the provider — fx.Fetch inside a step sends oke.StepKey as the
 //     Idempotency-Key, the same on every attempt of the step, so a provider
 //     that dedupes on it refunds once even when a crash makes the step run
 //     again;
-//  4. write the refund — INSERT … ON CONFLICT (id) DO NOTHING with the id of
-//     step 2, so a second attempt adds nothing;
-//  5. emit refund.created — inside a step, so an OnEvent flow starts once.
+//  5. write the refund — INSERT … ON CONFLICT (id) DO NOTHING with the id of
+//     step 3, so a second attempt adds nothing (and the unique index on
+//     refunds.charge_id, where migrate could make it, refuses a second
+//     refund of a charge outright);
+//  6. emit refund.created — inside a step, so an OnEvent flow starts once.
 //
 // It answers 201 with the refund and Location: /refunds/{id}.
+//
+// Step 1's refund check covers what the claim alone would not: refunds
+// made by versions of the demo that did not claim. A replay of a completed
+// run (the console's, the CLI's) is a new run, which loses the claim and
+// sees the refund: it answers 409 and refunds nothing.
 func (s *Server) refundFlow() *oke.Flow[RefundIn, Refund] {
 	return oke.NewFlow("payments.refund", oke.Options{
 		Durable:     true,
-		Description: "Refund a charge in full, durably: look up the charge, draw the refund id, call the provider, write the refund, emit refund.created.",
+		Description: "Refund a charge in full, once, durably: look up the charge, claim it, draw the refund id, call the provider, write the refund, emit refund.created.",
 	}, func(ctx context.Context, in RefundIn, fx *oke.Fx) (oke.Response[Refund], error) {
+		tenant := fx.Identity().Tenant
 		charge, err := oke.Step(ctx, "look up the charge", func(ctx context.Context) (Charge, error) {
-			var c Charge
+			var (
+				c      Charge
+				refund sql.NullString
+			)
 			err := fx.Store(s.rdb).QueryRow(ctx,
-				`SELECT id, amount, currency, created_at FROM charges WHERE id = $1`, in.ChargeID).
-				Scan(&c.ID, &c.Amount, &c.Currency, &c.CreatedAt)
+				`SELECT c.id, c.amount, c.currency, c.created_at,
+				        (SELECT r.id FROM refunds r WHERE r.charge_id = c.id LIMIT 1)
+				 FROM charges c WHERE c.id = $1 AND c.tenant = $2`, in.ChargeID, tenant).
+				Scan(&c.ID, &c.Amount, &c.Currency, &c.CreatedAt, &refund)
 			if errors.Is(err, sql.ErrNoRows) {
-				return Charge{}, oke.ErrNotFound.WithMessage("No charge has id %q.", in.ChargeID)
+				return Charge{}, chargeNotFound(in.ChargeID)
 			}
 			if err != nil {
 				return Charge{}, fmt.Errorf("look up charge %q: %w", in.ChargeID, err)
+			}
+			if refund.Valid {
+				return Charge{}, alreadyRefunded(c.ID)
 			}
 			return c, nil
 		})
 		if err != nil {
 			return oke.Response[Refund]{}, err
+		}
+		won, err := oke.Claim(ctx, "refund:"+charge.ID)
+		if err != nil {
+			return oke.Response[Refund]{}, err
+		}
+		if !won {
+			return oke.Response[Refund]{}, alreadyRefunded(charge.ID)
 		}
 		uuid, err := oke.NewID(ctx, "refund id")
 		if err != nil {
@@ -91,7 +133,7 @@ func (s *Server) refundFlow() *oke.Flow[RefundIn, Refund] {
 				 ON CONFLICT (id) DO NOTHING`, id, charge.ID, charge.Amount, prov.ID); err != nil {
 				return Refund{}, fmt.Errorf("insert refund %s: %w", id, err)
 			}
-			r, err := s.readRefund(ctx, st, id)
+			r, err := s.readRefund(ctx, st, id, tenant)
 			if err != nil {
 				return Refund{}, fmt.Errorf("read refund %s back: %w", id, err)
 			}
@@ -140,23 +182,26 @@ func (s *Server) callProvider(ctx context.Context, fx *oke.Fx, in ProviderRefund
 	return out, nil
 }
 
-// readRefund reads one refund with its charge's currency.
-func (s *Server) readRefund(ctx context.Context, st *oke.Store, id string) (Refund, error) {
+// readRefund reads one refund of tenant's charges, with its charge's
+// currency: sql.ErrNoRows when tenant has no such refund.
+func (s *Server) readRefund(ctx context.Context, st *oke.Store, id, tenant string) (Refund, error) {
 	var r Refund
 	err := st.QueryRow(ctx,
 		`SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, r.created_at
-		 FROM refunds r JOIN charges c ON c.id = r.charge_id WHERE r.id = $1`, id).
+		 FROM refunds r JOIN charges c ON c.id = r.charge_id WHERE r.id = $1 AND c.tenant = $2`, id, tenant).
 		Scan(&r.ID, &r.ChargeID, &r.Amount, &r.Currency, &r.ProviderID, &r.CreatedAt)
 	return r, err
 }
 
-// getRefundFlow is payments.getRefund: one refund, or 404 NotFound.
+// getRefundFlow is payments.getRefund: one refund of the caller's tenant's
+// charges, or 404 NotFound (another tenant's refund gets the same 404 as one
+// that does not exist).
 func (s *Server) getRefundFlow() *oke.Flow[GetIn, Refund] {
 	return oke.NewFlow("payments.getRefund", oke.Options{
 		Effects:     []oke.Effect{oke.EffectRead},
-		Description: "Read one refund.",
+		Description: "Read one of the caller's tenant's refunds.",
 	}, func(ctx context.Context, in GetIn, fx *oke.Fx) (oke.Response[Refund], error) {
-		r, err := s.readRefund(ctx, fx.Store(s.rdb), in.ID)
+		r, err := s.readRefund(ctx, fx.Store(s.rdb), in.ID, fx.Identity().Tenant)
 		if errors.Is(err, sql.ErrNoRows) {
 			return oke.Response[Refund]{}, oke.ErrNotFound.WithMessage("No refund has id %q.", in.ID)
 		}

@@ -21,6 +21,11 @@ CREATE TABLE IF NOT EXISTS charges (
 	created_at TEXT NOT NULL DEFAULT (to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
 );
 
+-- A charge is its tenant's: GET /charges lists one tenant's, newest first.
+CREATE INDEX IF NOT EXISTS charges_by_tenant ON charges (tenant, seq);
+
+-- A charge has at most one refund: migrate adds the unique index
+-- refunds_one_per_charge on charge_id (see oneRefundPerCharge in db.go).
 CREATE TABLE IF NOT EXISTS refunds (
 	id          TEXT PRIMARY KEY,
 	charge_id   TEXT NOT NULL REFERENCES charges (id),

@@ -11,10 +11,15 @@ CREATE TABLE IF NOT EXISTS charges (
 	created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 
+-- A charge is its tenant's: GET /charges lists one tenant's, newest first
+-- (the index holds the rowid, so it serves the ORDER BY rowid too).
+CREATE INDEX IF NOT EXISTS charges_by_tenant ON charges (tenant);
+
 -- Refunds, written by payments.refund with the id it drew in a step of its
 -- own: INSERT … ON CONFLICT (id) DO NOTHING adds one row however often the
 -- step runs. (A folder made before provider_id existed gets the column from
--- migrate.)
+-- migrate.) A charge has at most one refund: migrate adds the unique index
+-- refunds_one_per_charge on charge_id (see oneRefundPerCharge in db.go).
 CREATE TABLE IF NOT EXISTS refunds (
 	id          TEXT PRIMARY KEY,
 	charge_id   TEXT NOT NULL REFERENCES charges (id),

@@ -40,6 +40,30 @@ type Config struct {
 	Driver string
 	// ShutdownTimeout bounds a graceful shutdown.
 	ShutdownTimeout time.Duration
+	// ReadHeaderTimeout bounds reading a request's headers
+	// (http.Server.ReadHeaderTimeout): a client that sends them slowly is
+	// cut off.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, headers and body, from
+	// its first byte (http.Server.ReadTimeout): a stalled or trickled body
+	// is cut off (the request gets 400 and the connection is closed). It
+	// does not bound how long a flow runs: net/http lifts the read deadline
+	// once the body is read.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds an ordinary request from the end of its headers
+	// to the end of its answer (http.Server.WriteTimeout). A request that
+	// runs longer (POST /slow with a long ms) loses its live answer: the
+	// connection is closed, and a retry with the same Idempotency-Key gets
+	// the stored one. Streams (POST /export) and the live feed (GET
+	// /events) are exempt — oke moves the deadline along with each write,
+	// so only a client that stops reading for WriteTimeout is cut off.
+	WriteTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request (http.Server.IdleTimeout).
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's headers (http.Server.MaxHeaderBytes;
+	// a larger request gets 431).
+	MaxHeaderBytes int
 	// Provider is the URL of the refund provider payments.refund calls (POST,
 	// JSON, deduped on its Idempotency-Key header). Empty means the demo's own
 	// fake provider, called in-process (it is also served at
@@ -87,6 +111,12 @@ func DefaultConfig() Config {
 		ShutdownTimeout: 10 * time.Second,
 		PollInterval:    250 * time.Millisecond,
 		RetryDelay:      5 * time.Minute,
+
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
 	}
 }
 
@@ -99,6 +129,22 @@ func (c Config) validate() error {
 	}
 	if c.RetryDelay <= 0 {
 		return fmt.Errorf("-retry-delay must be positive, got %s", c.RetryDelay)
+	}
+	for _, t := range []struct {
+		flag string
+		d    time.Duration
+	}{
+		{"-read-header-timeout", c.ReadHeaderTimeout},
+		{"-read-timeout", c.ReadTimeout},
+		{"-write-timeout", c.WriteTimeout},
+		{"-idle-timeout", c.IdleTimeout},
+	} {
+		if t.d <= 0 {
+			return fmt.Errorf("%s must be positive, got %s (connections need a bound)", t.flag, t.d)
+		}
+	}
+	if c.MaxHeaderBytes < 4<<10 {
+		return fmt.Errorf("-max-header-bytes must be at least 4096, got %d", c.MaxHeaderBytes)
 	}
 	if c.Provider != "" {
 		u, err := url.Parse(c.Provider)
@@ -160,7 +206,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.drv = drv
-	if s.db, s.rdb, s.dialect, err = openDB(ctx, cfg); err != nil {
+	if s.db, s.rdb, s.dialect, err = openDB(ctx, cfg, log); err != nil {
 		drv.Close()
 		return nil, err
 	}
@@ -244,6 +290,28 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	io.WriteString(w, `{"status":"ok"}`+"\n")
+}
+
+// HTTPServer returns the http.Server that serves s, with the connection
+// bounds of its Config: ReadHeaderTimeout, ReadTimeout (a stalled body is
+// cut off), WriteTimeout (streams and the live feed are exempt: oke keeps
+// their deadline moving), IdleTimeout and MaxHeaderBytes. Shutting it down
+// ends the live feeds (Server.Shutdown), so that http.Server.Shutdown does
+// not wait for them. Run serves with it; so may a test, through
+// httptest.Server.Config.
+func (s *Server) HTTPServer() *http.Server {
+	srv := &http.Server{
+		Addr:              s.cfg.Addr,
+		Handler:           s,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	srv.RegisterOnShutdown(s.Shutdown)
+	return srv
 }
 
 // ServeHTTP implements http.Handler.

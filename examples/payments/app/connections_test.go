@@ -1,0 +1,194 @@
+package app_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/okengine/oke/examples/payments/app"
+)
+
+// dial opens a raw TCP connection to e's server.
+func (e *env) dial(t *testing.T) net.Conn {
+	t.Helper()
+	u, err := url.Parse(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// untilClosed reads r, which reads conn, until the server closes the
+// connection (EOF or a reset) and returns what it read. A minute is the
+// safety net: a server that keeps the connection that long fails the test.
+func untilClosed(t *testing.T, conn net.Conn, r io.Reader) []byte {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(time.Minute))
+	b, err := io.ReadAll(r)
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		t.Fatalf("the server still holds the connection after a minute (read %q)", b)
+	case err != nil && !errors.Is(err, syscall.ECONNRESET):
+		t.Fatalf("read until the server closes: %v (read %q)", err, b)
+	}
+	return b
+}
+
+// readReply reads one HTTP answer (to a request with method) from br.
+func readReply(t *testing.T, br *bufio.Reader, method string) reply {
+	t.Helper()
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	if err != nil {
+		t.Fatalf("read the answer: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read the answer's body: %v", err)
+	}
+	return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// The connection bounds of DESIGN.md 6.1, on the demo's own http.Server
+// (Server.HTTPServer, which Run serves with) with short bounds: idle, slow
+// and stalled connections are closed by the server; streams and the live
+// feed are exempt from the write deadline.
+func TestConnectionBounds(t *testing.T) {
+	const bound = time.Second
+	e := setup(t, func(c *app.Config) {
+		c.ReadHeaderTimeout, c.ReadTimeout, c.WriteTimeout, c.IdleTimeout = bound, bound, bound, bound
+	})
+
+	t.Run("an idle keep-alive connection is closed by the server", func(t *testing.T) {
+		conn := e.dial(t)
+		io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: demo\r\n\r\n")
+		br := bufio.NewReader(conn)
+		readReply(t, br, "GET").want(t, 200, "")
+		if rest := untilClosed(t, conn, br); len(rest) != 0 {
+			t.Fatalf("the idle connection got %q", rest)
+		}
+	})
+
+	t.Run("a request whose headers stall is cut off", func(t *testing.T) {
+		conn := e.dial(t)
+		io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: demo\r\n") // the blank line never comes
+		untilClosed(t, conn, conn)
+	})
+
+	t.Run("a request whose body stalls is cut off, and stores and writes nothing", func(t *testing.T) {
+		conn := e.dial(t)
+		fmt.Fprintf(conn, "POST /notes HTTP/1.1\r\nHost: demo\r\nContent-Type: application/json\r\n"+
+			"Idempotency-Key: %s\r\nContent-Length: 100\r\n\r\n{", newKey())
+		br := bufio.NewReader(conn)
+		if got := untilClosed(t, conn, br); len(got) > 0 {
+			// An answer before the close must be an error envelope.
+			r := readReply(t, bufio.NewReader(strings.NewReader(string(got))), "POST")
+			if r.Status < 400 {
+				t.Fatalf("a stalled body got %d %s", r.Status, r.Body)
+			}
+			t.Logf("before closing, the server answered %d %s", r.Status, r.errorCode(t))
+		}
+		if n := e.count("notes"); n != 0 {
+			t.Fatalf("%d notes written from a stalled body", n)
+		}
+	})
+
+	t.Run("a body trickled a byte at a time is cut off", func(t *testing.T) {
+		conn := e.dial(t)
+		const size = 1000 // at a byte per 100ms, 100s: far past the read timeout
+		fmt.Fprintf(conn, "POST /notes HTTP/1.1\r\nHost: demo\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", size)
+		stop := make(chan struct{})
+		trickled := make(chan int, 1)
+		go func() {
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			n := 0
+			defer func() { trickled <- n }()
+			for ; n < size; n++ {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				if _, err := conn.Write([]byte(" ")); err != nil {
+					return
+				}
+			}
+		}()
+		untilClosed(t, conn, conn)
+		close(stop)
+		if n := <-trickled; n >= size {
+			t.Fatalf("the whole trickled body (%d bytes) was accepted", n)
+		}
+	})
+
+	t.Run("headers over MaxHeaderBytes are refused with 431", func(t *testing.T) {
+		r := e.do("GET", "/healthz", "", "X-Big", strings.Repeat("b", app.DefaultConfig().MaxHeaderBytes+8<<10))
+		if r.Status != http.StatusRequestHeaderFieldsTooLarge {
+			t.Fatalf("status %d, want 431", r.Status)
+		}
+	})
+
+	t.Run("the live /events feed outlives the write timeout", func(t *testing.T) {
+		_, feed := openFeed(t, e)
+		next(t, feed) // ready: the feed's request was read before this
+		// The server's own clock: an idle connection opened now is closed
+		// IdleTimeout (= WriteTimeout) later, so by then the feed has been
+		// open longer than the write timeout.
+		conn := e.dial(t)
+		io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: demo\r\n\r\n")
+		br := bufio.NewReader(conn)
+		readReply(t, br, "GET").want(t, 200, "")
+		untilClosed(t, conn, br)
+		id := e.charge(1).ID
+		if ev := next(t, feed); ev.name != "charge.created" || !strings.Contains(ev.data, id) {
+			t.Fatalf("event %+v, want charge.created of %s", ev, id)
+		}
+	})
+
+	t.Run("a /export stream outlives the write timeout", func(t *testing.T) {
+		// Three lines 1.5s apart: the stream lasts 3s, the bound is 1s.
+		resp, err := http.Post(e.url+"/export", "application/json", strings.NewReader(`{"lines":3,"delayMs":1500}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		if lines := readLines(t, resp); len(lines) != 3 || !strings.HasPrefix(lines[2], `{"line":3,"of":3,`) {
+			t.Fatalf("lines %q, want all 3", lines)
+		}
+	})
+
+	t.Run("an ordinary answer that outruns the write timeout is cut off; a retry with its key replays it", func(t *testing.T) {
+		key := newKey()
+		body := `{"ms":2500}` // 2.5s: past the 1s bound
+		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		if r, err := send(c, "POST", e.url+"/slow", body, "Idempotency-Key", key); err == nil {
+			t.Fatalf("the answer arrived past the write timeout: %d %s", r.Status, r.Body)
+		}
+		r := e.do("POST", "/slow", body, "Idempotency-Key", key)
+		r.want(t, 201, "")
+		if !r.replayed() {
+			t.Fatal("the retry ran the flow again instead of replaying its stored answer")
+		}
+		if n := e.count("slow_rows"); n != 1 {
+			t.Fatalf("%d slow rows, want 1", n)
+		}
+	})
+}
