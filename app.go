@@ -117,8 +117,11 @@ type App struct {
 	closing  atomic.Bool
 	inflight sync.WaitGroup
 	stop     chan struct{}
-	nudge    chan struct{}
-	bg       sync.WaitGroup
+	// feedsEnd is closed by Shutdown (or Close): live feeds end.
+	feedsEnd     chan struct{}
+	feedsEndOnce sync.Once
+	nudge        chan struct{}
+	bg           sync.WaitGroup
 }
 
 // route is one binding of one flow.
@@ -161,14 +164,15 @@ func New(cfg Config) *App {
 		cfg.MaxConcurrentRuns = 16
 	}
 	a := &App{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		mux:     http.NewServeMux(),
-		flows:   make(map[string]*flow),
-		metrics: newMetrics(),
-		stop:    make(chan struct{}),
-		nudge:   make(chan struct{}, 1),
-		runSem:  make(chan struct{}, cfg.MaxConcurrentRuns),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		mux:      http.NewServeMux(),
+		flows:    make(map[string]*flow),
+		metrics:  newMetrics(),
+		stop:     make(chan struct{}),
+		feedsEnd: make(chan struct{}),
+		nudge:    make(chan struct{}, 1),
+		runSem:   make(chan struct{}, cfg.MaxConcurrentRuns),
 	}
 	a.journal, _ = cfg.Driver.(driver.Journal)
 	a.base, a.cancel = context.WithCancel(context.Background())
@@ -417,6 +421,17 @@ func (rt *route) check() error {
 	return nil
 }
 
+// Shutdown begins a graceful shutdown: live SSE feeds (NewLive) end now —
+// their functions' contexts are cancelled — so that http.Server.Shutdown,
+// which waits for every running request, need not wait for feeds that
+// never end by themselves. Register it with the server:
+//
+//	srv.RegisterOnShutdown(app.Shutdown)
+//
+// Everything else keeps running until Close. Close calls it too; calling
+// it more than once is fine.
+func (a *App) Shutdown() { a.feedsEndOnce.Do(func() { close(a.feedsEnd) }) }
+
 // Close stops background work and waits for in-flight requests, up to ctx.
 // It does not close the driver. Stop your http.Server (Shutdown) first.
 func (a *App) Close(ctx context.Context) error {
@@ -424,6 +439,7 @@ func (a *App) Close(ctx context.Context) error {
 		return nil
 	}
 	close(a.stop)
+	a.Shutdown()
 	done := make(chan struct{})
 	go func() {
 		a.inflight.Wait()

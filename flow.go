@@ -257,6 +257,10 @@ type StreamFlow[In any] struct{ f *flow }
 // NewStream declares a stream flow. do writes the body to w; each Write is
 // flushed to the client at once. Set the Content-Type on w.Header() before
 // the first Write (the default is application/octet-stream).
+//
+// A stream may outlast the server's WriteTimeout: each write gets that long
+// again (through http.ResponseController), so a stream lives as long as it
+// writes, while a client that stops reading is still cut off.
 func NewStream[In any](name string, opts Options, do func(ctx context.Context, in In, fx *Fx, w http.ResponseWriter) error) *StreamFlow[In] {
 	return &StreamFlow[In]{f: &flow{
 		name: name, opts: opts, shape: shapeStream,
@@ -286,7 +290,9 @@ type Event struct {
 type LiveFlow[In any] struct{ f *flow }
 
 // NewLive declares a live SSE feed. do calls send for each event until ctx
-// ends (the client left or the app is closing) and returns nil.
+// ends (the client left, or the app is shutting down: App.Shutdown, Close)
+// and returns nil. Like a stream, a feed outlasts the server's WriteTimeout:
+// each event gets that long again.
 func NewLive[In any](name string, opts Options, do func(ctx context.Context, in In, fx *Fx, send func(Event) error) error) *LiveFlow[In] {
 	return &LiveFlow[In]{f: &flow{
 		name: name, opts: opts, shape: shapeLive,

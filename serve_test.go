@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -228,5 +231,40 @@ func TestAllowUnknownFields(t *testing.T) {
 	}
 	if w := do(app, "POST", "/lenient", `{"amount":1,"extra":true}`); w.Code != 200 {
 		t.Fatalf("lenient: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestShutdownEndsLiveFeeds: App.Shutdown (for http.Server.RegisterOnShutdown)
+// cancels the context of every live feed at once, so that a graceful
+// shutdown does not wait for feeds that never end by themselves.
+func TestShutdownEndsLiveFeeds(t *testing.T) {
+	started := make(chan struct{})
+	ended := make(chan error, 1)
+	app := newApp(t, oke.Config{}, func(app *oke.App) {
+		app.Handle(oke.GET("/feed"), oke.NewLive("s.feed", oke.Options{},
+			func(ctx context.Context, in struct{}, fx *oke.Fx, send func(oke.Event) error) error {
+				close(started)
+				<-ctx.Done()
+				ended <- ctx.Err()
+				return nil
+			}))
+	})
+	srv := httptest.NewServer(app)
+	defer srv.Close()
+	srv.Config.RegisterOnShutdown(app.Shutdown)
+	resp, err := http.Get(srv.URL + "/feed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	<-started
+	done := make(chan error, 1)
+	go func() { done <- srv.Config.Shutdown(context.Background()) }()
+	if err := <-ended; err == nil {
+		t.Fatal("the feed's context ended without an error")
+	}
+	io.Copy(io.Discard, resp.Body)
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v", err)
 	}
 }

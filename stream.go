@@ -26,7 +26,7 @@ func (a *App) serveStream(f *flow, in any, id Identity, w http.ResponseWriter, r
 		defer cancel()
 		go func() {
 			select {
-			case <-a.stop:
+			case <-a.feedsEnd:
 				cancel()
 			case <-ctx.Done():
 			}

@@ -250,6 +250,7 @@ func TestRefundCutOffStepCallsTheProviderAgainWithTheSameKey(t *testing.T) {
 	}
 	cfg.Provider = prov.URL + "/v1/refunds"
 	cfg.Lease = 300 * time.Millisecond
+	cfg.AdminToken = testAdminToken
 	fastScheduler(&cfg)
 	cfg.Logger = slog.New(slog.DiscardHandler) // the first process fails noisily, on purpose
 

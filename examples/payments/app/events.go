@@ -45,7 +45,7 @@ func (s *Server) eventsFlow() *oke.LiveFlow[struct{}] {
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-s.quit:
+			case <-s.quit: // (oke's App.Shutdown ends the feed's ctx too)
 				return nil
 			case <-overflow:
 				s.log.Warn("payments: an /events client fell too far behind; closing its feed")

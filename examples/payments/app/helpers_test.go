@@ -19,6 +19,10 @@ import (
 	"github.com/okengine/oke/examples/payments/app"
 )
 
+// testAdminToken is the admin token of every demo these tests open
+// (newConfig); env.do sends it to the admin API.
+const testAdminToken = "test-admin-token-0123456789abcdef"
+
 // env is one demo app served by httptest, with its data in a temp folder.
 type env struct {
 	t   *testing.T
@@ -46,6 +50,7 @@ func newConfig(t *testing.T, edit ...func(*app.Config)) app.Config {
 		cfg.Postgres = newDatabase(t)
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.AdminToken = testAdminToken
 	for _, f := range edit {
 		f(&cfg)
 	}
@@ -100,7 +105,7 @@ type reply struct {
 func (e *env) do(method, path, body string, hdr ...string) reply {
 	e.t.Helper()
 	if strings.HasPrefix(path, app.AdminPrefix+"/") && !hasHeader(hdr, "Authorization") {
-		hdr = append([]string{"Authorization", "Bearer " + e.srv.AdminToken()}, hdr...)
+		hdr = append([]string{"Authorization", "Bearer " + testAdminToken}, hdr...)
 	}
 	return do(e.t, e.url, method, path, body, hdr...)
 }

@@ -329,7 +329,10 @@ func (s *Server) DB() *sql.DB { return s.db }
 
 // Shutdown ends the live /events feeds, so that http.Server.Shutdown does
 // not wait for them. Register it with http.Server.RegisterOnShutdown.
-func (s *Server) Shutdown() { s.quitOnce.Do(func() { close(s.quit) }) }
+func (s *Server) Shutdown() {
+	s.quitOnce.Do(func() { close(s.quit) })
+	s.app.Shutdown()
+}
 
 // Close ends the live feeds, waits (up to ctx) for flows still running,
 // then closes the driver and the database. Shut the http.Server down first.
