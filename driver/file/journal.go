@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -271,21 +270,19 @@ func (j *journal) removeRun(e *jrun) {
 
 // --- open, write, maintain, close ----------------------------------------------
 
-// open replays dir/journal.json, repairing a torn tail, and applies the
-// retention and compaction rules once.
-func (j *journal) open(dir string, stop *atomic.Pointer[faultErr], cfg config) error {
+// open replays dir/journal.json, checking it against the checkpoint and
+// repairing a torn tail.
+func (j *journal) open(dir string, ck *checkpoint, cfg config) error {
 	j.cfg = cfg
-	j.initLog(dir, journalName, stop)
+	j.initLog(dir, journalName, 1, ck, &cfg)
+	j.format = journalFormatLine
+	j.rebuild = j.compactLocked
 	j.runs = make(map[string]*jrun)
 	j.dedupe = make(map[string]*jrun)
 	j.claims = make(map[string]*jclaim)
-	line, err := appendJRecord(nil, jformatRecord())
-	if err != nil {
-		return err
-	}
 	j.replaying = true
-	j.liveRecs, j.liveBytes = 1, int64(len(line))
-	if err := j.load(line, j.replayRecord); err != nil {
+	j.liveRecs, j.liveBytes = 1, int64(len(journalFormatLine(newGen(), newGen())))
+	if err := j.load(j.replayRecord); err != nil {
 		return err
 	}
 	j.replaying = false
@@ -298,21 +295,24 @@ func (j *journal) open(dir string, stop *atomic.Pointer[faultErr], cfg config) e
 	slices.SortFunc(j.done, func(a, b *jrun) int {
 		return cmp.Or(a.run.UpdatedAt.Compare(b.run.UpdatedAt), cmp.Compare(a.run.ID, b.run.ID))
 	})
-	j.mu.Lock()
-	j.maintain()
-	j.mu.Unlock()
 	return nil
 }
 
-// usable reports why the journal cannot serve a call, if it cannot. mu held.
+// usable reports why the journal cannot serve a call, if it cannot: only
+// when it is closed or ctx is done. A journal whose write or fsync failed
+// tries to heal here (see logFile.heal); if it cannot yet, calls that write
+// fail, and calls that show what is durable go on. mu held.
 func (j *journal) usable(ctx context.Context) error {
 	if j.closed {
 		return driver.ErrClosed
 	}
-	if fe := j.stop.Load(); fe != nil {
-		return fe.err
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	return ctx.Err()
+	if j.fault.Load() != nil {
+		_ = j.heal(false)
+	}
+	return nil
 }
 
 // write appends recs in one write and returns its sequence number and the
@@ -397,7 +397,7 @@ func (j *journal) compactLocked() error {
 		heads, stepBytes = make([]int64, len(ids)), make([]int64, len(ids))
 		claimBytes       = make([]int64, len(ids))
 	)
-	err := j.rewrite(func(add func(line []byte) error) error {
+	err := j.rewrite(func(format []byte, add func(line []byte) error) error {
 		put := func(rec *jrecord) (int64, error) {
 			var err error
 			if buf, err = appendJRecord(buf[:0], rec); err != nil {
@@ -407,7 +407,8 @@ func (j *journal) compactLocked() error {
 			liveBytes += int64(len(buf))
 			return int64(len(buf)), add(buf)
 		}
-		if _, err := put(jformatRecord()); err != nil {
+		liveRecs, liveBytes = 1, int64(len(format))
+		if err := add(format); err != nil {
 			return err
 		}
 		for i, id := range ids {
