@@ -68,7 +68,7 @@ type checkpoint struct {
 	found bool // the file existed at Open (the logs are checked against it)
 
 	mu   sync.Mutex
-	f    *os.File // nil until created
+	f    *os.File // nil until created, and in a read-only driver
 	seq  uint64   // seq of the last slot written
 	logs [2]ckEntry
 	buf  []byte
@@ -99,15 +99,21 @@ func (c *checkpoint) want(i int) *ckEntry {
 
 // readCheckpoint reads dir/CHECKPOINT. A folder without one gives a
 // checkpoint with found false. A file with no intact slot is a
-// *CorruptError. The file is kept open for writing, and a CHECKPOINT.tmp
-// left by a crash is removed.
-func readCheckpoint(dir string, h *hooks) (*checkpoint, error) {
+// *CorruptError. Unless readOnly, the file is kept open for writing, and a
+// CHECKPOINT.tmp left by a crash is removed.
+func readCheckpoint(dir string, h *hooks, readOnly bool) (*checkpoint, error) {
 	c := &checkpoint{dir: dir, hooks: h}
 	path := c.path()
-	if err := os.Remove(path + ".tmp"); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("oke file driver: remove unfinished %s: %w", checkpointName, err)
+	if !readOnly {
+		if err := os.Remove(path + ".tmp"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("oke file driver: remove unfinished %s: %w", checkpointName, err)
+		}
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	flag := os.O_RDWR
+	if readOnly {
+		flag = os.O_RDONLY
+	}
+	f, err := os.OpenFile(path, flag, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return c, nil
 	}
@@ -134,7 +140,11 @@ func readCheckpoint(dir string, h *hooks) (*checkpoint, error) {
 		return nil, &CorruptError{Path: path, Reason: "neither of its two slots holds an intact checkpoint" + ckAdvice}
 	}
 	c.found = true
-	c.f = f
+	if readOnly {
+		_ = f.Close()
+	} else {
+		c.f = f
+	}
 	return c, nil
 }
 

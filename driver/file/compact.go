@@ -24,6 +24,9 @@ func (d *Driver) maybeCompact() {
 // Compact rewrites both logs with only what is live, now. The driver compacts
 // on its own when dead records dominate; Compact is for tools and tests.
 func (d *Driver) Compact() error {
+	if d.ro {
+		return readOnlyError("compact", d.dir)
+	}
 	d.mu.Lock()
 	err := d.compactRows()
 	d.mu.Unlock()

@@ -307,6 +307,9 @@ func TestLockHeldByAnotherProcess(t *testing.T) {
 			t.Errorf("lock error %q does not say %q", err, want)
 		}
 	}
+	if _, err := OpenReadOnly(dir); !errors.Is(err, ErrLocked) {
+		t.Fatalf("OpenReadOnly while another process holds %s: err = %v, want ErrLocked", dir, err)
+	}
 	// A killed holder leaves no stale lock.
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)

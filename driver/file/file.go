@@ -24,13 +24,14 @@ const (
 // maxKeptBuf is the largest encode buffer kept between writes.
 const maxKeptBuf = 64 << 10
 
-// Driver is the file driver. Open it with Open; it is safe for concurrent
-// use.
+// Driver is the file driver. Open it with Open (or OpenReadOnly); it is safe
+// for concurrent use.
 type Driver struct {
 	dir    string
 	cfg    config
 	unlock func() error // releases the folder lock
 	ck     *checkpoint  // the folder's CHECKPOINT
+	ro     bool         // opened by OpenReadOnly
 
 	mu      sync.Mutex // guards rows, closed and the rows log
 	rows    map[driver.Key]*entry
@@ -94,7 +95,7 @@ func Open(dir string, opts ...Option) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := openLocked(dir, cfg, unlock)
+	d, err := openLocked(dir, cfg, unlock, false)
 	if err != nil {
 		_ = unlock()
 		return nil, err
@@ -102,17 +103,18 @@ func Open(dir string, opts ...Option) (*Driver, error) {
 	return d, nil
 }
 
-// openLocked reads both logs of dir, whose lock is held, and makes the
-// folder ready to write: an older oke's logs upgraded, a log
+// openLocked reads both logs of dir, whose lock is held, and (unless ro)
+// makes the folder ready to write: an older oke's logs upgraded, a log
 // whose fsync failed rewritten, the checkpoint written, the logs compacted
 // if they need it. On error every file it opened is closed.
-func openLocked(dir string, cfg config, unlock func() error) (_ *Driver, err error) {
-	ck, err := readCheckpoint(dir, cfg.hooks)
+func openLocked(dir string, cfg config, unlock func() error, ro bool) (_ *Driver, err error) {
+	ck, err := readCheckpoint(dir, cfg.hooks, ro)
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{dir: dir, cfg: cfg, unlock: unlock, ck: ck}
+	d := &Driver{dir: dir, cfg: cfg, unlock: unlock, ck: ck, ro: ro}
 	d.initLog(dir, logName, 0, ck, &d.cfg)
+	d.logFile.ro = ro
 	d.rebuild = d.compactLocked
 	defer func() {
 		if err != nil {
@@ -128,8 +130,14 @@ func openLocked(dir string, cfg config, unlock func() error) (_ *Driver, err err
 	if d.rows, err = replayRows(&d.logFile); err != nil {
 		return nil, err
 	}
-	if err := d.jr.open(dir, ck, cfg); err != nil {
+	if err := d.jr.open(dir, ck, cfg, ro); err != nil {
 		return nil, err
+	}
+	if ro {
+		if d.missing && d.jr.missing {
+			return nil, &noDataError{dir: dir}
+		}
+		return d, nil
 	}
 	// Make the logs' creation durable.
 	if err := syncDir(dir); err != nil {
@@ -204,6 +212,9 @@ func (d *Driver) write(recs ...*record) (uint64, error) {
 
 // Claim implements driver.Driver.
 func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	if d.ro {
+		return driver.ClaimResult{}, readOnlyError("claim", d.dir)
+	}
 	if !validKey(req.Key) {
 		// JSON would store U+FFFD in place of the bad bytes: after a restart
 		// the row would answer to another key, or two scopes would share it.
@@ -286,6 +297,9 @@ func (d *Driver) held(key driver.Key, owner string) (*entry, error) {
 
 // Renew implements driver.Driver.
 func (d *Driver) Renew(ctx context.Context, key driver.Key, owner string, lease time.Duration) error {
+	if d.ro {
+		return readOnlyError("renew", d.dir)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.usable(ctx); err != nil {
@@ -308,6 +322,9 @@ func (d *Driver) Renew(ctx context.Context, key driver.Key, owner string, lease 
 
 // Complete implements driver.Driver. It returns once the response is fsynced.
 func (d *Driver) Complete(ctx context.Context, key driver.Key, owner string, resp driver.Response, ttl time.Duration) error {
+	if d.ro {
+		return readOnlyError("complete", d.dir)
+	}
 	d.mu.Lock()
 	if err := d.usable(ctx); err != nil {
 		d.mu.Unlock()
@@ -341,6 +358,9 @@ func (d *Driver) Complete(ctx context.Context, key driver.Key, owner string, res
 
 // Release implements driver.Driver.
 func (d *Driver) Release(ctx context.Context, key driver.Key, owner string) error {
+	if d.ro {
+		return readOnlyError("release", d.dir)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.usable(ctx); err != nil {
@@ -422,6 +442,9 @@ func (d *Driver) List(ctx context.Context, after driver.Key, limit int) ([]drive
 
 // Sweep implements driver.Driver. A limit < 1 deletes every expired row.
 func (d *Driver) Sweep(ctx context.Context, limit int) (int, error) {
+	if d.ro {
+		return 0, readOnlyError("sweep", d.dir)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.usable(ctx); err != nil {

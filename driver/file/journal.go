@@ -271,10 +271,12 @@ func (j *journal) removeRun(e *jrun) {
 // --- open, write, maintain, close ----------------------------------------------
 
 // open replays dir/journal.json, checking it against the checkpoint and
-// repairing a torn tail.
-func (j *journal) open(dir string, ck *checkpoint, cfg config) error {
+// repairing a torn tail, and (unless read-only) applies the retention and
+// compaction rules once.
+func (j *journal) open(dir string, ck *checkpoint, cfg config, ro bool) error {
 	j.cfg = cfg
 	j.initLog(dir, journalName, 1, ck, &cfg)
+	j.ro = ro
 	j.format = journalFormatLine
 	j.rebuild = j.compactLocked
 	j.runs = make(map[string]*jrun)
@@ -536,6 +538,9 @@ func (j *journal) held(id, owner string) (*jrun, error) {
 
 // CreateRun implements driver.Journal. It returns once the run is fsynced.
 func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Duration) (driver.Run, error) {
+	if d.ro {
+		return driver.Run{}, readOnlyError("create run", d.dir)
+	}
 	if run.ID == "" {
 		return driver.Run{}, errNoRunID
 	}
@@ -663,6 +668,9 @@ func (d *Driver) ListRuns(ctx context.Context, f driver.RunFilter, limit int) ([
 // AcquireRun implements driver.Journal. Its record is written, not fsynced
 // (see the package doc).
 func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Duration) (driver.Run, []driver.Step, error) {
+	if d.ro {
+		return driver.Run{}, nil, readOnlyError("acquire run", d.dir)
+	}
 	if owner == "" {
 		return driver.Run{}, nil, fmt.Errorf("oke file driver: acquire run %q: empty owner", id)
 	}
@@ -711,6 +719,9 @@ func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Du
 
 // RenewRun implements driver.Journal. Its record is written, not fsynced.
 func (d *Driver) RenewRun(ctx context.Context, id, owner string, lease time.Duration) error {
+	if d.ro {
+		return readOnlyError("renew run", d.dir)
+	}
 	j := &d.jr
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -735,6 +746,9 @@ func (d *Driver) RenewRun(ctx context.Context, id, owner string, lease time.Dura
 // SaveStep implements driver.Journal. It appends one record, whatever the
 // number of steps, and returns once it is fsynced.
 func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Step) error {
+	if d.ro {
+		return readOnlyError("save step", d.dir)
+	}
 	if err := checkUTF8("save step", "name", step.Name); err != nil {
 		return err
 	}
@@ -770,6 +784,9 @@ func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Ste
 
 // FinishRun implements driver.Journal. It returns once it is fsynced.
 func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finish) error {
+	if d.ro {
+		return readOnlyError("finish run", d.dir)
+	}
 	switch f.Status {
 	case driver.RunCompleted, driver.RunFailed, driver.RunSleeping, driver.RunRunning:
 	default:
@@ -818,6 +835,9 @@ func (d *Driver) DueRuns(ctx context.Context, limit int) ([]string, error) {
 // the journal (ErrNotFound otherwise), so that retention can drop a run's
 // claims with it.
 func (d *Driver) ClaimKey(ctx context.Context, key, runID string) (string, error) {
+	if d.ro {
+		return "", readOnlyError("claim key", d.dir)
+	}
 	if err := checkUTF8("claim key", "key", key, "run ID", runID); err != nil {
 		return "", err
 	}

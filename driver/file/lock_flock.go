@@ -35,6 +35,26 @@ func lockDir(dir string) (unlock func() error, err error) {
 	return f.Close, nil
 }
 
+// lockShared takes a shared flock on dir/LOCK, for OpenReadOnly: it fails
+// with a *LockedError while a driver has the folder open, and keeps Open out
+// until the returned func closes the file. A folder without a LOCK file is
+// not locked (and the file is not created).
+func lockShared(dir string) (unlock func() error, err error) {
+	path := filepath.Join(dir, lockName)
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return func() error { return nil }, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("oke file driver: open lock file: %w", err)
+	}
+	if err := flockWait(f, syscall.LOCK_SH); err != nil {
+		defer f.Close()
+		return nil, lockError(dir, path, err)
+	}
+	return f.Close, nil
+}
+
 // flockWait takes a flock of kind how (LOCK_EX, LOCK_SH) on f without
 // blocking. A child process being started (between fork and exec) holds a
 // copy of every descriptor, and with it the flock of a Driver closed a

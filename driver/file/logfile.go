@@ -30,6 +30,8 @@ type logFile struct {
 	ckIdx           int         // this log's entry in it
 	hooks           *hooks      // fault injection (tests); nil in production
 	backoff         func(elapsed time.Duration) time.Duration
+	ro              bool // opened by OpenReadOnly: never written
+	missing         bool // read-only, and the file does not exist
 
 	f           *os.File // swapped only while commit is paused
 	size        int64    // bytes of intact records in f; the next record goes here
@@ -158,15 +160,28 @@ func (l *logFile) truncate(size int64) error {
 // generation, and fsyncs it. The caller fsyncs the folder. apply gets each
 // intact record's payload and the size of its line. A leftover compaction
 // file is deleted first. On error the file is closed.
+//
+// Read-only, it creates, truncates and writes nothing: a torn tail is only
+// left out, and a missing log is an empty one (missing set).
 func (l *logFile) load(apply func(payload []byte, size int) error) (err error) {
 	want := l.ck.want(l.ckIdx)
-	if err := os.Remove(l.compactPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("oke file driver: remove unfinished compaction: %w", err)
+	if !l.ro {
+		if err := os.Remove(l.compactPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("oke file driver: remove unfinished compaction: %w", err)
+		}
 	}
-	f, err := os.OpenFile(l.path, os.O_RDWR, 0)
+	flag := os.O_RDWR
+	if l.ro {
+		flag = os.O_RDONLY
+	}
+	f, err := os.OpenFile(l.path, flag, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		if err := l.checkLoss(want, false, scanned{}); err != nil {
 			return err
+		}
+		if l.ro {
+			l.missing = true
+			return nil
 		}
 		f, err = os.OpenFile(l.path, os.O_RDWR|os.O_CREATE, 0o600)
 	}
@@ -193,6 +208,10 @@ func (l *logFile) load(apply func(payload []byte, size int) error) (err error) {
 		return err
 	}
 	l.size, l.records = sc.size, sc.records
+	if l.ro {
+		l.f = f
+		return nil
+	}
 	if sc.torn {
 		if err := f.Truncate(sc.size); err != nil {
 			return fmt.Errorf("oke file driver: truncate torn tail of %s: %w", l.path, err)
@@ -289,6 +308,9 @@ func (l *logFile) checkLoss(want *ckEntry, exists bool, sc scanned) error {
 // nothing was appended, and the error is driver.ErrUnavailable. The owner's
 // mutex held.
 func (l *logFile) appendLines(buf []byte, n int) (uint64, error) {
+	if l.ro {
+		return 0, errReadOnlyWrite
+	}
 	if l.fault.Load() != nil {
 		if err := l.heal(false); err != nil {
 			return 0, err
@@ -334,6 +356,9 @@ func (l *logFile) appendLines(buf []byte, n int) (uint64, error) {
 // whose pages were all written and fsynced anew. The owner's mutex held, so
 // nothing is written meanwhile.
 func (l *logFile) rewrite(fill func(format []byte, add func(line []byte) error) error) error {
+	if l.ro {
+		return errReadOnlyWrite
+	}
 	tmp := l.compactPath()
 	tmpName := l.name + ".compact"
 	if err := l.hooks.check(ioCreate, tmpName); err != nil {
@@ -422,6 +447,9 @@ func (l *logFile) rewrite(fill func(format []byte, add func(line []byte) error) 
 func (l *logFile) closeLog() error {
 	if l.f == nil {
 		return nil
+	}
+	if l.ro {
+		return l.f.Close()
 	}
 	var syncErr error
 	if l.fault.Load() != nil {
