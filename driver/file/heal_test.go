@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -117,7 +118,12 @@ func TestAFailedFsyncIsHealedByARewrite(t *testing.T) {
 				t.Fatalf("Get of a response fsynced before: %v, %v", r.State, err)
 			}
 			_, err = d.Claim(ctx, claimReq(key(3), "o"))
-			mustFailUnavailable(t, "Claim while the log cannot be rewritten", err, nil)
+			mustFailUnavailable(t, "Claim while the log cannot be rewritten", err, cause)
+			for _, want := range []string{"takes no writes since a write or fsync failed", "once the disk works again", "the last attempt"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error does not say %q: %v", want, err)
+				}
+			}
 
 			in.clear()
 			mustClaim(t, d, claimReq(key(3), "o"))

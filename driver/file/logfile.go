@@ -121,7 +121,7 @@ func (l *logFile) heal(force bool) error {
 		return nil
 	}
 	if !force && time.Now().Before(l.healAt) {
-		return fe.err
+		return l.notHealed(fe, nil)
 	}
 	start := time.Now()
 	if !fe.rewrite {
@@ -138,12 +138,24 @@ func (l *logFile) heal(force bool) error {
 	if err := l.rebuild(); err != nil {
 		l.healAt = time.Now().Add(l.backoff(time.Since(start)))
 		if fe := l.fault.Load(); fe != nil {
-			return fe.err
+			return l.notHealed(fe, err)
 		}
 		return err
 	}
 	l.heals++
 	return nil
+}
+
+// notHealed is what a write gets while the log waits to be repaired. It is
+// driver.ErrUnavailable, and wraps the failure that broke the log.
+func (l *logFile) notHealed(fe *faultErr, repair error) error {
+	last := ""
+	if repair != nil {
+		last = fmt.Sprintf(" (the last attempt: %v)", repair)
+	}
+	return fmt.Errorf("oke file driver: %s takes no writes since a write or fsync failed; the driver repairs it "+
+		"at a later call once the disk works again%s (free space, check the disk and the file's permissions): %w",
+		l.path, last, fe.err)
 }
 
 // truncate cuts f back to size, through the hooks.
