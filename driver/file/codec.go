@@ -28,6 +28,8 @@ func appendPayload(b []byte, r *record) ([]byte, error) {
 		b = append(b, `,"v":`...)
 		b = strconv.AppendInt(b, int64(r.V), 10)
 	}
+	b = appendOptString(b, `,"gen":`, r.Gen)
+	b = appendOptString(b, `,"prev":`, r.Prev)
 	if k := r.Key; k != nil {
 		b = append(b, `,"key":{"tenant":`...)
 		b = appendString(b, k.Tenant)
@@ -167,6 +169,12 @@ func decodeFast(p []byte) (_ *record, ok bool) {
 	r.Op = s.str()
 	if s.try(`,"v":`) {
 		r.V = s.int()
+	}
+	if s.try(`,"gen":`) {
+		r.Gen = s.str()
+	}
+	if s.try(`,"prev":`) {
+		r.Prev = s.str()
 	}
 	if s.try(`,"key":{"tenant":`) {
 		k := &driver.Key{}

@@ -22,7 +22,7 @@ func recordDiff(a, b *record) string {
 	if (ka == nil) != (kb == nil) || (ka != nil && *ka != *kb) {
 		return fmt.Sprintf("key %v vs %v", ka, kb)
 	}
-	if a.Op != b.Op || a.V != b.V || a.Fingerprint != b.Fingerprint || a.State != b.State ||
+	if a.Op != b.Op || a.V != b.V || a.Gen != b.Gen || a.Prev != b.Prev || a.Fingerprint != b.Fingerprint || a.State != b.State ||
 		a.Owner != b.Owner || a.RunID != b.RunID {
 		return fmt.Sprintf("fields %+v vs %+v", *a, *b)
 	}
@@ -58,7 +58,7 @@ func sampleRecords() []*record {
 	k := driver.Key{Tenant: "acme", Principal: "user:42", Flow: "payments.charge", Key: "idem-key-0000-0001"}
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
 	return []*record{
-		formatRecord(),
+		formatRecord("0123456789abcdef", "fedcba9876543210"),
 		delRecord(k),
 		{Op: opPut, Key: &k, Fingerprint: "ab", State: "running", Owner: "o", LeaseUntil: t0, ExpiresAt: t0, CreatedAt: t0},
 		{Op: opPut, Key: &k, State: "completed", CreatedAt: t0, CompletedAt: t0.Add(time.Second), RunID: "run-1",
@@ -67,6 +67,7 @@ func sampleRecords() []*record {
 			State: "completed", Response: &driver.Response{Status: 0}},
 		{Op: opPut, Key: &k, State: "completed", LeaseUntil: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)),
 			Response: &driver.Response{Status: -1, Body: []byte{}}},
+		formatRecord("", ""), // an older oke's
 	}
 }
 

@@ -24,6 +24,9 @@ func (d *Driver) maybeCompact() {
 // Compact rewrites both logs with only what is live, now. The driver compacts
 // on its own when dead records dominate; Compact is for tools and tests.
 func (d *Driver) Compact() error {
+	if d.ro {
+		return readOnlyError("compact", d.dir)
+	}
 	d.mu.Lock()
 	err := d.compactRows()
 	d.mu.Unlock()
@@ -44,9 +47,6 @@ func (d *Driver) compactRows() error {
 	if d.closed {
 		return driver.ErrClosed
 	}
-	if fe := d.fault.Load(); fe != nil {
-		return fe.err
-	}
 	return d.compactLocked()
 }
 
@@ -54,15 +54,12 @@ func (d *Driver) compactRows() error {
 // logFile.rewrite). mu held.
 func (d *Driver) compactLocked() error {
 	var buf []byte
-	return d.rewrite(func(add func(line []byte) error) error {
-		var err error
-		if buf, err = appendRecord(buf[:0], formatRecord()); err != nil {
-			return err
-		}
-		if err := add(buf); err != nil {
+	return d.rewrite(func(format []byte, add func(line []byte) error) error {
+		if err := add(format); err != nil {
 			return err
 		}
 		for _, e := range d.rows {
+			var err error
 			if buf, err = appendRecord(buf[:0], putRecord(&e.row)); err != nil {
 				return err
 			}

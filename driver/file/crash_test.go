@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,7 +38,12 @@ func TestHelperProcess(t *testing.T) {
 		t.Skip("helper process for the crash tests")
 	}
 	dir := os.Getenv("OKE_FILE_DRIVER_DIR")
-	d, err := Open(dir, WithCompactAfter(50))
+	opts := []Option{WithCompactAfter(50)}
+	var armed atomic.Bool
+	if mode == "kill-at" {
+		opts = append(opts, killAt(os.Getenv("OKE_FILE_DRIVER_KILL_AT"), &armed))
+	}
+	d, err := Open(dir, opts...)
 	if err != nil {
 		fmt.Printf("open error: %v\n", err)
 		os.Exit(2)
@@ -84,6 +91,80 @@ func TestHelperProcess(t *testing.T) {
 		wg.Wait()
 	case "journal":
 		journalChild(d)
+	case "kill-at":
+		fillUsed(t, d, 0, crashRows)
+		fmt.Println("filled")
+		armed.Store(true)
+		err := d.Compact()
+		fmt.Printf("survived the compaction (%v)\n", err)
+		os.Exit(3)
+	}
+}
+
+// crashRows is how many rows and runs the kill-at child fills in.
+const crashRows = 6
+
+// killAt makes the driver SIGKILL its own process before the nth I/O call
+// named by point ("op|name|n", op as ioOp.String gives it) once armed is set.
+func killAt(point string, armed *atomic.Bool) Option {
+	parts := strings.Split(point, "|")
+	n, _ := strconv.Atoi(parts[2])
+	var seen atomic.Int64
+	return func(c *config) {
+		c.hooks = &hooks{fail: func(op ioOp, name string) error {
+			if armed.Load() && op.String() == parts[0] && name == parts[1] && seen.Add(1) == int64(n) {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // the signal is on its way
+			}
+			return nil
+		}}
+	}
+}
+
+// TestSIGKILLAtEachPointOfACompactionLosesNothing kills a real process at
+// chosen points of a compaction of both logs — between the steps whose
+// order keeps CHECKPOINT right — and opens the folder after it.
+func TestSIGKILLAtEachPointOfACompactionLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	for _, point := range []string{
+		"fsync|" + logName + ".compact|1", // the new file written, not yet fsynced
+		"write|" + checkpointName + "|1",  // fsynced, the checkpoint does not know it
+		"rename|" + logName + "|1",        // the checkpoint knows it, not renamed
+		"fsync folder|.|1",                // renamed, the rename not durable
+		"write|" + checkpointName + "|2",  // renamed, before the checkpoint says so
+		"rename|" + journalName + "|1",    // the rows done, the journal next
+		"write|" + checkpointName + "|4",  // both renamed, the journal's checkpoint not written
+	} {
+		t.Run(point, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd, sc := child(t, "kill-at", dir, "OKE_FILE_DRIVER_KILL_AT="+point)
+			var said []string
+			for sc.Scan() {
+				said = append(said, sc.Text())
+			}
+			err := cmd.Wait()
+			if len(said) != 1 || said[0] != "filled" || err == nil || !strings.Contains(err.Error(), "killed") {
+				t.Fatalf("child said %q and ended with %v; want it killed during Compact", said, err)
+			}
+			d, err := Open(dir)
+			if err != nil {
+				t.Fatalf("Open after SIGKILL: %v", err)
+			}
+			defer closeDriver(t, d)
+			ctx := context.Background()
+			for i := range crashRows {
+				r, err := d.Get(ctx, key(i))
+				if err != nil || r.State != driver.Completed || !bytes.Equal(r.Response.Body, response(i).Body) {
+					t.Fatalf("key %d = %+v, %v; want its completed response", i, r, err)
+				}
+				_, steps, err := d.GetRun(ctx, fmt.Sprintf("run-%03d", i))
+				if err != nil || len(steps) != 2 {
+					t.Fatalf("run %d: %d steps, %v; want 2", i, len(steps), err)
+				}
+			}
+		})
 	}
 }
 
@@ -225,6 +306,9 @@ func TestLockHeldByAnotherProcess(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("lock error %q does not say %q", err, want)
 		}
+	}
+	if _, err := OpenReadOnly(dir); !errors.Is(err, ErrLocked) {
+		t.Fatalf("OpenReadOnly while another process holds %s: err = %v, want ErrLocked", dir, err)
 	}
 	// A killed holder leaves no stale lock.
 	if err := cmd.Process.Kill(); err != nil {

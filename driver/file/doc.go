@@ -10,6 +10,9 @@
 //	}
 //	defer d.Close()
 //
+// Tools that only look (a CLI listing runs) use OpenReadOnly, which never
+// writes a file (see Read-only open).
+//
 // # Layout
 //
 // The folder holds
@@ -17,19 +20,21 @@
 //	LOCK               flock'ed while a driver has the folder open
 //	idempotency.json   the rows, as an append-only log (below)
 //	journal.json       the runs, their saved steps and claimed keys, the same way
+//	CHECKPOINT         how much of each log was fsynced (see Damage)
 //
 // Both logs share one lock and one machinery: the line format, the crash-safe
 // append, the replay at Open, group commit and compaction (logfile.go). Each
 // has its own mutex and its own group commit, so claims and steps do not wait
 // on each other. idempotency.json.compact or journal.json.compact may appear
-// for a moment while a log is compacted; a leftover one is deleted on Open.
+// for a moment while a log is compacted, and CHECKPOINT.tmp while a folder
+// gets its first checkpoint; a leftover one is deleted on Open.
 //
 // # Format
 //
 // idempotency.json is newline-delimited JSON: one record per line, each line a
 // JSON object holding a CRC-32C (Castagnoli) of its payload and the payload:
 //
-//	{"crc":"1c2d3e4f","rec":{"op":"format","v":1}}
+//	{"crc":"1c2d3e4f","rec":{"op":"format","v":1,"gen":"9f3c0a7e51d2b846","prev":"04be71c9a3f5d028"}}
 //	{"crc":"8a9b0c1d","rec":{"op":"put","key":{"tenant":"acme","principal":"user:42","flow":"payments.charge","key":"..."},"fp":"...","state":"running","owner":"...","leaseUntil":"2026-01-02T03:04:35Z",...}}
 //	{"crc":"...","rec":{"op":"put",...,"state":"completed","response":{"status":201,"contentType":"application/json","location":"/charges/ch_1","body":"eyJpZCI6ImNoXzEifQ=="}}}
 //	{"crc":"...","rec":{"op":"del","key":{...}}}
@@ -38,7 +43,9 @@
 // the line is always written as the 8 hex digits first, so a reader checks it
 // without re-encoding. Ops:
 //
-//	format  first record of every file; v is the format version (1)
+//	format  first record of every file; v is the format version (1), gen
+//	        the file's generation and prev the one it was compacted from
+//	        (see Damage; an older oke wrote neither, and ignores them)
 //	put     the whole row as it now is (claim, takeover, renew, complete)
 //	del     the row is gone (release, sweep)
 //
@@ -57,7 +64,7 @@
 // journal.json has the same frame (a CRC-32C, then the payload) around
 // journal records:
 //
-//	{"crc":"...","rec":{"op":"format","v":1}}
+//	{"crc":"...","rec":{"op":"format","v":1,"gen":"..."}}
 //	{"crc":"...","rec":{"op":"run","id":"run_1","flow":"payments.refund","input":"eyJjaGFyZ2VJZCI6ImNoXzEifQ==","status":"running","owner":"...","leaseUntil":"...","attempts":1,"next":1,...}}
 //	{"crc":"...","rec":{"op":"step","id":"run_1","seq":1,"name":"refund id","out":"IjliMmYuLi4i","attempts":1,"startedAt":"...","finishedAt":"...","at":"..."}}
 //	{"crc":"...","rec":{"op":"lease","id":"run_1","owner":"...","leaseUntil":"...","attempts":2,"next":2,"at":"..."}}
@@ -95,13 +102,71 @@
 // therefore only leave a torn record at the tail: a last line without its
 // newline, with a bad checksum, or zero bytes after an OS crash. Open ignores
 // such a tail and truncates it (then fsyncs), so the next record starts on a
-// clean line. A damaged line followed by valid records is not a torn tail:
+// clean line — but only past what CHECKPOINT says was fsynced (see Damage).
+// A damaged line followed by valid records is not a torn tail:
 // Open refuses the file with a *CorruptError naming the file and line, rather
 // than silently drop the good records after it. So is an intact journal
 // record that breaks a rule of the ones before it (a step out of order, a
 // record for a run that does not exist).
 // A failed write is truncated away at once, so an I/O error does not leave a
-// torn record in the middle either.
+// torn record in the middle either (see Failed writes).
+//
+// # Damage
+//
+// A torn tail and a lost file look the same to a reader: a log cut short.
+// To tell them apart, the folder keeps CHECKPOINT: for each log, its
+// generation and how many bytes and records of it were fsynced. The group
+// commit leader rewrites it after each fsync with one pwrite (no fsync: an
+// OS crash can leave it older than the logs, which makes the check weaker,
+// never wrong, since it is written only after the bytes it names are
+// durable). Open and Close write it after their own fsync of the logs. It
+// is two 512-byte slots, each one line in the logs' frame (a CRC-32C, then
+// the payload, padded with spaces), written in turn:
+//
+//	{"crc":"…","rec":{"v":1,"seq":41,"logs":{"idempotency.json":{"gen":"9f3c0a7e51d2b846","size":4096,"records":41},"journal.json":{…}}}}
+//
+// Open reads the intact slot with the higher seq (a slot torn by an OS
+// crash leaves the other, older one). Then, for each log, what was fsynced
+// must still be there: the file exists, its format record names the
+// checkpoint's generation, and its first size bytes are intact records,
+// exactly records of them. Otherwise Open refuses the folder with a
+// *LossError (it is ErrCorrupt) that names the file, what it holds and what
+// was fsynced, and says what to do, e.g.
+//
+//	oke file driver: .oke/idempotency.json holds 812 bytes / 3 records, but 4096 bytes / 41 records
+//	were fsynced: the file was truncated or replaced. ...
+//
+// That covers a log truncated (mid-line or at a line boundary), emptied,
+// deleted (while the checkpoint says something was fsynced to it), damaged
+// inside its fsynced part (an fsynced last line with a bad checksum is not a
+// torn write), replaced by another file (another generation, even a longer
+// one) or by an older oke's copy (no generation). Open changes nothing in a
+// folder it refuses. The ways out: restore the folder from a backup; move it
+// away to start empty (every stored response and run is forgotten); or
+// delete CHECKPOINT to go on with the logs as they are, accepting the loss
+// (Open then writes a new checkpoint). A CHECKPOINT with no intact slot is a
+// *CorruptError saying the same. Damage past what was fsynced (records that
+// were written but never acknowledged as durable: a claim, a renewal) is a
+// torn tail, truncated as before.
+//
+// A compaction gives the log a new generation, in an order that keeps the
+// check right through a crash at any point: the new file is written and
+// fsynced; CHECKPOINT records it as the log's next generation and is fsynced
+// (one fsync per compaction, none per write); the file is renamed over the
+// log and the folder fsynced; then CHECKPOINT records the new generation as
+// the log's. Open accepts the log under the generation the checkpoint names,
+// or under next, each checked against its own size. A log whose prev is the
+// checkpoint's generation was compacted from it, with the checkpoint writes
+// since lost to an OS crash: it is accepted, with nothing to check it
+// against. Tests copy the folder before every I/O call of a compaction (what
+// a killed process leaves), also with every checkpoint write since lost and
+// with the rename lost, and kill a real process at the main points.
+//
+// A folder made by an older oke has no CHECKPOINT and logs without a
+// generation: Open rewrites each such log once (a compaction) and then
+// writes the folder's first checkpoint; from then on it is checked. An older
+// oke still reads the logs (it ignores gen and prev) but does not keep
+// CHECKPOINT: after running one on the folder, delete CHECKPOINT.
 //
 // # Durability
 //
@@ -153,17 +218,70 @@
 // records are not fsynced either: a lost drop brings an old finished run back
 // until the next one.
 //
-// If an fsync fails the driver stops: every later call fails with
-// driver.ErrUnavailable (fail closed), because after a failed fsync the kernel
-// may have dropped the unwritten pages and nothing written since can be
-// trusted. This holds across both logs: a failed fsync of either stops rows
-// and runs. Reopen the folder (restart the process) to continue from what is
-// on disk.
+// # Failed writes
+//
+// Every failure to write — a write(2), an fsync, ENOSPC (disk full) at
+// either, a compaction — is returned as driver.ErrUnavailable with its cause
+// wrapped (errors.Is finds syscall.ENOSPC), so the app answers 503 and never
+// runs a flow unprotected. None stops the driver for good: once the disk
+// works again, the next call succeeds, without a restart. Each log heals on
+// its own (a journal that cannot be written does not stop the rows).
+//
+// A write(2) that fails may have put part of its record in the file. The
+// driver truncates the log back to its last intact record and fsyncs that
+// (so the part never comes back after an OS crash, ahead of later records),
+// and the next write goes on. If the truncate fails too (a file made
+// immutable, EIO), the log takes no write until a later call manages it, or
+// rewrites the log (below).
+//
+// An fsync that fails is worse: Linux reports the error once and may mark
+// the unwritten pages clean, so a second fsync succeeds with the data lost
+// (PostgreSQL's "fsyncgate"). So after a failed fsync the driver trusts
+// nothing of the file that was not durable before: every caller waiting on
+// it, and every later one that would show a record written since, gets
+// driver.ErrUnavailable; the log takes no write; and it heals only by a
+// rewrite of every record from memory into a new file, fsynced and renamed
+// over the log as a compaction does. Memory is the truth here: each write
+// that reached the page cache took effect there, and its caller was told
+// either that it is stored or that it may be (ErrUnavailable). A failed
+// fsync of the folder after a compaction's rename is treated the same way.
+// The failure also marks the log "suspect" in CHECKPOINT: if the process
+// dies before the log heals, the next Open rewrites it from what it reads
+// rather than trust its pages. A Complete whose fsync failed thus returns an
+// error (the app answers 503 OutcomeUnknown) and its response is durable
+// once the log heals: a retry with the same key replays it.
+//
+// Repairs are tried by the next call of any kind (after a failed attempt,
+// again once ten times its duration has passed, between 10ms and 5s).
+// Meanwhile calls that show only what was durable before the failure go
+// on: replays of those completed rows through Claim and Get, List, GetRun
+// and ListRuns when all they show was, and DueRuns. Close heals a broken log if it can, and otherwise
+// returns driver.ErrUnavailable: what was written since the failure may be
+// lost. Every fsync of a log goes through its group commit, one at a time,
+// so a failure is never hidden by another fsync that ran beside it.
+//
+// CHECKPOINT writes after a group commit are best effort: a failed one fails
+// no call (the next Open checks against an older checkpoint). A compaction
+// whose checkpoint write fails does not rename its file.
+//
+// # Read-only open
+//
+// OpenReadOnly is for tools that only look, such as the CLI's runs and
+// idempotency listings of a -data folder. It creates, truncates and writes
+// no file: a folder that does not exist, or holds neither log, is an error
+// matching ErrNoData that names it; a torn tail is left out in memory, not
+// truncated; an older oke's logs are read as they are; a leftover compaction
+// file is left alone. The logs are checked against CHECKPOINT as Open checks
+// them. It takes a shared flock on LOCK for as long as it is open, so it
+// fails with ErrLocked while an app has the folder open (ask the app's admin
+// API then), and an Open meanwhile fails with ErrLocked; a folder without a
+// LOCK file is read without one. Every method that would write returns an
+// error matching ErrReadOnly, which is also driver.ErrUnavailable.
 //
 // # Lock
 //
 // Open takes an exclusive flock on dir/LOCK (LOCK_EX|LOCK_NB) and holds it
-// until Close. A second process, or a second Open in the same process, gets
+// until Close (OpenReadOnly a shared one, LOCK_SH). A second process, or a second Open in the same process, gets
 // an error that is ErrLocked (a *LockedError naming the folder). The kernel
 // drops the lock when the process dies, however it dies, so there is no stale
 // lock to clean up. Open retries a busy lock for half a second before it gives
@@ -171,16 +289,17 @@
 // copy of the lock of a Driver that was just closed. The LOCK file is never deleted (deleting it would let two
 // processes each lock a different inode). On systems without flock (Windows,
 // Plan 9, Solaris, ...) the lock only excludes a second Open in the same
-// process.
+// process (and OpenReadOnly takes none).
 //
 // # Compaction
 //
 // Renewals, completions, takeovers, releases and sweeps leave dead records
 // behind. When dead records outnumber live rows by more than 2 to 1 and there
 // are at least 10 000 of them (WithCompactAfter changes the minimum), the
-// next write compacts: it writes every live row to idempotency.json.compact,
-// fsyncs it, renames it over idempotency.json and fsyncs the folder. A crash
-// at any point leaves either the old log or the new one, both complete. Each
+// next write compacts: it writes every live row to idempotency.json.compact
+// (a new generation), fsyncs it, records it in CHECKPOINT, renames it over
+// idempotency.json and fsyncs the folder (see Damage). A crash at any point
+// leaves either the old log or the new one, both complete. Each
 // compaction rewrites the live rows once after at least twice as many other
 // writes, so its cost per write is constant (amortized); Open compacts too
 // when the threshold is met. Compact does it on demand.
@@ -226,6 +345,20 @@
 //     so that retention can drop a run's claims with it.
 //   - Times come from the wall clock (time.Now in UTC, as stored in the file),
 //     so a clock step moves leases and TTLs with it.
-//   - A damaged middle of the file needs a person: restore it or move it
-//     aside. Open never guesses.
+//   - A damaged middle of a log, or a log that lost fsynced records, needs a
+//     person: restore it, move it aside, or delete CHECKPOINT to accept the
+//     loss. Open never guesses.
+//   - The damage check is only as good as CHECKPOINT: deleting both a log
+//     and CHECKPOINT looks like a new folder; an OS crash can leave the
+//     checkpoint older than the logs (what was fsynced since is then not
+//     checked); records written but not fsynced (a claim, a renewal) are
+//     never checked, since any crash may take them. Damage past what was
+//     fsynced that intact records follow (an OS crash that wrote back later
+//     pages first) is a *CorruptError, not a torn tail.
+//   - An fsync failure costs a rewrite of the whole log, under its lock,
+//     once the disk works (and failed attempts, while it does not, at most a
+//     tenth of the time). Until then replays of what was durable go on, but
+//     nothing new is stored.
+//   - A read-only driver shows the logs as they were when it opened, and
+//     while it is open the app cannot Open the folder.
 package file

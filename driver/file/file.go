@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -25,19 +24,19 @@ const (
 // maxKeptBuf is the largest encode buffer kept between writes.
 const maxKeptBuf = 64 << 10
 
-// Driver is the file driver. Open it with Open; it is safe for concurrent use.
+// Driver is the file driver. Open it with Open (or OpenReadOnly); it is safe
+// for concurrent use.
 type Driver struct {
 	dir    string
 	cfg    config
 	unlock func() error // releases the folder lock
+	ck     *checkpoint  // the folder's CHECKPOINT
+	ro     bool         // opened by OpenReadOnly
 
 	mu      sync.Mutex // guards rows, closed and the rows log
 	rows    map[driver.Key]*entry
 	closed  bool
 	logFile // idempotency.json
-
-	// A failed fsync or write repair in either log stops the whole driver.
-	fault atomic.Pointer[faultErr]
 
 	jr journal // the runs, in journal.json (journal.go)
 }
@@ -50,11 +49,12 @@ type entry struct {
 	seq uint64 // 0 for rows read at Open (already fsynced)
 }
 
-type faultErr struct{ err error }
-
 type config struct {
 	compactMin int
 	retention  time.Duration // 0: finished runs are kept
+	// Tests only: fault injection, and the wait between repair attempts.
+	hooks       *hooks
+	healBackoff func(elapsed time.Duration) time.Duration
 }
 
 // Option configures Open.
@@ -76,10 +76,13 @@ func WithRetention(d time.Duration) Option {
 	return func(c *config) { c.retention = d }
 }
 
-// Open opens the store in dir, creating dir and an empty log if needed, and
+// Open opens the store in dir, creating dir and empty logs if needed, and
 // locks dir until Close. If another process (or another Driver in this one)
 // has dir open, the error is ErrLocked. A log damaged in the middle is a
-// *CorruptError; a torn record at its end is dropped.
+// *CorruptError; a log that lost records it had fsynced (truncated,
+// emptied, deleted, replaced, or damaged inside what was fsynced) is a
+// *LossError; both are ErrCorrupt. A torn record at a log's end, after what
+// was fsynced, is dropped.
 func Open(dir string, opts ...Option) (*Driver, error) {
 	cfg := config{compactMin: 10_000}
 	for _, o := range opts {
@@ -92,44 +95,106 @@ func Open(dir string, opts ...Option) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{dir: dir, cfg: cfg, unlock: unlock}
-	d.initLog(dir, logName, &d.fault)
-	rows, err := replayRows(&d.logFile)
+	d, err := openLocked(dir, cfg, unlock, false)
 	if err != nil {
 		_ = unlock()
 		return nil, err
 	}
-	d.rows = rows
-	if err := d.jr.open(dir, &d.fault, cfg); err != nil {
-		_ = d.f.Close()
-		_ = unlock()
+	return d, nil
+}
+
+// openLocked reads both logs of dir, whose lock is held, and (unless ro)
+// makes the folder ready to write: an older oke's logs upgraded, a log
+// whose fsync failed rewritten, the checkpoint written, the logs compacted
+// if they need it. On error every file it opened is closed.
+func openLocked(dir string, cfg config, unlock func() error, ro bool) (_ *Driver, err error) {
+	ck, err := readCheckpoint(dir, cfg.hooks, ro)
+	if err != nil {
 		return nil, err
+	}
+	d := &Driver{dir: dir, cfg: cfg, unlock: unlock, ck: ck, ro: ro}
+	d.initLog(dir, logName, 0, ck, &d.cfg)
+	d.logFile.ro = ro
+	d.rebuild = d.compactLocked
+	defer func() {
+		if err != nil {
+			if d.f != nil {
+				_ = d.f.Close()
+			}
+			if d.jr.f != nil {
+				_ = d.jr.f.Close()
+			}
+			_ = ck.close()
+		}
+	}()
+	if d.rows, err = replayRows(&d.logFile); err != nil {
+		return nil, err
+	}
+	if err := d.jr.open(dir, ck, cfg, ro); err != nil {
+		return nil, err
+	}
+	if ro {
+		if d.missing && d.jr.missing {
+			return nil, &noDataError{dir: dir}
+		}
+		return d, nil
 	}
 	// Make the logs' creation durable.
 	if err := syncDir(dir); err != nil {
-		_ = d.f.Close()
-		_ = d.jr.f.Close()
-		_ = unlock()
 		return nil, fmt.Errorf("oke file driver: fsync folder %s: %w", dir, err)
+	}
+	// A log an older oke wrote has no generation: rewrite it once, before
+	// the folder gets its first checkpoint. A log whose fsync failed in the
+	// last process may hold pages that never reached the disk: rewrite it
+	// from what was read.
+	for i, l := range []*logFile{&d.logFile, &d.jr.logFile} {
+		why := "written by an older oke"
+		if e := ck.want(i); e != nil && e.suspect {
+			why = "an fsync of it failed in the last process"
+		} else if l.gen != "" {
+			continue
+		}
+		mu := &d.mu
+		if i == 1 {
+			mu = &d.jr.mu
+		}
+		mu.Lock()
+		err := l.rebuild()
+		mu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("oke file driver: rewrite %s (%s): %w", l.path, why, err)
+		}
+	}
+	if err := ck.settle([2]logState{d.state(), d.jr.state()}); err != nil {
+		return nil, fmt.Errorf("oke file driver: write %s: %w", ck.path(), err)
 	}
 	d.mu.Lock()
 	d.maybeCompact()
 	d.mu.Unlock()
+	d.jr.mu.Lock()
+	d.jr.maintain()
+	d.jr.mu.Unlock()
 	return d, nil
 }
 
 // now is the store's clock: the wall clock in UTC, as stored in the log.
 func now() time.Time { return time.Now().UTC() }
 
-// usable reports why the driver cannot serve a call, if it cannot. mu held.
+// usable reports why the driver cannot serve a call, if it cannot: only
+// when it is closed or ctx is done. A rows log whose write or fsync failed
+// tries to heal here (see logFile.heal); if it cannot yet, calls that write
+// fail, and calls that show what is durable (a replay) go on. mu held.
 func (d *Driver) usable(ctx context.Context) error {
 	if d.closed {
 		return driver.ErrClosed
 	}
-	if fe := d.fault.Load(); fe != nil {
-		return fe.err
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	return ctx.Err()
+	if d.fault.Load() != nil {
+		_ = d.heal(false)
+	}
+	return nil
 }
 
 // write appends recs to the log in one write and returns its sequence number.
@@ -147,6 +212,9 @@ func (d *Driver) write(recs ...*record) (uint64, error) {
 
 // Claim implements driver.Driver.
 func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	if d.ro {
+		return driver.ClaimResult{}, readOnlyError("claim", d.dir)
+	}
 	if !validKey(req.Key) {
 		// JSON would store U+FFFD in place of the bad bytes: after a restart
 		// the row would answer to another key, or two scopes would share it.
@@ -229,6 +297,9 @@ func (d *Driver) held(key driver.Key, owner string) (*entry, error) {
 
 // Renew implements driver.Driver.
 func (d *Driver) Renew(ctx context.Context, key driver.Key, owner string, lease time.Duration) error {
+	if d.ro {
+		return readOnlyError("renew", d.dir)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.usable(ctx); err != nil {
@@ -251,6 +322,9 @@ func (d *Driver) Renew(ctx context.Context, key driver.Key, owner string, lease 
 
 // Complete implements driver.Driver. It returns once the response is fsynced.
 func (d *Driver) Complete(ctx context.Context, key driver.Key, owner string, resp driver.Response, ttl time.Duration) error {
+	if d.ro {
+		return readOnlyError("complete", d.dir)
+	}
 	d.mu.Lock()
 	if err := d.usable(ctx); err != nil {
 		d.mu.Unlock()
@@ -284,6 +358,9 @@ func (d *Driver) Complete(ctx context.Context, key driver.Key, owner string, res
 
 // Release implements driver.Driver.
 func (d *Driver) Release(ctx context.Context, key driver.Key, owner string) error {
+	if d.ro {
+		return readOnlyError("release", d.dir)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.usable(ctx); err != nil {
@@ -365,6 +442,9 @@ func (d *Driver) List(ctx context.Context, after driver.Key, limit int) ([]drive
 
 // Sweep implements driver.Driver. A limit < 1 deletes every expired row.
 func (d *Driver) Sweep(ctx context.Context, limit int) (int, error) {
+	if d.ro {
+		return 0, readOnlyError("sweep", d.dir)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.usable(ctx); err != nil {
@@ -394,7 +474,9 @@ func (d *Driver) Sweep(ctx context.Context, limit int) (int, error) {
 }
 
 // Close fsyncs both logs, closes them and releases the folder lock. Later calls
-// fail with driver.ErrClosed. Closing twice is a no-op.
+// fail with driver.ErrClosed. Closing twice is a no-op. If a log's write or
+// fsync failed and it cannot be healed now, what was written to it since is
+// not durable, and Close says so (driver.ErrUnavailable).
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -405,7 +487,7 @@ func (d *Driver) Close() error {
 	rowsErr := d.closeLog()
 	d.rows = nil
 	journalErr := d.jr.close()
-	return errors.Join(rowsErr, journalErr, d.unlock())
+	return errors.Join(rowsErr, journalErr, d.ck.close(), d.unlock())
 }
 
 // copyRow returns a copy that shares no memory with the stored row.

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -271,21 +270,21 @@ func (j *journal) removeRun(e *jrun) {
 
 // --- open, write, maintain, close ----------------------------------------------
 
-// open replays dir/journal.json, repairing a torn tail, and applies the
-// retention and compaction rules once.
-func (j *journal) open(dir string, stop *atomic.Pointer[faultErr], cfg config) error {
+// open replays dir/journal.json, checking it against the checkpoint and
+// repairing a torn tail, and (unless read-only) applies the retention and
+// compaction rules once.
+func (j *journal) open(dir string, ck *checkpoint, cfg config, ro bool) error {
 	j.cfg = cfg
-	j.initLog(dir, journalName, stop)
+	j.initLog(dir, journalName, 1, ck, &cfg)
+	j.ro = ro
+	j.format = journalFormatLine
+	j.rebuild = j.compactLocked
 	j.runs = make(map[string]*jrun)
 	j.dedupe = make(map[string]*jrun)
 	j.claims = make(map[string]*jclaim)
-	line, err := appendJRecord(nil, jformatRecord())
-	if err != nil {
-		return err
-	}
 	j.replaying = true
-	j.liveRecs, j.liveBytes = 1, int64(len(line))
-	if err := j.load(line, j.replayRecord); err != nil {
+	j.liveRecs, j.liveBytes = 1, int64(len(journalFormatLine(newGen(), newGen())))
+	if err := j.load(j.replayRecord); err != nil {
 		return err
 	}
 	j.replaying = false
@@ -298,21 +297,24 @@ func (j *journal) open(dir string, stop *atomic.Pointer[faultErr], cfg config) e
 	slices.SortFunc(j.done, func(a, b *jrun) int {
 		return cmp.Or(a.run.UpdatedAt.Compare(b.run.UpdatedAt), cmp.Compare(a.run.ID, b.run.ID))
 	})
-	j.mu.Lock()
-	j.maintain()
-	j.mu.Unlock()
 	return nil
 }
 
-// usable reports why the journal cannot serve a call, if it cannot. mu held.
+// usable reports why the journal cannot serve a call, if it cannot: only
+// when it is closed or ctx is done. A journal whose write or fsync failed
+// tries to heal here (see logFile.heal); if it cannot yet, calls that write
+// fail, and calls that show what is durable go on. mu held.
 func (j *journal) usable(ctx context.Context) error {
 	if j.closed {
 		return driver.ErrClosed
 	}
-	if fe := j.stop.Load(); fe != nil {
-		return fe.err
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	return ctx.Err()
+	if j.fault.Load() != nil {
+		_ = j.heal(false)
+	}
+	return nil
 }
 
 // write appends recs in one write and returns its sequence number and the
@@ -397,7 +399,7 @@ func (j *journal) compactLocked() error {
 		heads, stepBytes = make([]int64, len(ids)), make([]int64, len(ids))
 		claimBytes       = make([]int64, len(ids))
 	)
-	err := j.rewrite(func(add func(line []byte) error) error {
+	err := j.rewrite(func(format []byte, add func(line []byte) error) error {
 		put := func(rec *jrecord) (int64, error) {
 			var err error
 			if buf, err = appendJRecord(buf[:0], rec); err != nil {
@@ -407,7 +409,8 @@ func (j *journal) compactLocked() error {
 			liveBytes += int64(len(buf))
 			return int64(len(buf)), add(buf)
 		}
-		if _, err := put(jformatRecord()); err != nil {
+		liveRecs, liveBytes = 1, int64(len(format))
+		if err := add(format); err != nil {
 			return err
 		}
 		for i, id := range ids {
@@ -535,6 +538,9 @@ func (j *journal) held(id, owner string) (*jrun, error) {
 
 // CreateRun implements driver.Journal. It returns once the run is fsynced.
 func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Duration) (driver.Run, error) {
+	if d.ro {
+		return driver.Run{}, readOnlyError("create run", d.dir)
+	}
 	if run.ID == "" {
 		return driver.Run{}, errNoRunID
 	}
@@ -662,6 +668,9 @@ func (d *Driver) ListRuns(ctx context.Context, f driver.RunFilter, limit int) ([
 // AcquireRun implements driver.Journal. Its record is written, not fsynced
 // (see the package doc).
 func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Duration) (driver.Run, []driver.Step, error) {
+	if d.ro {
+		return driver.Run{}, nil, readOnlyError("acquire run", d.dir)
+	}
 	if owner == "" {
 		return driver.Run{}, nil, fmt.Errorf("oke file driver: acquire run %q: empty owner", id)
 	}
@@ -710,6 +719,9 @@ func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Du
 
 // RenewRun implements driver.Journal. Its record is written, not fsynced.
 func (d *Driver) RenewRun(ctx context.Context, id, owner string, lease time.Duration) error {
+	if d.ro {
+		return readOnlyError("renew run", d.dir)
+	}
 	j := &d.jr
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -734,6 +746,9 @@ func (d *Driver) RenewRun(ctx context.Context, id, owner string, lease time.Dura
 // SaveStep implements driver.Journal. It appends one record, whatever the
 // number of steps, and returns once it is fsynced.
 func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Step) error {
+	if d.ro {
+		return readOnlyError("save step", d.dir)
+	}
 	if err := checkUTF8("save step", "name", step.Name); err != nil {
 		return err
 	}
@@ -769,6 +784,9 @@ func (d *Driver) SaveStep(ctx context.Context, id, owner string, step driver.Ste
 
 // FinishRun implements driver.Journal. It returns once it is fsynced.
 func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finish) error {
+	if d.ro {
+		return readOnlyError("finish run", d.dir)
+	}
 	switch f.Status {
 	case driver.RunCompleted, driver.RunFailed, driver.RunSleeping, driver.RunRunning:
 	default:
@@ -817,6 +835,9 @@ func (d *Driver) DueRuns(ctx context.Context, limit int) ([]string, error) {
 // the journal (ErrNotFound otherwise), so that retention can drop a run's
 // claims with it.
 func (d *Driver) ClaimKey(ctx context.Context, key, runID string) (string, error) {
+	if d.ro {
+		return "", readOnlyError("claim key", d.dir)
+	}
 	if err := checkUTF8("claim key", "key", key, "run ID", runID); err != nil {
 		return "", err
 	}

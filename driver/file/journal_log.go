@@ -40,6 +40,8 @@ const (
 type jrecord struct {
 	Op         string           `json:"op"`
 	V          int              `json:"v,omitzero"`
+	Gen        string           `json:"gen,omitempty"`  // format: the file's generation (see checkpoint.go)
+	Prev       string           `json:"prev,omitempty"` // format: the generation it was compacted from
 	ID         string           `json:"id,omitempty"`
 	Flow       string           `json:"flow,omitempty"`
 	Input      []byte           `json:"input,omitempty"`
@@ -78,7 +80,18 @@ type jstart struct {
 	Attempts int    `json:"attempts"`
 }
 
-func jformatRecord() *jrecord { return &jrecord{Op: jopFormat, V: formatVersion} }
+// jformatRecord is the first record of a journal of generation gen,
+// compacted from generation prev ("" for a new log). An older oke wrote
+// neither.
+func jformatRecord(gen, prev string) *jrecord {
+	return &jrecord{Op: jopFormat, V: formatVersion, Gen: gen, Prev: prev}
+}
+
+// journalFormatLine is the line of jformatRecord(gen, prev).
+func journalFormatLine(gen, prev string) []byte {
+	line, _ := appendJRecord(nil, jformatRecord(gen, prev)) // cannot fail: no times
+	return line
+}
 
 // runRecord is the whole state of e.
 func runRecord(e *jrun) *jrecord {
@@ -139,6 +152,7 @@ func (j *journal) replayRecord(payload []byte, size int) error {
 		if rec.V != formatVersion {
 			return fmt.Errorf("format version %d; this oke reads version %d (written by a newer oke?)", rec.V, formatVersion)
 		}
+		j.gen, j.prev = rec.Gen, rec.Prev
 		return nil
 	}
 	if rec.Op == jopClaim {

@@ -679,14 +679,14 @@ func TestJournalFileSitsBesideTheRows(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if want := []string{lockName, logName, journalName}; !sameSet(names, want) {
+	if want := []string{lockName, checkpointName, logName, journalName}; !sameSet(names, want) {
 		t.Errorf("folder holds %v, want %v", names, want)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, journalName))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.HasPrefix(data, []byte(`{"crc":"`)) || !bytes.Contains(data, []byte(`"rec":{"op":"format","v":1}`)) ||
+	if !bytes.HasPrefix(data, []byte(`{"crc":"`)) || !bytes.Contains(data, []byte(`"rec":{"op":"format","v":1,"gen":"`)) ||
 		!bytes.Contains(data, []byte(`"op":"run","id":"run-1"`)) {
 		t.Errorf("journal.json does not hold the expected records:\n%s", data)
 	}
@@ -741,7 +741,7 @@ func TestJournalReadsAnOlderOkesStepStarts(t *testing.T) {
 		return &jrecord{Op: jopLease, ID: id, Owner: "old", LeaseUntil: at.Add(time.Second), Attempts: attempts,
 			Next: next, At: at}
 	}
-	recs := []*jrecord{jformatRecord(),
+	recs := []*jrecord{jformatRecord("", ""), // an older oke's: no generation
 		// Step 1 saved, step 2 begun by two executions (a takeover between).
 		run("run-live"), start("run-live", 1, 1), step("run-live", 1), start("run-live", 2, 1),
 		lease("run-live", 2, 0), start("run-live", 2, 2),

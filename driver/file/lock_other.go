@@ -33,5 +33,19 @@ func lockDir(dir string) (unlock func() error, err error) {
 	}, nil
 }
 
+// lockShared fails if a Driver of this process has dir open.
+func lockShared(dir string) (unlock func() error, err error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	lockedMu.Lock()
+	defer lockedMu.Unlock()
+	if locked[abs] {
+		return nil, &LockedError{Dir: dir}
+	}
+	return func() error { return nil }, nil
+}
+
 // syncDir is a no-op where folders cannot be fsynced (Windows).
 func syncDir(string) error { return nil }

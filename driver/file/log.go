@@ -36,6 +36,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type record struct {
 	Op          string           `json:"op"`
 	V           int              `json:"v,omitzero"`
+	Gen         string           `json:"gen,omitempty"`  // format: the file's generation (see checkpoint.go)
+	Prev        string           `json:"prev,omitempty"` // format: the generation it was compacted from
 	Key         *driver.Key      `json:"key,omitempty"`
 	Fingerprint string           `json:"fp,omitempty"`
 	State       string           `json:"state,omitempty"`
@@ -48,7 +50,17 @@ type record struct {
 	Response    *driver.Response `json:"response,omitempty"`
 }
 
-func formatRecord() *record { return &record{Op: opFormat, V: formatVersion} }
+// formatRecord is the first record of a log of generation gen, compacted
+// from generation prev ("" for a new log). An older oke wrote neither.
+func formatRecord(gen, prev string) *record {
+	return &record{Op: opFormat, V: formatVersion, Gen: gen, Prev: prev}
+}
+
+// rowsFormatLine is the line of formatRecord(gen, prev).
+func rowsFormatLine(gen, prev string) []byte {
+	line, _ := appendRecord(nil, formatRecord(gen, prev)) // cannot fail: no times
+	return line
+}
 
 func putRecord(r *driver.Row) *record {
 	return &record{
@@ -154,14 +166,14 @@ func checkLine(line []byte) ([]byte, error) {
 // replayRows replays the rows log of l into a map.
 func replayRows(l *logFile) (map[driver.Key]*entry, error) {
 	rows := make(map[driver.Key]*entry)
-	line, err := appendRecord(nil, formatRecord())
-	if err != nil {
-		return nil, err
-	}
-	err = l.load(line, func(payload []byte, _ int) error {
+	l.format = rowsFormatLine
+	err := l.load(func(payload []byte, _ int) error {
 		rec, err := decode(payload)
 		if err != nil {
 			return fmt.Errorf("checksum matches but the record does not decode: %v", err)
+		}
+		if rec.Op == opFormat {
+			l.gen, l.prev = rec.Gen, rec.Prev
 		}
 		return applyRow(rows, rec)
 	})
@@ -207,21 +219,25 @@ func applyRow(rows map[driver.Key]*entry, rec *record) error {
 	return nil
 }
 
-// ErrCorrupt is matched by every *CorruptError.
+// ErrCorrupt is matched by every *CorruptError and *LossError: Open refuses
+// a folder whose logs are damaged or lost records they had fsynced.
 var ErrCorrupt = errors.New("file driver: log is damaged")
 
 // CorruptError reports a damaged line in the middle of a log (idempotency.json
 // or journal.json) — intact records follow it, so it is not a torn write at
 // the end and Open will not drop it on its own — or an intact record that this
-// version cannot use.
+// version cannot use, or (Line 0) a damaged CHECKPOINT.
 type CorruptError struct {
 	Path   string
-	Line   int   // 1-based
+	Line   int   // 1-based; 0 when the damage is not one line's (CHECKPOINT)
 	Offset int64 // byte offset of the line
 	Reason string
 }
 
 func (e *CorruptError) Error() string {
+	if e.Line == 0 {
+		return fmt.Sprintf("oke file driver: %s is damaged: %s", e.Path, e.Reason)
+	}
 	return fmt.Sprintf("oke file driver: %s line %d (byte %d) is damaged: %s. "+
 		"It is not a torn write at the end of the file, so the driver will not drop it and the records after it; "+
 		"restore the file from a backup, or repair or remove that line by hand, then open again",
