@@ -52,6 +52,19 @@ type Config struct {
 	// Zero means one minute; negative disables the sweep.
 	SweepInterval time.Duration
 
+	// Unavailable tells which errors a flow returns mean that a database or
+	// service it needs could not be reached or written (a lost connection,
+	// a full disk, a busy lock) rather than a fault of the request: such a
+	// failure before any non-read effect answers 503 Unavailable (the key
+	// is released; a retry may work) instead of 500. After a non-read
+	// effect it is stored as 500 like any failure, since part of the
+	// request happened and running it again could do that part twice.
+	// Errors matching
+	// driver.ErrUnavailable, and those the driver's own database reports
+	// (driver.TxDriver.Unavailable), count already; set this for Config.DB
+	// and other dependencies.
+	Unavailable func(err error) bool
+
 	// DB is the app's own database, for Fx.Tx when the driver keeps its
 	// rows elsewhere (memory, file): the flow's transaction then commits
 	// before the response is stored (at least once). A driver that keeps

@@ -622,6 +622,9 @@ func (a *App) unavailable(err error) bool {
 	if errors.Is(err, driver.ErrUnavailable) {
 		return true
 	}
+	if a.cfg.Unavailable != nil && a.cfg.Unavailable(err) {
+		return true
+	}
 	td, ok := a.cfg.Driver.(driver.TxDriver)
 	return ok && td.Unavailable(err)
 }

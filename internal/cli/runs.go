@@ -147,7 +147,7 @@ func runsLs(ctx context.Context, name string, args []string, stdout, stderr io.W
 			return fail(stderr, name, &usageError{fmt.Errorf("-status must be running, sleeping, completed or failed, got %q", f.status)})
 		}
 	}
-	src, err := t.open()
+	src, err := t.open(true)
 	if err != nil {
 		return fail(stderr, name, err)
 	}
@@ -190,7 +190,7 @@ func runsShow(ctx context.Context, name string, args []string, stdout, stderr io
 	if !ok {
 		return code
 	}
-	src, err := t.open()
+	src, err := t.open(true)
 	if err != nil {
 		return fail(stderr, name, err)
 	}
@@ -278,7 +278,7 @@ folder (its scheduler runs due runs on start).`, stderr, &t)
 	if !ok {
 		return code
 	}
-	src, err := t.open()
+	src, err := t.open(false)
 	if err != nil {
 		return fail(stderr, name, err)
 	}
@@ -338,7 +338,7 @@ func runIdempotency(ctx context.Context, name string, args []string, stdout, std
 	if limit < 1 || limit > 1000 {
 		return fail(stderr, name, &usageError{fmt.Errorf("-limit must be between 1 and 1000, got %d", limit)})
 	}
-	src, err := t.open()
+	src, err := t.open(true)
 	if err != nil {
 		return fail(stderr, name, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -336,8 +337,26 @@ func TestRunsData(t *testing.T) {
 	}
 
 	code, _, stderr := run("runs", "ls", "-data", dir+"/nope")
-	if code != 1 || !strings.Contains(stderr, "no data folder") {
+	if code != 1 || !strings.Contains(stderr, "no oke data in "+dir+"/nope") {
 		t.Fatalf("a missing folder: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestReadOnlyCommandsCreateNothing: DESIGN.md 6.1 / issue 11 — a command
+// that only reads never creates files in the folder it is pointed at; a
+// folder with no oke data is an error naming it.
+func TestReadOnlyCommandsCreateNothing(t *testing.T) {
+	for _, args := range [][]string{
+		{"runs", "ls"}, {"runs", "show", "run_x"}, {"idempotency", "ls"},
+	} {
+		dir := t.TempDir()
+		code, _, stderr := run(append(args, "-data", dir)...)
+		if code != 1 || !strings.Contains(stderr, "no oke data in "+dir) {
+			t.Fatalf("%v on an empty folder: exit %d, stderr %q", args, code, stderr)
+		}
+		if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+			t.Fatalf("%v created %v (%v) in a folder with no oke data", args, ents, err)
+		}
 	}
 }
 

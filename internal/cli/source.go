@@ -59,13 +59,15 @@ func (t *target) register(fs interface {
 	fs.StringVar(&t.data, "data", "", "open this data folder (`DIR`) with the file driver instead; only while no app holds it")
 }
 
-// open returns the source the flags name.
-func (t target) open() (source, error) {
+// open returns the source the flags name. A data folder is opened
+// read-only for a command that only reads: it creates, truncates or writes
+// nothing there.
+func (t target) open(readOnly bool) (source, error) {
 	if t.addr != "" && t.data != "" {
 		return nil, &usageError{errors.New("give -addr or -data, not both")}
 	}
 	if t.data != "" {
-		return openData(t.data)
+		return openData(t.data, readOnly)
 	}
 	addr := t.addr
 	if addr == "" {
@@ -193,12 +195,22 @@ type dataSource struct {
 	j   driver.Journal
 }
 
-func openData(dir string) (*dataSource, error) {
-	fi, err := os.Stat(dir)
-	if err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("no data folder at %s (-data names the folder an app keeps its file driver in, e.g. .oke)", dir)
+func openData(dir string, readOnly bool) (*dataSource, error) {
+	var (
+		d   *file.Driver
+		err error
+	)
+	if readOnly {
+		d, err = file.OpenReadOnly(dir)
+	} else {
+		if fi, serr := os.Stat(dir); serr != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("no data folder at %s (-data names the folder an app keeps its file driver in, e.g. .oke)", dir)
+		}
+		d, err = file.Open(dir)
 	}
-	d, err := file.Open(dir)
+	if errors.Is(err, file.ErrNoData) {
+		return nil, err
+	}
 	if errors.Is(err, file.ErrLocked) {
 		return nil, fmt.Errorf("%w\nAn app holds the data folder %s (the file driver allows one process at a time). Ask the app instead, e.g. -addr %s", err, dir, DefaultAddr)
 	}

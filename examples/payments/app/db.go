@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	_ "embed"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -14,8 +15,26 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver (pure Go)
+	"modernc.org/sqlite" // registers the "sqlite" database/sql driver (pure Go)
+	sqlite3 "modernc.org/sqlite/lib"
 )
+
+// sqliteUnavailable reports whether err from the SQLite business database
+// means it could not be written or read just now — the disk is full or
+// failing, the file is read-only or locked — rather than a fault of the
+// request (oke.Config.Unavailable): the request then gets 503, not 500.
+func sqliteUnavailable(err error) bool {
+	var e *sqlite.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code() & 0xff { // the primary result code
+	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED,
+		sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_NOMEM:
+		return true
+	}
+	return false
+}
 
 // DBFile is the name of the SQLite file, in the data folder, that holds the
 // demo's business data (charges, notes, ...).

@@ -210,9 +210,15 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		drv.Close()
 		return nil, err
 	}
-	s.app = oke.New(oke.Config{Driver: drv, Gate: Gate, Lease: cfg.Lease, Logger: log, DB: s.db,
+	okeCfg := oke.Config{Driver: drv, Gate: Gate, Lease: cfg.Lease, Logger: log, DB: s.db,
 		HTTPClient: httpClient(s.provider()), PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay,
-		AdminAuth: oke.AdminToken(s.adminToken)})
+		AdminAuth: oke.AdminToken(s.adminToken)}
+	if s.dialect == sqliteDialect {
+		// A full disk or a locked file is 503, not 500 (on Postgres the
+		// driver tells its own database's errors apart).
+		okeCfg.Unavailable = sqliteUnavailable
+	}
+	s.app = oke.New(okeCfg)
 	s.routes()
 	if err := s.app.Start(ctx); err != nil {
 		s.closeDB()
