@@ -81,12 +81,6 @@ type Config struct {
 	// Logger receives background failures; nil means slog.Default().
 	Logger *slog.Logger
 
-	// AdminAuth guards the admin surface (AdminHandler, and the console):
-	// AdminToken(token) for a shared secret, an AdminAuthFunc of your own,
-	// or InsecureNoAdminAuth to opt out by name. Nil makes AdminHandler
-	// serve nothing and Start fail, naming the fix.
-	AdminAuth AdminAuth
-
 	// RetryDelay is how long a run whose step result could not be saved
 	// (the store was unreachable) waits before it is picked up again. Zero
 	// means five minutes.

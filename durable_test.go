@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/okengine/oke"
+	"github.com/okengine/oke/admin"
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/memory"
 )
@@ -58,7 +59,7 @@ func TestStepOutsideADurableFlowJustRuns(t *testing.T) {
 // as a journal run and answers its response; the run is in the journal.
 func TestDurableRunOverHTTPWithoutKey(t *testing.T) {
 	d := memory.New()
-	app := newApp(t, oke.Config{Driver: d, AdminAuth: oke.InsecureNoAdminAuth}, func(app *oke.App) {
+	app := newApp(t, oke.Config{Driver: d}, func(app *oke.App) {
 		app.Handle(oke.POST("/d"), oke.NewFlow("d.nokey", oke.Options{Durable: true},
 			func(ctx context.Context, in noIn, fx *oke.Fx) (oke.Response[string], error) {
 				id, err := oke.NewID(ctx, "id")
@@ -78,7 +79,7 @@ func TestDurableRunOverHTTPWithoutKey(t *testing.T) {
 		t.Fatalf("steps %+v", steps)
 	}
 	// The admin API shows it.
-	adm := do(app.AdminHandler(), "GET", "/runs/"+runs[0].ID, "")
+	adm := do(admin.Handler(app, admin.InsecureNoAuth), "GET", "/runs/"+runs[0].ID, "")
 	if adm.Code != 200 || !strings.Contains(adm.Body.String(), `"name": "id"`) && !strings.Contains(adm.Body.String(), `"name":"id"`) {
 		t.Fatalf("admin: %d %s", adm.Code, adm.Body)
 	}

@@ -4,7 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
+
+	"github.com/okengine/oke/internal/httpx"
 )
 
 // Error is an error with an HTTP status and a stable code, sent to clients as
@@ -129,19 +130,9 @@ func Unauthorized(message string) *Error { return ErrUnauthorized.WithMessage("%
 // Forbidden returns a 403 error for a Gate to return.
 func Forbidden(message string) *Error { return ErrForbidden.WithMessage("%s", message) }
 
-type envelope struct {
-	Error *Error `json:"error"`
-}
-
 // envelopeBytes encodes the error envelope of e, without HTML escaping and
 // with a trailing newline, like success bodies.
-func envelopeBytes(e *Error) []byte {
-	b, err := marshalJSON(envelope{e})
-	if err != nil { // cannot happen: two strings
-		return []byte(`{"error":{"code":"InternalError","message":"encode error"}}` + "\n")
-	}
-	return b
-}
+func envelopeBytes(e *Error) []byte { return httpx.Envelope(e.Code, e.Message) }
 
 // asError converts any error to the *Error sent to clients: an *Error in the
 // chain is used as is; anything else is ErrInternal wrapping it.
@@ -162,11 +153,5 @@ func WriteError(w http.ResponseWriter, err error) {
 }
 
 func writeEnvelope(w http.ResponseWriter, e *Error) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	if e.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
-	}
-	w.WriteHeader(e.Status)
-	w.Write(envelopeBytes(e))
+	httpx.WriteEnvelope(w, e.Status, e.Code, e.Message, e.RetryAfter)
 }

@@ -1,12 +1,10 @@
 package oke
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"mime"
 	"net/http"
-	"strings"
+
+	"github.com/okengine/oke/internal/httpx"
 )
 
 // Response is what a flow returns: a status, a body encoded as JSON, and
@@ -73,21 +71,7 @@ func (r Response[T]) result() (result, error) {
 }
 
 // marshalJSON encodes v like json.Marshal but without escaping <, >, & and
-// with a trailing newline, as curl users expect.
-func marshalJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
+// with a trailing newline.
+func marshalJSON(v any) ([]byte, error) { return httpx.Marshal(v) }
 
-func isJSONType(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return false
-	}
-	return mt == "application/json" || strings.HasSuffix(mt, "+json")
-}
+func isJSONType(ct string) bool { return httpx.IsJSON(ct) }

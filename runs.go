@@ -409,5 +409,9 @@ func (a *App) Replay(ctx context.Context, runID string) (string, error) {
 }
 
 // Journal returns the app's journal (nil when the driver keeps none), for
-// tools that list and show runs.
+// tools that list and show runs (package admin).
 func (a *App) Journal() driver.Journal { return a.journal }
+
+// Driver returns the app's driver (Config.Driver, or the memory driver New
+// made), for tools that list and sweep Idempotency-Key rows (package admin).
+func (a *App) Driver() driver.Driver { return a.cfg.Driver }

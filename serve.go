@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/httpx"
 	"github.com/okengine/oke/internal/idem"
 	"github.com/okengine/oke/internal/journal"
 )
@@ -32,31 +33,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // notFound answers requests that match no route: 405 when the path exists
 // with another method, else 404, as JSON envelopes.
-func (a *App) notFound(w http.ResponseWriter, r *http.Request) { routeNotFound(a.mux, w, r) }
-
-// routeNotFound answers a request that matches no route of mux but its
-// catch-all: 405 (with Allow) when the path exists with another method, else
-// 404, as JSON envelopes.
-func routeNotFound(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
-	var allow []string
-	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, "QUERY"} {
-		if m == r.Method {
-			continue
-		}
-		r2 := r.Clone(r.Context())
-		r2.Method = m
-		if _, p := mux.Handler(r2); p != "/" && p != "" {
-			allow = append(allow, m)
-		}
-	}
-	if len(allow) > 0 {
-		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeEnvelope(w, &Error{Status: http.StatusMethodNotAllowed, Code: "MethodNotAllowed",
-			Message: fmt.Sprintf("%s is not allowed here; use %s.", r.Method, strings.Join(allow, " or "))})
-		return
-	}
-	writeEnvelope(w, ErrNotFound.WithMessage("No route matches %s %s.", r.Method, r.URL.Path))
-}
+func (a *App) notFound(w http.ResponseWriter, r *http.Request) { httpx.NotFound(a.mux, w, r) }
 
 // yieldLease is how long a request that found its run held elsewhere keeps
 // the key before the next retry may take it over and look again.

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/okengine/oke"
+	"github.com/okengine/oke/admin"
 	"github.com/okengine/oke/examples/payments/app"
 )
 
@@ -98,17 +98,17 @@ func retryUntilDone(t *testing.T, c *http.Client, url, body, key string) answer 
 
 // pipelineRuns reads the journal runs of demo.pipeline by tag, with their
 // steps, through the admin API.
-func pipelineRuns(t *testing.T, c *http.Client, base string) map[string]oke.RunView {
+func pipelineRuns(t *testing.T, c *http.Client, base string) map[string]admin.RunView {
 	t.Helper()
 	a, err := send(c, "GET", base+"/_oke/runs?flow=demo.pipeline&limit=1000", "")
 	if err != nil || a.status != 200 {
 		t.Fatalf("GET /_oke/runs: %v %d %s", err, a.status, a.body)
 	}
-	var list struct{ Runs []oke.RunView }
+	var list struct{ Runs []admin.RunView }
 	if err := json.Unmarshal([]byte(a.body), &list); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]oke.RunView{}
+	out := map[string]admin.RunView{}
 	for _, r := range list.Runs {
 		var in app.PipelineIn
 		b, _ := json.Marshal(r.Input)
@@ -117,7 +117,7 @@ func pipelineRuns(t *testing.T, c *http.Client, base string) map[string]oke.RunV
 		if err != nil || a.status != 200 {
 			t.Fatalf("GET /_oke/runs/%s: %v %d", r.ID, err, a.status)
 		}
-		var full oke.RunView
+		var full admin.RunView
 		if err := json.Unmarshal([]byte(a.body), &full); err != nil {
 			t.Fatal(err)
 		}

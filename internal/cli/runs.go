@@ -12,13 +12,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/okengine/oke"
+	"github.com/okengine/oke/admin"
 )
 
 const whereHelp = `Where it reads:
 
   -addr URL  asks a running app over HTTP, through oke's admin API
-             (App.AdminHandler; the demo mounts it at /_oke/, and a URL
+             (package admin; the demo mounts it at /_oke/, and a URL
              without a path means that). This is the way while the app
              runs: it owns its data folder. The default is
              http://127.0.0.1:8080. The admin API needs the app's admin
@@ -158,7 +158,7 @@ func runsLs(ctx context.Context, name string, args []string, stdout, stderr io.W
 	}
 	if js {
 		if runs == nil {
-			runs = []oke.RunView{}
+			runs = []admin.RunView{}
 		}
 		return printJSON(stdout, stderr, name, map[string]any{"runs": runs})
 	}
@@ -207,7 +207,7 @@ func runsShow(ctx context.Context, name string, args []string, stdout, stderr io
 }
 
 // printRun writes a run for people.
-func printRun(w io.Writer, r oke.RunView) {
+func printRun(w io.Writer, r admin.RunView) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	line := func(k, v string) {
 		if v != "" {
@@ -349,7 +349,7 @@ func runIdempotency(ctx context.Context, name string, args []string, stdout, std
 	}
 	if js {
 		if rows == nil {
-			rows = []oke.RowView{}
+			rows = []admin.RowView{}
 		}
 		return printJSON(stdout, stderr, name, map[string]any{"rows": rows})
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/okengine/oke"
+	"github.com/okengine/oke/admin"
 	"github.com/okengine/oke/examples/payments/app"
 )
 
@@ -136,10 +136,10 @@ func table(t *testing.T, out string) []map[string]string {
 }
 
 // showJSON is `oke runs show -json`.
-func showJSON(t *testing.T, id string, where ...string) oke.RunView {
+func showJSON(t *testing.T, id string, where ...string) admin.RunView {
 	t.Helper()
 	stdout, _ := mustRun(t, append(append([]string{"runs", "show"}, where...), id, "-json")...)
-	var v oke.RunView
+	var v admin.RunView
 	if err := json.Unmarshal([]byte(stdout), &v); err != nil {
 		t.Fatalf("show -json: %v\n%s", err, stdout)
 	}
@@ -183,7 +183,7 @@ func TestRunsAddr(t *testing.T) {
 			t.Fatalf("ls of a flow without runs: %q", stdout)
 		}
 		stdout, _ = mustRun(t, "runs", "ls", "-json", "-addr", d.url+"/_oke/")
-		var out struct{ Runs []oke.RunView }
+		var out struct{ Runs []admin.RunView }
 		if err := json.Unmarshal([]byte(stdout), &out); err != nil || len(out.Runs) != 2 || out.Runs[0].ID != id {
 			t.Fatalf("ls -json: %v\n%s", err, stdout)
 		}
@@ -216,7 +216,7 @@ func TestRunsAddr(t *testing.T) {
 		if !strings.Contains(stdout, "next step  3, attempts 1") {
 			t.Fatalf("show of the sleeping run does not hold its next step:\n%s", stdout)
 		}
-		if v := showJSON(t, remind["ID"], addr...); v.Next == nil || *v.Next != (oke.NextView{Seq: 3, Attempts: 1}) {
+		if v := showJSON(t, remind["ID"], addr...); v.Next == nil || *v.Next != (admin.NextView{Seq: 3, Attempts: 1}) {
 			t.Fatalf("show -json of the sleeping run: next %+v, want step 3, 1 attempt", v.Next)
 		}
 	})
@@ -247,7 +247,7 @@ func TestRunsAddr(t *testing.T) {
 			t.Fatalf("row %v", r)
 		}
 		stdout, _ = mustRun(t, "idempotency", "ls", "-json", "-addr", d.url)
-		var out struct{ Rows []oke.RowView }
+		var out struct{ Rows []admin.RowView }
 		if err := json.Unmarshal([]byte(stdout), &out); err != nil || len(out.Rows) != 1 || out.Rows[0].Key != key {
 			t.Fatalf("idempotency ls -json: %v\n%s", err, stdout)
 		}

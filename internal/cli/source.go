@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/okengine/oke"
+	"github.com/okengine/oke/admin"
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/file"
 	"github.com/okengine/oke/internal/journal"
@@ -22,11 +22,11 @@ import (
 // source is where the runs and idempotency commands read: a running app's
 // admin API (-addr) or a data folder opened with the file driver (-data).
 type source interface {
-	listRuns(ctx context.Context, f runFilter) ([]oke.RunView, error)
-	getRun(ctx context.Context, id string) (oke.RunView, error)
+	listRuns(ctx context.Context, f runFilter) ([]admin.RunView, error)
+	getRun(ctx context.Context, id string) (admin.RunView, error)
 	// replay starts a new run from run id's input and returns its ID.
 	replay(ctx context.Context, id string) (string, error)
-	listRows(ctx context.Context, limit int) ([]oke.RowView, error)
+	listRows(ctx context.Context, limit int) ([]admin.RowView, error)
 	close() error
 }
 
@@ -42,7 +42,7 @@ var errNoRun = errors.New("no such run")
 // -data is given: the demo's default address.
 const DefaultAddr = "http://127.0.0.1:8080"
 
-// AdminPath is where an app mounts oke's AdminHandler unless -addr names
+// AdminPath is where an app mounts oke's admin.Handler unless -addr names
 // another path (the demo mounts it there).
 const AdminPath = "/_oke"
 
@@ -119,7 +119,7 @@ func (s *httpSource) call(ctx context.Context, method, path string, out any) err
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w\n(is the app running there? an app serves its runs only where it mounts oke's AdminHandler: the demo at %s/; or give -data to open a data folder no app holds)", err, AdminPath)
+		return fmt.Errorf("%w\n(is the app running there? an app serves its runs only where it mounts oke's admin.Handler: the demo at %s/; or give -data to open a data folder no app holds)", err, AdminPath)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -151,7 +151,7 @@ func (s *httpSource) call(ctx context.Context, method, path string, out any) err
 	return nil
 }
 
-func (s *httpSource) listRuns(ctx context.Context, f runFilter) ([]oke.RunView, error) {
+func (s *httpSource) listRuns(ctx context.Context, f runFilter) ([]admin.RunView, error) {
 	q := url.Values{}
 	for k, v := range map[string]string{"flow": f.flow, "status": f.status, "after": f.after} {
 		if v != "" {
@@ -160,14 +160,14 @@ func (s *httpSource) listRuns(ctx context.Context, f runFilter) ([]oke.RunView, 
 	}
 	q.Set("limit", strconv.Itoa(f.limit))
 	var out struct {
-		Runs []oke.RunView `json:"runs"`
+		Runs []admin.RunView `json:"runs"`
 	}
 	err := s.call(ctx, "GET", "/runs?"+q.Encode(), &out)
 	return out.Runs, err
 }
 
-func (s *httpSource) getRun(ctx context.Context, id string) (oke.RunView, error) {
-	var out oke.RunView
+func (s *httpSource) getRun(ctx context.Context, id string) (admin.RunView, error) {
+	var out admin.RunView
 	err := s.call(ctx, "GET", "/runs/"+url.PathEscape(id), &out)
 	return out, err
 }
@@ -180,9 +180,9 @@ func (s *httpSource) replay(ctx context.Context, id string) (string, error) {
 	return out.ID, err
 }
 
-func (s *httpSource) listRows(ctx context.Context, limit int) ([]oke.RowView, error) {
+func (s *httpSource) listRows(ctx context.Context, limit int) ([]admin.RowView, error) {
 	var out struct {
-		Rows []oke.RowView `json:"rows"`
+		Rows []admin.RowView `json:"rows"`
 	}
 	err := s.call(ctx, "GET", "/idempotency?limit="+strconv.Itoa(limit), &out)
 	return out.Rows, err
@@ -222,7 +222,7 @@ func openData(dir string, readOnly bool) (*dataSource, error) {
 
 func (s *dataSource) close() error { return s.d.Close() }
 
-func (s *dataSource) listRuns(ctx context.Context, f runFilter) ([]oke.RunView, error) {
+func (s *dataSource) listRuns(ctx context.Context, f runFilter) ([]admin.RunView, error) {
 	rf := driver.RunFilter{After: f.after, Flow: f.flow}
 	if f.status != "" {
 		st, ok := parseStatus(f.status)
@@ -235,22 +235,22 @@ func (s *dataSource) listRuns(ctx context.Context, f runFilter) ([]oke.RunView, 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]oke.RunView, len(runs))
+	out := make([]admin.RunView, len(runs))
 	for i, r := range runs {
-		out[i] = oke.ViewRun(r, nil)
+		out[i] = admin.ViewRun(r, nil)
 	}
 	return out, nil
 }
 
-func (s *dataSource) getRun(ctx context.Context, id string) (oke.RunView, error) {
+func (s *dataSource) getRun(ctx context.Context, id string) (admin.RunView, error) {
 	run, steps, err := s.j.GetRun(ctx, id)
 	if errors.Is(err, driver.ErrNotFound) {
-		return oke.RunView{}, fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.dir)
+		return admin.RunView{}, fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.dir)
 	}
 	if err != nil {
-		return oke.RunView{}, err
+		return admin.RunView{}, err
 	}
-	return oke.ViewRun(run, steps), nil
+	return admin.ViewRun(run, steps), nil
 }
 
 // replay creates the new run unowned and due now, as App.Replay does; the
@@ -271,14 +271,14 @@ func (s *dataSource) replay(ctx context.Context, id string) (string, error) {
 	return run.ID, nil
 }
 
-func (s *dataSource) listRows(ctx context.Context, limit int) ([]oke.RowView, error) {
+func (s *dataSource) listRows(ctx context.Context, limit int) ([]admin.RowView, error) {
 	rows, err := s.d.List(ctx, driver.Key{}, limit)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]oke.RowView, len(rows))
+	out := make([]admin.RowView, len(rows))
 	for i, r := range rows {
-		out[i] = oke.ViewRow(r)
+		out[i] = admin.ViewRow(r)
 	}
 	return out, nil
 }

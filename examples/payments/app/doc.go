@@ -37,7 +37,7 @@
 //	GET  /whoami            demo.whoami       {"tenant":…,"principal":…}
 //	GET  /metrics                             Prometheus text
 //	GET  /healthz                             {"status":"ok"}
-//	     /_oke/…                              oke's AdminHandler: runs, steps, replay, rows
+//	     /_oke/…                              oke's admin.Handler: runs, steps, replay, rows
 //	     /_provider/refunds                   the fake refund provider (POST; GET lists)
 //
 // # Connections

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/okengine/oke"
+	"github.com/okengine/oke/admin"
 	"github.com/okengine/oke/examples/payments/app"
 )
 
@@ -23,23 +24,23 @@ func fastScheduler(c *app.Config) {
 }
 
 // runsOf lists the journal runs of flow through the admin API.
-func (e *env) runsOf(flow string) []oke.RunView {
+func (e *env) runsOf(flow string) []admin.RunView {
 	e.t.Helper()
 	r := e.do("GET", "/_oke/runs?flow="+flow, "")
 	r.want(e.t, 200, "")
 	var out struct {
-		Runs []oke.RunView `json:"runs"`
+		Runs []admin.RunView `json:"runs"`
 	}
 	r.decode(e.t, &out)
 	return out.Runs
 }
 
 // run reads one journal run, with its steps, through the admin API.
-func (e *env) run(id string) oke.RunView {
+func (e *env) run(id string) admin.RunView {
 	e.t.Helper()
 	r := e.do("GET", "/_oke/runs/"+id, "")
 	r.want(e.t, 200, "")
-	var v oke.RunView
+	var v admin.RunView
 	r.decode(e.t, &v)
 	return v
 }
@@ -506,7 +507,7 @@ func TestAdmin(t *testing.T) {
 
 	t.Run("GET /_oke/idempotency lists the row and its run", func(t *testing.T) {
 		var out struct {
-			Rows []oke.RowView `json:"rows"`
+			Rows []admin.RowView `json:"rows"`
 		}
 		e.do("GET", "/_oke/idempotency", "").decode(t, &out)
 		var found bool

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/okengine/oke"
+	"github.com/okengine/oke/admin"
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/file"
 	"github.com/okengine/oke/driver/memory"
@@ -211,8 +212,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	okeCfg := oke.Config{Driver: drv, Gate: Gate, Lease: cfg.Lease, Logger: log, DB: s.db,
-		HTTPClient: httpClient(s.provider()), PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay,
-		AdminAuth: oke.AdminToken(s.adminToken)}
+		HTTPClient: httpClient(s.provider()), PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay}
 	if s.dialect == sqliteDialect {
 		// A full disk or a locked file is 503, not 500 (on Postgres the
 		// driver tells its own database's errors apart).
@@ -278,11 +278,11 @@ func (s *Server) routes() {
 	a.HandleHTTP("GET /healthz", http.HandlerFunc(s.healthz))
 	// The admin API and console, for `oke runs -addr` and browsers: behind
 	// the admin token (they show stored responses and replay runs).
-	a.HandleHTTP(AdminPrefix+"/", http.StripPrefix(AdminPrefix, a.AdminHandler()))
+	a.HandleHTTP(AdminPrefix+"/", http.StripPrefix(AdminPrefix, admin.Handler(a, admin.Token(s.adminToken))))
 	a.HandleHTTP(ProviderPath, s.provider())
 }
 
-// AdminPrefix is where the demo mounts oke's AdminHandler.
+// AdminPrefix is where the demo mounts oke's admin.Handler.
 const AdminPrefix = "/_oke"
 
 // healthz answers 200 {"status":"ok"} when the database answers.

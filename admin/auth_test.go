@@ -1,10 +1,11 @@
-package oke_test
+package admin_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -13,20 +14,30 @@ import (
 	"testing"
 
 	"github.com/okengine/oke"
+	"github.com/okengine/oke/admin"
 )
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func do(h http.Handler, method, path, body string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
 
 const adminTok = "0123456789abcdef0123456789abcdef"
 
 // adminServer serves an app with one durable flow and its admin handler at
 // /_oke/, guarded by auth.
-func adminServer(t *testing.T, auth oke.AdminAuth) (*oke.App, *httptest.Server) {
+func adminServer(t *testing.T, auth admin.Auth) (*oke.App, *httptest.Server) {
 	t.Helper()
-	app := oke.New(oke.Config{SweepInterval: -1, Logger: quiet(), AdminAuth: auth})
+	app := oke.New(oke.Config{SweepInterval: -1, Logger: quiet()})
 	app.Handle(oke.POST("/d"), oke.NewFlow("adm.run", oke.Options{Durable: true},
 		func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[string], error) {
 			return oke.OK("done"), nil
 		}))
-	app.HandleHTTP("/_oke/", http.StripPrefix("/_oke", app.AdminHandler()))
+	app.HandleHTTP("/_oke/", http.StripPrefix("/_oke", admin.Handler(app, auth)))
 	srv := httptest.NewServer(app)
 	t.Cleanup(func() {
 		srv.Close()
@@ -74,7 +85,7 @@ func envelopeCode(t *testing.T, body string) string {
 // admin token; without it, 401 with the error envelope, whatever the route
 // (known or not) and method.
 func TestAdminNeedsTheToken(t *testing.T) {
-	_, srv := adminServer(t, oke.AdminToken(adminTok))
+	_, srv := adminServer(t, admin.Token(adminTok))
 	bearer := []string{"Authorization", "Bearer " + adminTok}
 	for _, tc := range []struct {
 		name   string
@@ -91,7 +102,7 @@ func TestAdminNeedsTheToken(t *testing.T) {
 		{"the root as JSON without the token", adminReq{"GET", "/_oke/", nil, ""}, 401, "Unauthorized"},
 		{"a wrong token", adminReq{"GET", "/_oke/runs", []string{"Authorization", "Bearer wrong"}, ""}, 401, "Unauthorized"},
 		{"another scheme", adminReq{"GET", "/_oke/runs", []string{"Authorization", "Basic " + adminTok}, ""}, 401, "Unauthorized"},
-		{"a forged session cookie", adminReq{"GET", "/_oke/runs", []string{"Cookie", oke.AdminSessionCookie + "=99999999999.abc"}, ""}, 401, "Unauthorized"},
+		{"a forged session cookie", adminReq{"GET", "/_oke/runs", []string{"Cookie", admin.SessionCookie + "=99999999999.abc"}, ""}, 401, "Unauthorized"},
 		{"runs with the token", adminReq{"GET", "/_oke/runs", bearer, ""}, 200, ""},
 		{"an unknown admin route with the token is a 404 envelope", adminReq{"GET", "/_oke/nope", bearer, ""}, 404, "NotFound"},
 		{"a wrong method with the token is a 405 envelope", adminReq{"DELETE", "/_oke/runs", bearer, ""}, 405, "MethodNotAllowed"},
@@ -129,7 +140,7 @@ func TestAdminNeedsTheToken(t *testing.T) {
 // form; the right token sets an HttpOnly, SameSite=Strict session cookie
 // scoped to /_oke/ that then lets the browser in; a wrong one does not.
 func TestAdminConsoleLogin(t *testing.T) {
-	_, srv := adminServer(t, oke.AdminToken(adminTok))
+	_, srv := adminServer(t, admin.Token(adminTok))
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar}
 	html := []string{"Accept", "text/html,application/xhtml+xml"}
@@ -155,7 +166,7 @@ func TestAdminConsoleLogin(t *testing.T) {
 	}
 	var session *http.Cookie
 	for _, ck := range resp.Cookies() {
-		if ck.Name == oke.AdminSessionCookie {
+		if ck.Name == admin.SessionCookie {
 			session = ck
 		}
 	}
@@ -183,50 +194,48 @@ func TestAdminConsoleLogin(t *testing.T) {
 // TestAdminSessionCookieIsSecureOverTLS: served over TLS, the session cookie
 // is Secure.
 func TestAdminSessionCookieIsSecureOverTLS(t *testing.T) {
-	app := oke.New(oke.Config{SweepInterval: -1, Logger: quiet(), AdminAuth: oke.AdminToken(adminTok)})
-	app.HandleHTTP("/_oke/", http.StripPrefix("/_oke", app.AdminHandler()))
+	app := oke.New(oke.Config{SweepInterval: -1, Logger: quiet()})
+	app.HandleHTTP("/_oke/", http.StripPrefix("/_oke", admin.Handler(app, admin.Token(adminTok))))
 	srv := httptest.NewTLSServer(app)
 	defer srv.Close()
 	c := srv.Client()
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	resp, _ := adminReq{"POST", "/_oke/login", []string{"Content-Type", "application/x-www-form-urlencoded"}, "token=" + adminTok}.send(t, c, srv.URL)
 	for _, ck := range resp.Cookies() {
-		if ck.Name == oke.AdminSessionCookie && ck.Secure {
+		if ck.Name == admin.SessionCookie && ck.Secure {
 			return
 		}
 	}
 	t.Fatalf("no Secure session cookie over TLS: %v", resp.Header)
 }
 
-// TestAdminRefusesToServeWithoutAuth: an AdminHandler with no Config.AdminAuth
-// fails Start, naming the fix, and serves nothing; InsecureNoAdminAuth opts
-// out by name.
+// TestAdminRefusesToServeWithoutAuth: the admin surface is never served
+// without a gate — Handler panics on a nil Auth, naming the fix — and
+// InsecureNoAuth opts out, by name.
 func TestAdminRefusesToServeWithoutAuth(t *testing.T) {
 	app := oke.New(oke.Config{SweepInterval: -1, Logger: quiet()})
-	h := app.AdminHandler()
-	err := app.Start(context.Background())
-	var ce *oke.ContractError
-	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "oke.AdminToken") || !strings.Contains(err.Error(), "InsecureNoAdminAuth") {
-		t.Fatalf("Start: %v", err)
-	}
-	w := do(h, "GET", "/runs", "")
-	if w.Code != 503 || envelopeCode(t, w.Body.String()) != "AdminAuthMissing" {
-		t.Fatalf("%d %s", w.Code, w.Body)
-	}
-
-	open := oke.New(oke.Config{SweepInterval: -1, Logger: quiet(), AdminAuth: oke.InsecureNoAdminAuth})
-	h = open.AdminHandler()
-	if err := open.Start(context.Background()); err != nil {
+	func() {
+		defer func() {
+			p := recover()
+			msg, _ := p.(string)
+			if !strings.Contains(msg, "admin.Token") || !strings.Contains(msg, "admin.InsecureNoAuth") {
+				t.Fatalf("Handler(app, nil) did not panic naming the fix: %v", p)
+			}
+		}()
+		admin.Handler(app, nil)
+	}()
+	h := admin.Handler(app, admin.InsecureNoAuth)
+	if err := app.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if w := do(h, "GET", "/flows", ""); w.Code != 200 {
-		t.Fatalf("InsecureNoAdminAuth: %d %s", w.Code, w.Body)
+		t.Fatalf("InsecureNoAuth: %d %s", w.Code, w.Body)
 	}
 }
 
 // TestAdminAuthFunc: an app's own check decides; its *Error is sent as is.
 func TestAdminAuthFunc(t *testing.T) {
-	auth := oke.AdminAuthFunc(func(r *http.Request) error {
+	auth := admin.AuthFunc(func(r *http.Request) error {
 		switch r.Header.Get("X-Role") {
 		case "admin":
 			return nil

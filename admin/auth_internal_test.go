@@ -1,4 +1,4 @@
-package oke
+package admin
 
 import (
 	"testing"
@@ -9,13 +9,13 @@ import (
 // after, not with another token, and not with an expiry past the session
 // length (a forged long-lived one would need the MAC anyway).
 func TestAdminSessionExpires(t *testing.T) {
-	a := &adminTokenAuth{token: []byte("0123456789abcdef")}
-	other := &adminTokenAuth{token: []byte("fedcba9876543210")}
+	a := &tokenAuth{token: []byte("0123456789abcdef")}
+	other := &tokenAuth{token: []byte("fedcba9876543210")}
 	now := time.Now()
 	v := a.session(now.Add(time.Hour))
 	for _, tc := range []struct {
 		name string
-		auth *adminTokenAuth
+		auth *tokenAuth
 		v    string
 		at   time.Time
 		ok   bool

@@ -1,4 +1,4 @@
-package oke
+package admin
 
 import (
 	"crypto/hmac"
@@ -12,47 +12,49 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/okengine/oke"
 )
 
-// AdminAuth authorizes requests to the admin surface (AdminHandler: the JSON
-// admin API, and the console built on it). Authorize returns nil to let the
-// request in, or an error to refuse it: an *Error is sent as is (use
+// Auth authorizes requests to the admin surface (Handler: the JSON admin
+// API, and the console built on it). Authorize returns nil to let the
+// request in, or an error to refuse it: an *oke.Error is sent as is (use
 // Unauthorized for 401, Forbidden for 403); any other error is a 401.
 //
 // The admin surface shows stored responses, which may hold personal data,
-// and changes runs (replays them), so it needs an AdminAuth: AdminToken for
-// a shared secret, an AdminAuthFunc for your own SSO check, or —
-// explicitly, and by that name — InsecureNoAdminAuth.
-type AdminAuth interface {
+// and changes runs (replays them), so it needs an Auth: Token for
+// a shared secret, an AuthFunc for your own SSO check, or —
+// explicitly, and by that name — InsecureNoAuth.
+type Auth interface {
 	Authorize(r *http.Request) error
 }
 
-// AdminAuthFunc is an AdminAuth written as a function.
-type AdminAuthFunc func(r *http.Request) error
+// AuthFunc is an Auth written as a function.
+type AuthFunc func(r *http.Request) error
 
-// Authorize implements AdminAuth.
-func (f AdminAuthFunc) Authorize(r *http.Request) error { return f(r) }
+// Authorize implements Auth.
+func (f AuthFunc) Authorize(r *http.Request) error { return f(r) }
 
-// InsecureNoAdminAuth lets every request into the admin surface. Use it only
+// InsecureNoAuth lets every request into the admin surface. Use it only
 // where something in front of the app already authenticates every request
 // (a private network is not that); AdminHandler refuses to serve without an
-// AdminAuth, so opting out has to be written down.
-var InsecureNoAdminAuth AdminAuth = AdminAuthFunc(func(*http.Request) error { return nil })
+// Auth, so opting out has to be written down.
+var InsecureNoAuth Auth = AuthFunc(func(*http.Request) error { return nil })
 
-// AdminSessionCookie is the name of the console's session cookie, set by the
-// login form of AdminHandler when AdminToken is the app's AdminAuth.
-const AdminSessionCookie = "oke_admin"
+// SessionCookie is the name of the console's session cookie, set by the
+// login form of AdminHandler when Token is the app's Auth.
+const SessionCookie = "oke_admin"
 
-// adminSessionTTL is how long a console session lasts.
-const adminSessionTTL = 12 * time.Hour
+// sessionTTL is how long a console session lasts.
+const sessionTTL = 12 * time.Hour
 
-// adminTokenAuth is the AdminAuth made by AdminToken; AdminHandler finds it
+// tokenAuth is the Auth made by Token; AdminHandler finds it
 // by type assertion to offer the login form.
-type adminTokenAuth struct{ token []byte }
+type tokenAuth struct{ token []byte }
 
-var _ AdminAuth = (*adminTokenAuth)(nil)
+var _ Auth = (*tokenAuth)(nil)
 
-// AdminToken returns an AdminAuth that lets in a request carrying
+// Token returns an Auth that lets in a request carrying
 // "Authorization: Bearer <token>" (the CLI's -token, scripts), or the
 // console's session cookie, which the login form of AdminHandler sets after
 // checking the token: HttpOnly, SameSite=Strict, Secure when the request came
@@ -61,69 +63,69 @@ var _ AdminAuth = (*adminTokenAuth)(nil)
 // are compared in constant time. An empty token lets nobody in.
 //
 // Draw the token at random (32 bytes, hex) and keep it like a password.
-func AdminToken(token string) AdminAuth {
-	return &adminTokenAuth{token: []byte(token)}
+func Token(token string) Auth {
+	return &tokenAuth{token: []byte(token)}
 }
 
-// Authorize implements AdminAuth.
-func (a *adminTokenAuth) Authorize(r *http.Request) error {
+// Authorize implements Auth.
+func (a *tokenAuth) Authorize(r *http.Request) error {
 	if len(a.token) == 0 {
-		return Unauthorized("The admin surface has no token configured; nobody may use it.")
+		return oke.Unauthorized("The admin surface has no token configured; nobody may use it.")
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, cred, _ := strings.Cut(h, " ")
 		if strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(cred)), a.token) == 1 {
 			return nil
 		}
-		return Unauthorized("The admin token is wrong.")
+		return oke.Unauthorized("The admin token is wrong.")
 	}
-	if c, err := r.Cookie(AdminSessionCookie); err == nil && a.validSession(c.Value, time.Now()) {
+	if c, err := r.Cookie(SessionCookie); err == nil && a.validSession(c.Value, time.Now()) {
 		return nil
 	}
-	return Unauthorized("The admin surface needs the admin token: send Authorization: Bearer <token>, or log in to the console.")
+	return oke.Unauthorized("The admin surface needs the admin token: send Authorization: Bearer <token>, or log in to the console.")
 }
 
 // session returns a session cookie value valid until exp: the expiry and a
 // MAC of it keyed by the token.
-func (a *adminTokenAuth) session(exp time.Time) string {
+func (a *tokenAuth) session(exp time.Time) string {
 	ts := strconv.FormatInt(exp.Unix(), 10)
 	return ts + "." + a.mac(ts)
 }
 
-func (a *adminTokenAuth) mac(ts string) string {
+func (a *tokenAuth) mac(ts string) string {
 	m := hmac.New(sha256.New, a.token)
 	m.Write([]byte("oke admin session v1\x00" + ts))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-func (a *adminTokenAuth) validSession(v string, now time.Time) bool {
+func (a *tokenAuth) validSession(v string, now time.Time) bool {
 	ts, sum, ok := strings.Cut(v, ".")
 	if !ok {
 		return false
 	}
 	exp, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || now.Unix() >= exp || exp > now.Add(adminSessionTTL+time.Minute).Unix() {
+	if err != nil || now.Unix() >= exp || exp > now.Add(sessionTTL+time.Minute).Unix() {
 		return false
 	}
 	return hmac.Equal([]byte(sum), []byte(a.mac(ts)))
 }
 
-// adminGuard is what every admin request passes: authorization, then, for
+// guard is what every admin request passes: authorization, then, for
 // a state-changing request, the same-origin check (CSRF).
-func adminGuard(auth AdminAuth, r *http.Request) *Error {
+func guard(auth Auth, r *http.Request) *oke.Error {
 	if auth == nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: "AdminAuthMissing",
-			Message: "The admin surface has no authentication configured (oke.Config.AdminAuth); it serves nothing until it has."}
+		return &oke.Error{Status: http.StatusServiceUnavailable, Code: "AuthMissing",
+			Message: "The admin surface has no authentication configured (oke.Config.Auth); it serves nothing until it has."}
 	}
 	if err := auth.Authorize(r); err != nil {
-		var e *Error
+		var e *oke.Error
 		if !errors.As(err, &e) {
-			e = ErrUnauthorized.WithCause(err)
+			e = oke.ErrUnauthorized.WithCause(err)
 		}
 		return e
 	}
 	if stateChanging(r.Method) && !sameOrigin(r) {
-		return Forbidden("A state-changing admin request must come from the app's own origin.")
+		return oke.Forbidden("A state-changing admin request must come from the app's own origin.")
 	}
 	return nil
 }
@@ -212,10 +214,10 @@ func writeLogin(w http.ResponseWriter, status int, action, msg string) {
 // serveLogin handles POST /login: it checks the token from the form and sets
 // the session cookie. It answers a browser with a redirect to the console,
 // anything else with JSON.
-func serveLogin(auth *adminTokenAuth, w http.ResponseWriter, r *http.Request) {
+func serveLogin(auth *tokenAuth, w http.ResponseWriter, r *http.Request) {
 	prefix := mountPrefix(r)
 	if !sameOrigin(r) {
-		WriteError(w, Forbidden("Log in from the app's own origin."))
+		oke.WriteError(w, oke.Forbidden("Log in from the app's own origin."))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
@@ -225,11 +227,11 @@ func serveLogin(auth *adminTokenAuth, w http.ResponseWriter, r *http.Request) {
 			writeLogin(w, http.StatusUnauthorized, prefix+"/login", "That is not the admin token.")
 			return
 		}
-		WriteError(w, Unauthorized("That is not the admin token."))
+		oke.WriteError(w, oke.Unauthorized("That is not the admin token."))
 		return
 	}
-	exp := time.Now().Add(adminSessionTTL)
-	http.SetCookie(w, &http.Cookie{Name: AdminSessionCookie, Value: auth.session(exp), Path: prefix + "/",
+	exp := time.Now().Add(sessionTTL)
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: auth.session(exp), Path: prefix + "/",
 		Expires: exp, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, prefix+"/", http.StatusSeeOther)
 }
@@ -237,7 +239,7 @@ func serveLogin(auth *adminTokenAuth, w http.ResponseWriter, r *http.Request) {
 // serveLogout ends the console session.
 func serveLogout(w http.ResponseWriter, r *http.Request) {
 	prefix := mountPrefix(r)
-	http.SetCookie(w, &http.Cookie{Name: AdminSessionCookie, Value: "", Path: prefix + "/", MaxAge: -1,
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: prefix + "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, prefix+"/", http.StatusSeeOther)
 }
