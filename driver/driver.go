@@ -109,6 +109,41 @@ func (r *Row) Lapsed(now time.Time) bool {
 	return r.State == Running && !now.Before(r.LeaseUntil)
 }
 
+// MayReplace is the replace rule of Claim, for drivers that keep their rows
+// in Go (memory, file; a SQL driver states the same rule in its claim
+// statement): a claim with fingerprint fp at time now may replace row when
+// the row has Expired, or has Lapsed with the same fingerprint — then
+// takeover is true: the same request resumes, keeping the row's run.
+func MayReplace(row *Row, fp string, now time.Time) (ok, takeover bool) {
+	switch {
+	case row.Expired(now):
+		return true, false
+	case row.Lapsed(now) && row.Fingerprint == fp:
+		return true, true
+	}
+	return false, false
+}
+
+// ClaimedRow is the Running row a claim creates at time now: owned by
+// req.Owner, with its lease and TTL from now. On a takeover of old, the row
+// keeps old's run (the same request resumes it).
+func ClaimedRow(req ClaimRequest, old *Row, takeover bool, now time.Time) Row {
+	row := Row{
+		Key:         req.Key,
+		Fingerprint: req.Fingerprint,
+		State:       Running,
+		Owner:       req.Owner,
+		LeaseUntil:  now.Add(req.Lease),
+		ExpiresAt:   now.Add(req.TTL),
+		CreatedAt:   now,
+		RunID:       req.RunID,
+	}
+	if takeover && old != nil && old.RunID != "" {
+		row.RunID = old.RunID
+	}
+	return row
+}
+
 // ClaimRequest asks to claim a key.
 type ClaimRequest struct {
 	Key         Key

@@ -228,12 +228,11 @@ func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Cla
 	t := now()
 	res := driver.ClaimResult{Now: t}
 	old, ok := d.rows[req.Key]
+	var oldRow *driver.Row
 	if ok {
-		switch {
-		case old.row.Expired(t):
-		case old.row.Lapsed(t) && old.row.Fingerprint == req.Fingerprint:
-			res.TookOver = true
-		default:
+		oldRow = &old.row
+		var replace bool
+		if replace, res.TookOver = driver.MayReplace(oldRow, req.Fingerprint, t); !replace {
 			res.Row = copyRow(&old.row)
 			seq := old.seq
 			d.mu.Unlock()
@@ -248,19 +247,7 @@ func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Cla
 		prev := copyRow(&old.row)
 		res.Previous = &prev
 	}
-	row := driver.Row{
-		Key:         req.Key,
-		Fingerprint: req.Fingerprint,
-		State:       driver.Running,
-		Owner:       req.Owner,
-		LeaseUntil:  t.Add(req.Lease),
-		ExpiresAt:   t.Add(req.TTL),
-		CreatedAt:   t,
-		RunID:       req.RunID,
-	}
-	if res.TookOver && old.row.RunID != "" {
-		row.RunID = old.row.RunID // the same request resumes its run
-	}
+	row := driver.ClaimedRow(req, oldRow, res.TookOver, t)
 	seq, err := d.write(putRecord(&row))
 	if err != nil {
 		d.mu.Unlock()

@@ -85,30 +85,16 @@ func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Cla
 	res := driver.ClaimResult{Now: now}
 	old, ok := d.rows[req.Key]
 	if ok {
-		switch {
-		case old.Expired(now):
-		case old.Lapsed(now) && old.Fingerprint == req.Fingerprint:
-			res.TookOver = true
-		default:
+		var replace bool
+		if replace, res.TookOver = driver.MayReplace(old, req.Fingerprint, now); !replace {
 			res.Row = copyRow(old)
 			return res, nil
 		}
 		prev := copyRow(old)
 		res.Previous = &prev
 	}
-	row := &driver.Row{
-		Key:         req.Key,
-		Fingerprint: req.Fingerprint,
-		State:       driver.Running,
-		Owner:       req.Owner,
-		LeaseUntil:  now.Add(req.Lease),
-		ExpiresAt:   now.Add(req.TTL),
-		CreatedAt:   now,
-		RunID:       req.RunID,
-	}
-	if res.TookOver && old.RunID != "" {
-		row.RunID = old.RunID // the same request resumes its run
-	}
+	claimed := driver.ClaimedRow(req, old, res.TookOver, now)
+	row := &claimed
 	d.rows[req.Key] = row
 	res.Claimed = true
 	res.Row = copyRow(row)
