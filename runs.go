@@ -10,12 +10,13 @@ import (
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/internal/idem"
 	"github.com/okengine/oke/internal/journal"
+	"github.com/okengine/oke/internal/token"
 )
 
 // startRun creates an unowned run of f, due now, for the scheduler.
 func (a *App) startRun(ctx context.Context, f *flow, input []byte, id Identity, parent, event, dedupe string) (string, error) {
 	run, err := a.journal.CreateRun(context.WithoutCancel(ctx), driver.Run{
-		ID: journal.NewRunID(), Flow: f.name, Input: input, Tenant: id.Tenant, Principal: id.Principal,
+		ID: token.RunID(), Flow: f.name, Input: input, Tenant: id.Tenant, Principal: id.Principal,
 		Parent: parent, Event: event, DedupeKey: dedupe,
 	}, 0)
 	if errors.Is(err, driver.ErrDuplicate) {
@@ -142,7 +143,7 @@ func (a *App) pickUp() (more bool) {
 
 // resume acquires a due run and executes it in the background.
 func (a *App) resume(id string) {
-	owner := journal.NewOwner()
+	owner := token.Owner()
 	run, steps, err := a.journal.AcquireRun(a.base, id, owner, a.cfg.Lease)
 	if err != nil {
 		if !errors.Is(err, driver.ErrNotDue) {
@@ -315,9 +316,9 @@ func (a *App) wakeAt(t time.Time) {
 // for a retried key whose earlier attempt lapsed, resumes that run) and
 // executes it. claim is nil for a request without a key.
 func (a *App) runDurable(ctx context.Context, f *flow, in any, input []byte, id Identity, claim *idem.Claim) outcome {
-	owner := journal.NewOwner()
+	owner := token.Owner()
 	now := time.Now()
-	runID := journal.NewRunIDAt(now)
+	runID := token.RunIDAt(now)
 	var idemKey *driver.Key
 	if claim != nil {
 		runID = claim.Row.RunID
@@ -399,7 +400,7 @@ func (a *App) Replay(ctx context.Context, runID string) (string, error) {
 	if a.flows[old.Flow] == nil {
 		return "", fmt.Errorf("replay %s: flow %q is not bound to this app", runID, old.Flow)
 	}
-	run, err := a.journal.CreateRun(ctx, driver.Run{ID: journal.NewRunID(), Flow: old.Flow, Input: old.Input,
+	run, err := a.journal.CreateRun(ctx, driver.Run{ID: token.RunID(), Flow: old.Flow, Input: old.Input,
 		Tenant: old.Tenant, Principal: old.Principal, ReplayOf: old.ID}, 0)
 	if err != nil {
 		return "", fmt.Errorf("replay %s: %w", runID, err)

@@ -16,7 +16,7 @@ import (
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/internal/httpx"
 	"github.com/okengine/oke/internal/idem"
-	"github.com/okengine/oke/internal/journal"
+	"github.com/okengine/oke/internal/token"
 )
 
 // ServeHTTP implements http.Handler.
@@ -211,7 +211,7 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 	start := time.Now()
 	runID := ""
 	if f.opts.Durable {
-		runID = journal.NewRunID()
+		runID = token.RunID()
 	}
 	dec, err := a.engine.Begin(ctx, key, fp, ttl, runID)
 	m.claim.Observe(time.Since(start).Seconds())

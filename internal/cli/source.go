@@ -16,7 +16,7 @@ import (
 	"github.com/okengine/oke/admin"
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/file"
-	"github.com/okengine/oke/internal/journal"
+	"github.com/okengine/oke/internal/token"
 )
 
 // source is where the runs and idempotency commands read: a running app's
@@ -263,7 +263,7 @@ func (s *dataSource) replay(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	run, err := s.j.CreateRun(ctx, driver.Run{ID: journal.NewRunID(), Flow: old.Flow, Input: old.Input,
+	run, err := s.j.CreateRun(ctx, driver.Run{ID: token.RunID(), Flow: old.Flow, Input: old.Input,
 		Tenant: old.Tenant, Principal: old.Principal, ReplayOf: old.ID}, 0)
 	if err != nil {
 		return "", fmt.Errorf("replay %s: %w", id, err)

@@ -2,9 +2,7 @@ package idem
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/internal/lease"
+	"github.com/okengine/oke/internal/token"
 )
 
 // DefaultLease is the in-progress lease: how long a claim holds without being
@@ -76,7 +75,7 @@ func (e *Engine) lease() time.Duration {
 // A driver error is returned wrapped; the caller must then fail closed and
 // not run the flow.
 func (e *Engine) Begin(ctx context.Context, key driver.Key, fp string, ttl time.Duration, runID string) (Decision, error) {
-	owner := newOwner()
+	owner := token.Owner()
 	lease := e.lease()
 	res, err := e.Driver.Claim(ctx, driver.ClaimRequest{
 		Key: key, Fingerprint: fp, Owner: owner, Lease: lease, TTL: ttl, RunID: runID,
@@ -294,20 +293,3 @@ func (c *Claim) Yield(ctx context.Context, lease time.Duration) {
 // Abandon stops renewing without touching the row: its lease lapses and the
 // next request with the key takes over (a durable flow resumes its run).
 func (c *Claim) Abandon() { c.stop() }
-
-var (
-	ownerPrefix = func() string {
-		var b [8]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			panic(err)
-		}
-		return hex.EncodeToString(b[:])
-	}()
-	ownerSeq atomic.Uint64
-)
-
-// newOwner returns a token unique to one claim attempt: a random per-process
-// prefix and a counter (cheaper than reading crypto/rand per request).
-func newOwner() string {
-	return ownerPrefix + "-" + strconv.FormatUint(ownerSeq.Add(1), 36)
-}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/token"
 )
 
 // ErrNotClaimed is what a flow with a deferred claim gets from the effect
@@ -57,7 +58,7 @@ func (e *Engine) Defer(ctx context.Context, key driver.Key, fp string, ttl time.
 	return &Deferred{
 		e:    e,
 		ctx:  context.WithoutCancel(ctx),
-		req:  driver.ClaimRequest{Key: key, Fingerprint: fp, Owner: newOwner(), Lease: e.lease(), TTL: ttl, InTx: inTx},
+		req:  driver.ClaimRequest{Key: key, Fingerprint: fp, Owner: token.Owner(), Lease: e.lease(), TTL: ttl, InTx: inTx},
 		done: make(chan struct{}),
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/memory"
+	"github.com/okengine/oke/internal/token"
 )
 
 // countingDriver counts the claims made through the driver.
@@ -153,7 +154,7 @@ func TestClaimHeldByATransaction(t *testing.T) {
 	e := &Engine{Driver: d}
 	held := func(key string) *Claim {
 		k := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: key}
-		dec := e.decide(k, newOwner(), time.Minute, time.Hour, "fp",
+		dec := e.decide(k, token.Owner(), time.Minute, time.Hour, "fp",
 			driver.ClaimResult{Claimed: true, InTx: true, Row: driver.Row{Key: k, Fingerprint: "fp", State: driver.Running}})
 		if dec.Outcome != Live || dec.Claim == nil || dec.Claim.keeper != nil {
 			t.Fatalf("decision %+v: want Live, with no lease kept", dec)

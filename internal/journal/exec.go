@@ -6,13 +6,9 @@ package journal
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/okengine/oke/driver"
@@ -42,49 +38,6 @@ type MismatchError struct {
 }
 
 func (e *MismatchError) Error() string { return e.Message }
-
-// NewRunID returns a new run ID: "run_", the time in milliseconds (hex, so
-// IDs sort roughly by creation), a random per-process part and a counter —
-// unique across processes without a random read per run. The time is the
-// process's start plus the monotonic time since: one clock read, and IDs of
-// one process never go back when the wall clock is set back.
-func NewRunID() string {
-	return NewRunIDAt(processStart.Add(time.Since(processStart)))
-}
-
-// NewRunIDAt is NewRunID with the time now given.
-func NewRunIDAt(now time.Time) string {
-	var b [64]byte
-	id := append(b[:0], "run_"...)
-	id = strconv.AppendInt(id, now.UnixMilli(), 16)
-	id = append(id, runPrefix...)
-	id = strconv.AppendUint(id, runSeq.Add(1), 36)
-	return string(id)
-}
-
-var (
-	processStart = time.Now()
-	runPrefix    = func() string {
-		var b [6]byte
-		rand.Read(b[:])
-		return hex.EncodeToString(b[:]) + "_"
-	}()
-	runSeq atomic.Uint64
-)
-
-var (
-	ownerPrefix = func() string {
-		var b [6]byte
-		rand.Read(b[:])
-		return hex.EncodeToString(b[:])
-	}()
-	ownerSeq atomic.Uint64
-)
-
-// NewOwner returns a token unique to one pick-up of a run.
-func NewOwner() string {
-	return "x" + ownerPrefix + "-" + strconv.FormatUint(ownerSeq.Add(1), 36)
-}
 
 // Exec is one execution (one pick-up) of a run. Steps are taken in order;
 // a run's steps must not be called concurrently.

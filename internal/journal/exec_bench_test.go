@@ -9,6 +9,7 @@ import (
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/file"
 	"github.com/okengine/oke/driver/memory"
+	"github.com/okengine/oke/internal/token"
 )
 
 // BenchmarkStep measures one fresh step on the memory journal: Next (no
@@ -46,7 +47,7 @@ func benchSteps(b *testing.B, fresh func() driver.Journal) {
 				x.Stop()
 			}
 			j := fresh()
-			run, err := j.CreateRun(ctx, driver.Run{ID: NewRunID(), Flow: "f", Owner: "o"}, time.Minute)
+			run, err := j.CreateRun(ctx, driver.Run{ID: token.RunID(), Flow: "f", Owner: "o"}, time.Minute)
 			if err != nil {
 				b.Fatal(err)
 			}

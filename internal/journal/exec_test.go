@@ -11,13 +11,14 @@ import (
 
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/memory"
+	"github.com/okengine/oke/internal/token"
 )
 
 func TestRunIDsAreUniqueAndSortByCreation(t *testing.T) {
 	seen := make(map[string]bool)
 	prev := ""
 	for range 1000 {
-		id := NewRunID()
+		id := token.RunID()
 		if !strings.HasPrefix(id, "run_") || seen[id] {
 			t.Fatalf("run ID %q: want a new ID starting with run_", id)
 		}
@@ -29,7 +30,7 @@ func TestRunIDsAreUniqueAndSortByCreation(t *testing.T) {
 		prev = ms
 	}
 	before := time.Now().UnixMilli()
-	id := NewRunID()
+	id := token.RunID()
 	after := time.Now().UnixMilli()
 	ms, err := strconv.ParseInt(strings.TrimPrefix(id, "run_")[:11], 16, 64)
 	if err != nil || ms < before-1 || ms > after+1 { // the wall clock's and the monotonic clock's rounding
@@ -40,7 +41,7 @@ func TestRunIDsAreUniqueAndSortByCreation(t *testing.T) {
 func TestStepTimesAreWallTimesInOrder(t *testing.T) {
 	ctx := context.Background()
 	d := memory.New()
-	run, err := d.CreateRun(ctx, driver.Run{ID: NewRunID(), Flow: "f", Owner: "o"}, time.Minute)
+	run, err := d.CreateRun(ctx, driver.Run{ID: token.RunID(), Flow: "f", Owner: "o"}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestStepTimesAreWallTimesInOrder(t *testing.T) {
 func TestStepTimeBeginsAtTheExecutionsPreviousSave(t *testing.T) {
 	ctx := context.Background()
 	d := memory.New()
-	run, err := d.CreateRun(ctx, driver.Run{ID: NewRunID(), Flow: "f", Owner: "o"}, time.Minute)
+	run, err := d.CreateRun(ctx, driver.Run{ID: token.RunID(), Flow: "f", Owner: "o"}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
