@@ -314,24 +314,6 @@ func (a *App) check() error {
 	return &ContractError{Problems: errs}
 }
 
-// ContractError is returned by Start when flows' options are invalid.
-type ContractError struct {
-	Problems []error
-}
-
-func (e *ContractError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "oke: %d problem(s) in the flows' contract:", len(e.Problems))
-	for _, p := range e.Problems {
-		b.WriteString("\n  - ")
-		b.WriteString(p.Error())
-	}
-	return b.String()
-}
-
-// Unwrap returns the problems.
-func (e *ContractError) Unwrap() []error { return e.Problems }
-
 // checkOptions validates a flow's own options and parses its TTL.
 func (f *flow) checkOptions() []error {
 	var errs []error

@@ -12,21 +12,6 @@ import (
 	"github.com/okengine/oke/internal/journal"
 )
 
-// ErrNotDurable is returned by Sleep, Claim and Run when the flow is not
-// running as a journal run (set Options.Durable) or the driver keeps no
-// journal.
-var ErrNotDurable = errors.New("oke: needs a durable flow (Options{Durable: true}) on a driver with a journal")
-
-// ErrSleeping is what Sleep returns when it parked the run: return it from
-// the flow (wrapped or not). The response is 204 No Content; the scheduler
-// continues the run when the sleep ends.
-var ErrSleeping = journal.ErrParked
-
-// StepMismatchError is returned by Step when the code no longer matches the
-// run's journal: a step name used twice in one run, or a different step at a
-// position the journal already holds.
-type StepMismatchError = journal.MismatchError
-
 // runState is what a journal run's context carries.
 type runState struct {
 	x  *journal.Exec

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/okengine/oke/internal/httpx"
+	"github.com/okengine/oke/internal/idem"
+	"github.com/okengine/oke/internal/journal"
 )
 
 // Error is an error with an HTTP status and a stable code, sent to clients as
@@ -155,3 +158,59 @@ func WriteError(w http.ResponseWriter, err error) {
 func writeEnvelope(w http.ResponseWriter, e *Error) {
 	httpx.WriteEnvelope(w, e.Status, e.Code, e.Message, e.RetryAfter)
 }
+
+// Errors a flow's effects and steps return (Go errors, not HTTP answers;
+// returned from the flow's function, an undeclared one answers 500).
+
+// ErrNotDurable is returned by Sleep, Claim and Run when the flow is not
+// running as a journal run (set Options.Durable) or the driver keeps no
+// journal.
+var ErrNotDurable = errors.New("oke: needs a durable flow (Options{Durable: true}) on a driver with a journal")
+
+// ErrSleeping is what Sleep returns when it parked the run: return it from
+// the flow (wrapped or not). The response is 204 No Content; the scheduler
+// continues the run when the sleep ends.
+var ErrSleeping = journal.ErrParked
+
+// StepMismatchError is returned by Step when the code no longer matches the
+// run's journal: a step name used twice in one run, or a different step at a
+// position the journal already holds.
+type StepMismatchError = journal.MismatchError
+
+// ErrNotConfigured is returned by an effect whose provider the app did not
+// configure (Config.Sender, Config.LanguageModel, Config.Embedder).
+var ErrNotConfigured = errors.New("oke: provider not configured")
+
+// ErrSecretNotFound is returned for a secret that does not exist.
+var ErrSecretNotFound = errors.New("oke: secret not found")
+
+// ErrNoDatabase is returned by Fx.Tx when the app has no database to open a
+// transaction on: use a driver that keeps its rows in SQL (driver/postgres),
+// or set Config.DB.
+var ErrNoDatabase = errors.New("oke: Fx.Tx needs a database: use the Postgres driver, or set Config.DB")
+
+// ErrKeyNotClaimed is returned, wrapped, by the effect of a flow with a
+// deferred claim (Idempotency.DeferClaim) that found its Idempotency-Key
+// not the request's to run: the request is a replay, still in progress
+// elsewhere (409) or another request under the same key (422). The effect
+// did not happen, nor will any later one; return the error. The client gets
+// the replay, 409 or 422, whatever the function returns.
+var ErrKeyNotClaimed = idem.ErrNotClaimed
+
+// ContractError is returned by Start when flows' options are invalid.
+type ContractError struct {
+	Problems []error
+}
+
+func (e *ContractError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "oke: %d problem(s) in the flows' contract:", len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n  - ")
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the problems.
+func (e *ContractError) Unwrap() []error { return e.Problems }

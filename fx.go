@@ -194,10 +194,6 @@ type Sender interface {
 	Send(ctx context.Context, m Message) error
 }
 
-// ErrNotConfigured is returned by an effect whose provider the app did not
-// configure (Config.Sender, Config.LanguageModel, Config.Embedder).
-var ErrNotConfigured = errors.New("oke: provider not configured")
-
 // Send delivers a message through Config.Sender. It is a send effect.
 func (fx *Fx) Send(ctx context.Context, m Message) error {
 	if err := fx.record(EffectSend); err != nil {
@@ -306,9 +302,6 @@ type Secrets interface {
 
 // EnvSecrets reads secrets from environment variables.
 type EnvSecrets struct{}
-
-// ErrSecretNotFound is returned for a secret that does not exist.
-var ErrSecretNotFound = errors.New("oke: secret not found")
 
 // Secret implements Secrets.
 func (EnvSecrets) Secret(_ context.Context, name string) (string, error) {

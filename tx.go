@@ -13,19 +13,6 @@ import (
 	"github.com/okengine/oke/internal/journal"
 )
 
-// ErrNoDatabase is returned by Fx.Tx when the app has no database to open a
-// transaction on: use a driver that keeps its rows in SQL (driver/postgres),
-// or set Config.DB.
-var ErrNoDatabase = errors.New("oke: Fx.Tx needs a database: use the Postgres driver, or set Config.DB")
-
-// ErrKeyNotClaimed is returned, wrapped, by the effect of a flow with a
-// deferred claim (Idempotency.DeferClaim) that found its Idempotency-Key
-// not the request's to run: the request is a replay, still in progress
-// elsewhere (409) or another request under the same key (422). The effect
-// did not happen, nor will any later one; return the error. The client gets
-// the replay, 409 or 422, whatever the function returns.
-var ErrKeyNotClaimed = idem.ErrNotClaimed
-
 // flowTx is a flow's transaction: opened by Fx.Tx on first use, ended by oke
 // once the flow returns.
 type flowTx struct {
