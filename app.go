@@ -16,6 +16,7 @@ import (
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/memory"
 	"github.com/okengine/oke/internal/idem"
+	"github.com/okengine/oke/internal/journal"
 )
 
 // Gate is the app's authentication and authorization hook. It runs before
@@ -102,7 +103,7 @@ type App struct {
 	cfg     Config
 	engine  idem.Engine
 	journal driver.Journal // nil when the driver keeps no journal
-	runSem  chan struct{}
+	sched   journal.Scheduler
 	base    context.Context // cancelled when Close gives up waiting
 	cancel  context.CancelFunc
 	log     *slog.Logger
@@ -127,7 +128,6 @@ type App struct {
 	// feedsEnd is closed by Shutdown (or Close): live feeds end.
 	feedsEnd     chan struct{}
 	feedsEndOnce sync.Once
-	nudge        chan struct{}
 	bg           sync.WaitGroup
 }
 
@@ -178,10 +178,9 @@ func New(cfg Config) *App {
 		metrics:  newMetrics(),
 		stop:     make(chan struct{}),
 		feedsEnd: make(chan struct{}),
-		nudge:    make(chan struct{}, 1),
-		runSem:   make(chan struct{}, cfg.MaxConcurrentRuns),
 	}
 	a.journal, _ = cfg.Driver.(driver.Journal)
+	a.sched = journal.Scheduler{J: a.journal, Poll: cfg.PollInterval, Slots: cfg.MaxConcurrentRuns, Run: a.resume, Log: a.log}
 	a.base, a.cancel = context.WithCancel(context.Background())
 	a.engine = idem.Engine{Driver: cfg.Driver, Lease: cfg.Lease, OnError: func(k driver.Key, op string, err error) {
 		a.log.Error("oke: background idempotency failure", "op", op, "flow", k.Flow, "err", err)
@@ -276,8 +275,7 @@ func (a *App) Start(ctx context.Context) error {
 			go a.sweepLoop()
 		}
 		if a.journal != nil && a.cfg.PollInterval > 0 {
-			a.bg.Add(1)
-			go a.schedule()
+			a.sched.Start(a.base)
 		}
 		a.started.Store(true)
 	})
@@ -428,11 +426,13 @@ func (a *App) Close(ctx context.Context) error {
 		return nil
 	}
 	close(a.stop)
+	a.sched.Stop()
 	a.Shutdown()
 	done := make(chan struct{})
 	go func() {
 		a.inflight.Wait()
 		a.bg.Wait()
+		a.sched.Wait()
 		close(done)
 	}()
 	select {

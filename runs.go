@@ -30,121 +30,12 @@ func (a *App) startRun(ctx context.Context, f *flow, input []byte, id Identity, 
 }
 
 // wake nudges the scheduler to look for due runs now.
-func (a *App) wake() {
-	select {
-	case a.nudge <- struct{}{}:
-	default:
-	}
-}
+func (a *App) wake() { a.sched.Wake() }
 
-// schedule picks up due runs: on start (recovery of runs whose lease
-// lapsed), after sleeps, after a failed save's retry delay, and new runs.
-// It looks every PollInterval, and when this process creates or parks a run
-// (nudge). A journal that is a driver.Notifier (Postgres) also wakes it when
-// any process enqueues or releases a run, and tells it when the next parked
-// run wakes, for which it arms a timer; polling stays as the fallback, and
-// is what finds the lapsed leases of crashed instances. While every run
-// slot (MaxConcurrentRuns) is taken, it also looks again whenever a run ends.
-func (a *App) schedule() {
-	defer a.bg.Done()
-	t := time.NewTicker(a.cfg.PollInterval)
-	defer t.Stop()
-	n, _ := a.journal.(driver.Notifier)
-	var notified <-chan struct{} // nil (never ready) without a Notifier
-	if n != nil {
-		c, stop := n.WatchDue()
-		defer stop()
-		notified = c
-	}
-	wake := time.NewTimer(time.Hour)
-	wake.Stop()
-	defer wake.Stop()
-	for {
-		more := a.pickUp()
-		if n != nil {
-			a.armWake(n, wake)
-		}
-		// With every slot taken pickUp did not look, and would not on a
-		// signal either: look again as soon as a run ends, so a backlog
-		// of due runs does not wait for the poll. A run may also have
-		// ended since pickUp looked: then look again now, or the slot it
-		// freed would wait for the poll too.
-		var slot chan struct{} // nil (never ready) while slots are free
-		switch {
-		case len(a.runSem) == cap(a.runSem):
-			slot = a.runSem
-		case more:
-			select {
-			case <-a.stop:
-				return
-			default:
-				continue
-			}
-		}
-		select {
-		case <-a.stop:
-			return
-		case <-t.C:
-		case <-a.nudge:
-		case <-notified:
-		case <-wake.C:
-		case slot <- struct{}{}:
-			<-a.runSem
-		}
-	}
-}
-
-// armWake sets timer to fire just after the journal's next parked run
-// becomes due, or stops it when none is waiting (or the store did not
-// answer: the poll covers that).
-func (a *App) armWake(n driver.Notifier, timer *time.Timer) {
-	wait, ok, err := n.NextDue(a.base)
-	if err != nil {
-		a.log.Error("oke: look up the next wake time", "err", err)
-	}
-	if err != nil || !ok {
-		timer.Stop()
-		return
-	}
-	// NextDue counts on the store's clock and only runs not due yet, so
-	// the timer does not fire early nor spin on a run already due; the
-	// millisecond covers the two clocks' drift over the wait.
-	timer.Reset(wait + time.Millisecond)
-}
-
-// pickUp starts due runs in the free run slots. It reports whether due runs
-// may be left behind: every slot was taken, so it did not look, or as many
-// runs were due as slots were free.
-func (a *App) pickUp() (more bool) {
-	free := cap(a.runSem) - len(a.runSem)
-	if free <= 0 {
-		return true
-	}
-	ids, err := a.journal.DueRuns(a.base, free)
-	if err != nil {
-		a.log.Error("oke: list due runs", "err", err)
-		return false
-	}
-	for _, id := range ids {
-		select {
-		case a.runSem <- struct{}{}:
-		case <-a.stop:
-			return false
-		}
-		a.bg.Add(1)
-		go func() {
-			defer a.bg.Done()
-			defer func() { <-a.runSem }()
-			a.resume(id)
-		}()
-	}
-	return len(ids) == free
-}
-
-// resume acquires a due run and executes it in the background.
-func (a *App) resume(id string) {
+// resume acquires a due run and executes it (the scheduler's Run).
+func (a *App) resume(ctx context.Context, id string) {
 	owner := token.Owner()
-	run, steps, err := a.journal.AcquireRun(a.base, id, owner, a.cfg.Lease)
+	run, steps, err := a.journal.AcquireRun(ctx, id, owner, a.cfg.Lease)
 	if err != nil {
 		if !errors.Is(err, driver.ErrNotDue) {
 			a.log.Error("oke: acquire run", "run", id, "err", err)
@@ -154,10 +45,10 @@ func (a *App) resume(id string) {
 	f := a.flows[run.Flow]
 	if f == nil || f.shape != shapeUnary {
 		a.log.Error("oke: a due run's flow is not bound to this app; retrying later", "run", id, "flow", run.Flow)
-		a.journal.FinishRun(a.base, id, owner, driver.Finish{Status: driver.RunRunning, WakeAt: time.Now().Add(a.cfg.RetryDelay)})
+		a.journal.FinishRun(ctx, id, owner, driver.Finish{Status: driver.RunRunning, WakeAt: time.Now().Add(a.cfg.RetryDelay)})
 		return
 	}
-	a.execute(a.base, f, a.newExecution(run, steps, owner, time.Now()), nil)
+	a.execute(ctx, f, a.newExecution(run, steps, owner, time.Now()), nil)
 }
 
 // execution is one execution of a journal run and what it needs: its Exec,
@@ -299,16 +190,10 @@ func (a *App) finish(ctx context.Context, ex *execution, o outcome) outcome {
 	return o
 }
 
-// wakeAt nudges the scheduler when a run this process parked becomes due,
-// so that a sleep ends on time rather than at the next poll. A driver that
-// is a driver.Notifier has the scheduler arm that timer from the store
-// (NextDue), for runs parked by any process; the poll covers a restart.
+// wakeAt nudges the scheduler when a run this process parked becomes due.
 func (a *App) wakeAt(t time.Time) {
-	if _, ok := a.journal.(driver.Notifier); ok || a.cfg.PollInterval < 0 {
-		return
-	}
-	if d := time.Until(t); d > 0 {
-		time.AfterFunc(d+time.Millisecond, a.wake)
+	if a.cfg.PollInterval > 0 {
+		a.sched.WakeAt(t)
 	}
 }
 
