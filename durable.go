@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/okengine/oke/internal/flowtx"
 	"github.com/okengine/oke/internal/journal"
 )
 
@@ -18,7 +19,7 @@ type runState struct {
 	fx *Fx
 	// The transaction a step opened with Fx.Tx (steps run one at a time),
 	// and that step: Step ends it with the step's save.
-	tx     *flowTx
+	tx     *flowtx.Tx
 	txStep *stepCtx
 }
 
@@ -137,11 +138,11 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	}
 	sc := st.stepContext(ctx, p.Seq, name)
 	v, err := fn(sc)
-	var tx *flowTx
+	var tx *flowtx.Tx
 	if st.tx != nil && st.txStep == sc {
 		tx, st.tx, st.txStep = st.tx, nil, nil
 		if err != nil {
-			tx.rollback() // a failing step's writes are undone
+			tx.Rollback() // a failing step's writes are undone
 			tx = nil
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/okengine/oke/internal/flowtx"
 	"github.com/okengine/oke/internal/idem"
 	"github.com/okengine/oke/internal/journal"
 )
@@ -33,7 +34,7 @@ type Fx struct {
 	run      *journal.Exec // set when the flow runs as a journal run
 
 	txMu sync.Mutex
-	tx   *flowTx // opened by Tx
+	tx   *flowtx.Tx // opened by Tx
 
 	// claim is the request's Idempotency-Key claim when the flow defers it
 	// (Idempotency.DeferClaim); set on the root Fx only.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/flowtx"
 	"github.com/okengine/oke/internal/httpx"
 	"github.com/okengine/oke/internal/idem"
 	"github.com/okengine/oke/internal/token"
@@ -167,8 +168,8 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 		res, fx, err := a.runUnary(ctx, f, in, id)
 		if t := fx.takeTx(); t != nil {
 			if err != nil {
-				t.rollback()
-			} else if cerr := t.commit(fx); cerr != nil {
+				t.Rollback()
+			} else if cerr := commitTx(t, fx); cerr != nil {
 				// The commit may have happened.
 				a.logFailure(f, cerr)
 				a.writeUnavailable(w, f, false, ErrOutcomeUnknown.WithCause(cerr))
@@ -300,7 +301,7 @@ func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, k
 	if !a.answerClaim(f, dec, err, w) {
 		// The flow's transaction, if it opened one, never began: the
 		// claim went ahead of its BEGIN (or was made before it).
-		fx.takeTx().rollback()
+		fx.takeTx().Rollback()
 		return
 	}
 	f.metrics.executions.Inc() // the function ran with its key
@@ -315,11 +316,11 @@ func (a *App) finishUnary(ctx context.Context, f *flow, claim *idem.Claim, res r
 	case ftx == nil:
 	case runErr != nil:
 		// A failure, declared or not, rolls the flow's writes back.
-		ftx.rollback()
+		ftx.Rollback()
 		ftx = nil
-	case !ftx.joined():
+	case !ftx.Joined():
 		// Another database than the store's: commit before storing.
-		if err := ftx.commit(fx); err != nil {
+		if err := commitTx(ftx, fx); err != nil {
 			runErr = err
 		}
 		ftx = nil
@@ -329,7 +330,7 @@ func (a *App) finishUnary(ctx context.Context, f *flow, claim *idem.Claim, res r
 
 // storeOutcome stores a claimed request's outcome (in ftx, when the flow's
 // transaction joins the store) and answers it.
-func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res result, runErr error, nonRead bool, fx *Fx, ftx *flowTx, w http.ResponseWriter) {
+func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res result, runErr error, nonRead bool, fx *Fx, ftx *flowtx.Tx, w http.ResponseWriter) {
 	m := f.metrics
 	var stored driver.Response
 	switch {
@@ -357,7 +358,7 @@ func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res 
 	case !res.storable:
 		// Not a buffered JSON envelope: deliver it live, keep nothing.
 		if ftx != nil {
-			if err := ftx.commit(fx); err != nil {
+			if err := commitTx(ftx, fx); err != nil {
 				// The commit may have happened: leave the row to lapse.
 				claim.Abandon()
 				a.logFailure(f, err)
@@ -377,7 +378,7 @@ func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res 
 	// replays it.
 	if ftx != nil {
 		// In the flow's transaction: the response commits with its writes.
-		err := ftx.commitWith(fx, func(conn *sql.Conn) error { return claim.CommitComplete(ctx, conn, stored) })
+		err := commitTxWith(ftx, fx, func(conn *sql.Conn) error { return claim.CommitComplete(ctx, conn, stored) })
 		if err != nil {
 			if errors.Is(err, driver.ErrNotOwner) {
 				// Another attempt holds the key now; this one's writes

@@ -6,6 +6,8 @@ import (
 	sqldriver "database/sql/driver"
 	"fmt"
 	"strings"
+
+	"github.com/okengine/oke/internal/flowtx"
 )
 
 // DB is what Fx.Store wraps: *sql.DB satisfies it.
@@ -82,8 +84,8 @@ func (s *Store) Tx(ctx context.Context, opts *sql.TxOptions, fn func(tx *Tx) err
 // Tx is a transaction: the flow's own (Fx.Tx), or one opened by Store.Tx.
 type Tx struct {
 	fx      *Fx
-	tx      queryer
-	pending *flowTx // the flow's transaction: effects count once it commits
+	tx      flowtx.Queryer
+	pending *flowtx.Tx // the flow's transaction: effects count once it commits
 }
 
 // note records the statement's effect: on the flow's transaction, to count
@@ -92,7 +94,7 @@ type Tx struct {
 func (t *Tx) note(query string) error {
 	e := ClassifySQL(query)
 	if t.pending != nil {
-		t.pending.effects.Or(effectBits[e])
+		t.pending.Note(effectBits[e])
 		return nil
 	}
 	return t.fx.record(e)

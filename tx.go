@@ -3,25 +3,13 @@ package oke
 import (
 	"context"
 	"database/sql"
-	sqldriver "database/sql/driver"
-	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/flowtx"
 	"github.com/okengine/oke/internal/idem"
 	"github.com/okengine/oke/internal/journal"
 )
-
-// flowTx is a flow's transaction: opened by Fx.Tx on first use, ended by oke
-// once the flow returns.
-type flowTx struct {
-	tx   *sql.Tx   // on Config.DB: a database/sql transaction
-	conn *sql.Conn // joined: a connection the driver began, ended by the driver
-	// effects of its statements, recorded on the flow once it commits (or
-	// may have): rolled-back writes changed nothing.
-	effects atomic.Uint32
-}
 
 // Tx returns the flow's transaction, opening it on first use; later calls in
 // the same flow (also from flows it Calls) return the same transaction. oke
@@ -35,7 +23,8 @@ type flowTx struct {
 // A crash can then never leave a written row without its stored response,
 // and a retry replays instead of writing again — writes to that database
 // happen exactly once. An attempt that lost its key to another (its lease
-// lapsed) cannot commit: its writes are rolled back and it answers 409.
+// lapsed) cannot commit: its writes are rolled back and it answers what the
+// key's row holds now (the other attempt's response, or 409 while it runs).
 //
 // On other drivers the transaction is on Config.DB and commits before the
 // response is stored: a crash between the two runs the flow again on retry
@@ -66,134 +55,43 @@ func (fx *Fx) Tx(ctx context.Context) (*Tx, error) {
 		}
 		root.tx = t
 	}
-	return &Tx{fx: fx, tx: root.tx.queryer(), pending: root.tx}, nil
+	return &Tx{fx: fx, tx: root.tx.Queryer(), pending: root.tx}, nil
 }
 
-// beginTx opens a flow's transaction. It outlives the flow's context (the
-// flow's timeout must not roll it back once the flow returned), so it is
-// begun on a context without the flow's cancellation. A deferred claim, if
-// the flow has one, goes with its first statement (driver.TxClaimer).
-func (a *App) beginTx(ctx context.Context, flow string, claim *idem.Deferred) (*flowTx, error) {
-	var (
-		db     = a.cfg.DB
-		joined bool
-	)
-	if d, ok := a.cfg.Driver.(driver.TxDriver); ok {
-		db, joined = d.DB(), true
+// beginTx opens a flow's transaction (flowtx.Begin): on the driver's
+// database when it is a driver.TxDriver, else on Config.DB. A deferred
+// claim, if the flow has one, goes with its first statement
+// (driver.TxClaimer).
+func (a *App) beginTx(ctx context.Context, flow string, claim *idem.Deferred) (*flowtx.Tx, error) {
+	var ticket driver.ClaimTicket
+	if claim != nil {
+		ticket = claim
 	}
-	if db == nil {
-		return nil, fmt.Errorf("flow %s: %w", flow, ErrNoDatabase)
-	}
-	ctx = context.WithoutCancel(ctx)
-	if !joined {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return nil, fmt.Errorf("flow %s: begin transaction: %w", flow, err)
-		}
-		return &flowTx{tx: tx}, nil
-	}
-	// On the driver's database the transaction is the driver's Begin on a
-	// connection of its own, so that the driver can begin it with the
-	// flow's first statement and store the outcome and commit in one go
-	// (driver.TxDriver).
-	conn, err := db.Conn(ctx)
+	t, err := flowtx.Begin(ctx, a.cfg.Driver, a.cfg.DB, ticket, ErrNoDatabase)
 	if err != nil {
-		return nil, fmt.Errorf("flow %s: begin transaction: %w", flow, err)
+		return nil, fmt.Errorf("flow %s: %w", flow, err)
 	}
-	if tc, ok := a.cfg.Driver.(driver.TxClaimer); ok && claim != nil {
-		err = tc.BeginClaimed(ctx, conn, claim)
-	} else {
-		err = a.cfg.Driver.(driver.TxDriver).Begin(ctx, conn)
-	}
-	if err != nil {
-		discard(conn)
-		return nil, fmt.Errorf("flow %s: begin transaction: %w", flow, err)
-	}
-	return &flowTx{conn: conn}, nil
+	return t, nil
 }
 
-// joined reports whether t is on the driver's own database (a
-// driver.TxDriver): the flow's outcome (its stored response, or a step's
-// saved result) is then written in t before it commits.
-func (t *flowTx) joined() bool { return t.conn != nil }
-
-// queryer returns where the flow's statements go.
-func (t *flowTx) queryer() queryer {
-	if t.tx != nil {
-		return t.tx
-	}
-	return t.conn
+// commitTx commits t and records its effects on fx, whatever the error (a
+// failed commit may have committed).
+func commitTx(t *flowtx.Tx, fx *Fx) error {
+	bits, err := t.Commit()
+	fx.recordBits(bits)
+	return err
 }
 
-// queryer is what the flow's statements go to: a *sql.Tx or a *sql.Conn.
-type queryer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// discard closes conn and keeps database/sql from reusing it: its
-// transaction's state is unknown.
-func discard(conn *sql.Conn) {
-	conn.Raw(func(any) error { return sqldriver.ErrBadConn })
-	conn.Close()
-}
-
-// rollback ends t without its writes.
-func (t *flowTx) rollback() {
-	if t == nil {
-		return
-	}
-	if t.tx != nil {
-		t.tx.Rollback()
-		return
-	}
-	if _, err := t.conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
-		discard(t.conn)
-		return
-	}
-	t.conn.Close()
-}
-
-// commit commits t and records its effects on fx. A failed commit may still
-// have committed (the connection can break after the server did), so the
-// effects are recorded either way: erring that way never runs a flow twice.
-func (t *flowTx) commit(fx *Fx) error {
-	return t.commitWith(fx, func(conn *sql.Conn) error {
-		_, err := conn.ExecContext(context.Background(), "COMMIT")
-		return err
-	})
-}
-
-// commitWith ends a joined t with end, which stores the flow's outcome in it
-// and commits (driver.TxDriver), or commits a transaction on Config.DB. Its
-// effects are recorded unless end reports that it rolled back (ErrNotOwner,
-// ErrStepOrder).
-func (t *flowTx) commitWith(fx *Fx, end func(conn *sql.Conn) error) error {
-	var err error
-	if t.tx != nil {
-		err = t.tx.Commit()
-	} else {
-		err = end(t.conn)
-		switch {
-		case err == nil:
-			t.conn.Close()
-		case errors.Is(err, driver.ErrNotOwner) || errors.Is(err, driver.ErrStepOrder):
-			t.conn.Close() // rolled back: nothing happened
-			return err
-		default:
-			discard(t.conn)
-		}
-	}
-	fx.recordBits(t.effects.Load())
-	if err != nil {
-		return fmt.Errorf("commit the flow's transaction: %w", err)
-	}
-	return nil
+// commitTxWith ends a joined t with end (which stores the outcome and
+// commits) and records the effects that may have happened on fx.
+func commitTxWith(t *flowtx.Tx, fx *Fx, end func(conn *sql.Conn) error) error {
+	bits, err := t.CommitWith(end)
+	fx.recordBits(bits)
+	return err
 }
 
 // takeTx detaches fx's transaction, if one was opened, for the caller to end.
-func (fx *Fx) takeTx() *flowTx {
+func (fx *Fx) takeTx() *flowtx.Tx {
 	fx.txMu.Lock()
 	defer fx.txMu.Unlock()
 	t := fx.tx
@@ -217,23 +115,23 @@ func (s *stepCtx) openTx(ctx context.Context, fx *Fx) (*Tx, error) {
 		}
 		st.tx, st.txStep = t, s
 	}
-	return &Tx{fx: fx, tx: st.tx.queryer(), pending: st.tx}, nil
+	return &Tx{fx: fx, tx: st.tx.Queryer(), pending: st.tx}, nil
 }
 
 // saveWithTx saves a step whose function succeeded with its transaction tx
 // open. On the store's own database the step's result is saved in tx and
 // commits with the step's writes; elsewhere tx commits first and the result
 // is saved after (a crash between the two runs the step again).
-func (st *runState) saveWithTx(ctx context.Context, p journal.Pending, result []byte, tx *flowTx) error {
-	if !tx.joined() {
-		if err := tx.commit(st.fx); err != nil {
+func (st *runState) saveWithTx(ctx context.Context, p journal.Pending, result []byte, tx *flowtx.Tx) error {
+	if !tx.Joined() {
+		if err := commitTx(tx, st.fx); err != nil {
 			return err // not saved: the step runs again on the next attempt
 		}
 		return st.x.Save(ctx, p, result, nil)
 	}
 	td := st.fx.app.cfg.Driver.(driver.TxDriver)
 	return st.x.SaveIn(ctx, p, result, nil, func(ctx context.Context, id, owner string, step driver.Step) error {
-		return tx.commitWith(st.fx, func(conn *sql.Conn) error {
+		return commitTxWith(tx, st.fx, func(conn *sql.Conn) error {
 			return td.CommitStep(context.WithoutCancel(ctx), conn, id, owner, step)
 		})
 	})
@@ -243,7 +141,7 @@ func (st *runState) saveWithTx(ctx context.Context, p journal.Pending, result []
 // step's function panicked).
 func (st *runState) endStepTx() {
 	if st.tx != nil {
-		st.tx.rollback()
+		st.tx.Rollback()
 		st.tx, st.txStep = nil, nil
 	}
 }

@@ -1,0 +1,157 @@
+// Package flowtx is a flow's transaction (oke's Fx.Tx): opened on first use,
+// ended by oke once the flow (or a durable step) returns — rolled back on a
+// failure, committed on success, and on a driver that keeps its rows in the
+// same database (driver.TxDriver) committed together with the flow's
+// outcome, which is what makes writes to that database exactly-once.
+//
+// It holds no rule of what an outcome means for the Idempotency-Key row:
+// the caller says how the transaction ends.
+package flowtx
+
+import (
+	"context"
+	"database/sql"
+	sqldriver "database/sql/driver"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/okengine/oke/driver"
+)
+
+// Tx is a flow's transaction: a database/sql transaction on the app's own
+// database, or — joined — a connection of the driver's database on which
+// the driver began the transaction, and on which it stores the outcome and
+// commits.
+type Tx struct {
+	tx   *sql.Tx   // on the app's own database
+	conn *sql.Conn // joined: a connection the driver began, ended by the driver
+
+	// effects of its statements (a bit mask the caller defines), recorded
+	// on the flow once it commits (or may have): rolled-back writes changed
+	// nothing.
+	effects atomic.Uint32
+}
+
+// Begin opens a flow's transaction: on d's database when d is a
+// driver.TxDriver (joined; with the claim ticket t sent ahead of its first
+// statement when d is a driver.TxClaimer and t is not nil), else on db. It
+// outlives ctx's cancellation (the flow's timeout must not roll it back once
+// the flow returned). nodb is the error when there is no database at all.
+func Begin(ctx context.Context, d driver.Driver, db *sql.DB, t driver.ClaimTicket, nodb error) (*Tx, error) {
+	td, joined := d.(driver.TxDriver)
+	if joined {
+		db = td.DB()
+	}
+	if db == nil {
+		return nil, nodb
+	}
+	ctx = context.WithoutCancel(ctx)
+	if !joined {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, fmt.Errorf("begin transaction: %w", err)
+		}
+		return &Tx{tx: tx}, nil
+	}
+	// On the driver's database the transaction is the driver's Begin on a
+	// connection of its own, so that the driver can begin it with the
+	// flow's first statement and store the outcome and commit in one go.
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("begin transaction: %w", err)
+	}
+	if tc, ok := d.(driver.TxClaimer); ok && t != nil {
+		err = tc.BeginClaimed(ctx, conn, t)
+	} else {
+		err = td.Begin(ctx, conn)
+	}
+	if err != nil {
+		discard(conn)
+		return nil, fmt.Errorf("begin transaction: %w", err)
+	}
+	return &Tx{conn: conn}, nil
+}
+
+// Joined reports whether t is on the driver's own database: the flow's
+// outcome (its stored response, or a step's saved result) is then written
+// in t before it commits (CommitWith).
+func (t *Tx) Joined() bool { return t.conn != nil }
+
+// Queryer is where the flow's statements go: a *sql.Tx or a *sql.Conn.
+type Queryer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Queryer returns where the flow's statements go.
+func (t *Tx) Queryer() Queryer {
+	if t.tx != nil {
+		return t.tx
+	}
+	return t.conn
+}
+
+// Note adds the effect bits of a statement sent in t.
+func (t *Tx) Note(bits uint32) { t.effects.Or(bits) }
+
+// Rollback ends t without its writes. A nil t is a no-op.
+func (t *Tx) Rollback() {
+	if t == nil {
+		return
+	}
+	if t.tx != nil {
+		t.tx.Rollback()
+		return
+	}
+	if _, err := t.conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+		discard(t.conn)
+		return
+	}
+	t.conn.Close()
+}
+
+// Commit commits t. It returns the effect bits of its statements, which the
+// caller records on the flow whatever the error: a failed commit may still
+// have committed (the connection can break after the server did), and
+// erring that way never runs a flow twice.
+func (t *Tx) Commit() (effects uint32, err error) {
+	return t.CommitWith(func(conn *sql.Conn) error {
+		_, err := conn.ExecContext(context.Background(), "COMMIT")
+		return err
+	})
+}
+
+// CommitWith ends a joined t with end, which stores the flow's outcome in
+// it and commits (driver.TxDriver's CommitComplete or CommitStep), or
+// commits a transaction on the app's own database. It returns the effects
+// to record: none when end reports that it rolled back (driver.ErrNotOwner,
+// driver.ErrStepOrder: nothing happened), else t's, error or not.
+func (t *Tx) CommitWith(end func(conn *sql.Conn) error) (effects uint32, err error) {
+	if t.tx != nil {
+		err = t.tx.Commit()
+	} else {
+		err = end(t.conn)
+		switch {
+		case err == nil:
+			t.conn.Close()
+		case errors.Is(err, driver.ErrNotOwner) || errors.Is(err, driver.ErrStepOrder):
+			t.conn.Close() // rolled back: nothing happened
+			return 0, err
+		default:
+			discard(t.conn)
+		}
+	}
+	if err != nil {
+		return t.effects.Load(), fmt.Errorf("commit the flow's transaction: %w", err)
+	}
+	return t.effects.Load(), nil
+}
+
+// discard closes conn and keeps database/sql from reusing it: its
+// transaction's state is unknown.
+func discard(conn *sql.Conn) {
+	conn.Raw(func(any) error { return sqldriver.ErrBadConn })
+	conn.Close()
+}
