@@ -332,32 +332,19 @@ func (a *App) finishUnary(ctx context.Context, f *flow, claim *idem.Claim, res r
 // transaction joins the store) and answers it.
 func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res result, runErr error, nonRead bool, fx *Fx, ftx *flowtx.Tx, w http.ResponseWriter) {
 	m := f.metrics
-	var stored driver.Response
-	switch {
-	case runErr != nil:
-		e, declared := asError(runErr)
-		if !declared {
+	e, declared := (*Error)(nil), false
+	if runErr != nil {
+		if e, declared = asError(runErr); !declared {
 			a.logFailure(f, runErr)
-			if !nonRead {
-				// Nothing changed the world: forget the key so it may run again.
-				claim.Release(ctx)
-				if a.unavailable(runErr) {
-					// The database was unreachable: a retry may well work.
-					a.writeUnavailable(w, f, true, ErrUnavailable.WithCause(runErr))
-					return
-				}
-				writeEnvelope(w, e)
-				return
-			}
 		}
-		stored = driver.Response{Status: e.Status, ContentType: "application/json", Body: envelopeBytes(e)}
-		res = result{status: e.Status, contentType: "application/json", body: stored.Body}
-		if e.RetryAfter > 0 {
-			res.header = http.Header{"Retry-After": {strconv.Itoa(e.RetryAfter)}}
-		}
-	case !res.storable:
-		// Not a buffered JSON envelope: deliver it live, keep nothing.
-		if ftx != nil {
+	}
+	action, answer := idem.Settle(idem.Ran{Failed: runErr != nil, Declared: declared, NonRead: nonRead,
+		Unreachable: runErr != nil && a.unavailable(runErr), Storable: res.storable,
+		TooLarge: len(res.body) > a.cfg.MaxStoredResponse})
+	var stored driver.Response
+	switch action {
+	case idem.Release:
+		if ftx != nil { // a raw response's writes: they stand, so commit them
 			if err := commitTx(ftx, fx); err != nil {
 				// The commit may have happened: leave the row to lapse.
 				claim.Abandon()
@@ -367,11 +354,24 @@ func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res 
 			}
 		}
 		claim.Release(ctx)
-		writeResult(w, res, false)
+		switch {
+		case answer == idem.AnswerUnavailable:
+			a.writeUnavailable(w, f, true, ErrUnavailable.WithCause(runErr))
+		case runErr != nil:
+			writeEnvelope(w, e)
+		default:
+			writeResult(w, res, false)
+		}
 		return
-	case len(res.body) > a.cfg.MaxStoredResponse:
+	case idem.StoreFailure:
+		stored = driver.Response{Status: e.Status, ContentType: "application/json", Body: envelopeBytes(e)}
+		res = result{status: e.Status, contentType: "application/json", body: stored.Body}
+		if e.RetryAfter > 0 {
+			res.header = http.Header{"Retry-After": {strconv.Itoa(e.RetryAfter)}}
+		}
+	case idem.StoreTombstone:
 		stored = driver.Response{Status: ErrResponseNotStored.Status, ContentType: "application/json", Body: envelopeBytes(ErrResponseNotStored)}
-	default:
+	case idem.StoreResponse:
 		stored = driver.Response{Status: res.status, ContentType: res.contentType, Location: res.location, Body: res.body}
 	}
 	// Store before answering: once the client sees the response, a retry
