@@ -17,6 +17,7 @@ import (
 	"github.com/okengine/oke/driver/memory"
 	"github.com/okengine/oke/internal/idem"
 	"github.com/okengine/oke/internal/journal"
+	"github.com/okengine/oke/internal/lease"
 )
 
 // Gate is the app's authentication and authorization hook. It runs before
@@ -104,6 +105,7 @@ type App struct {
 	engine  idem.Engine
 	journal driver.Journal // nil when the driver keeps no journal
 	sched   journal.Scheduler
+	leases  *lease.Pool     // renews claims' and runs' leases; closed by Close
 	base    context.Context // cancelled when Close gives up waiting
 	cancel  context.CancelFunc
 	log     *slog.Logger
@@ -182,7 +184,8 @@ func New(cfg Config) *App {
 	a.journal, _ = cfg.Driver.(driver.Journal)
 	a.sched = journal.Scheduler{J: a.journal, Poll: cfg.PollInterval, Slots: cfg.MaxConcurrentRuns, Run: a.resume, Log: a.log}
 	a.base, a.cancel = context.WithCancel(context.Background())
-	a.engine = idem.Engine{Driver: cfg.Driver, Lease: cfg.Lease, OnError: func(k driver.Key, op string, err error) {
+	a.leases = lease.NewPool()
+	a.engine = idem.Engine{Driver: cfg.Driver, Lease: cfg.Lease, Leases: a.leases, OnError: func(k driver.Key, op string, err error) {
 		a.log.Error("oke: background idempotency failure", "op", op, "flow", k.Flow, "err", err)
 	}}
 	a.mux.HandleFunc("/", a.notFound)
@@ -438,9 +441,11 @@ func (a *App) Close(ctx context.Context) error {
 	select {
 	case <-done:
 		a.cancel()
+		a.leases.Close()
 		return nil
 	case <-ctx.Done():
 		a.cancel() // cut running steps off; their runs are picked up again later
+		go a.leases.Close()
 		return fmt.Errorf("oke: close: %w", ctx.Err())
 	}
 }

@@ -22,6 +22,7 @@ func benchApp(b *testing.B) *oke.App {
 		return oke.Created(Charge{ID: id, Amount: in.Amount, Currency: in.Currency}, "/charges/"+id), nil
 	}
 	app := oke.New(oke.Config{SweepInterval: -1, Logger: quiet()})
+	b.Cleanup(func() { app.Close(context.Background()) })
 	app.Handle(oke.POST("/plain"), oke.NewFlow("bench.plain", oke.Options{Idempotency: oke.Off}, do))
 	app.Handle(oke.POST("/keyed"), oke.NewFlow("bench.keyed", oke.Options{}, do))
 	if err := app.Start(context.Background()); err != nil {

@@ -94,6 +94,7 @@ func TestStartRefusesABadContract(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			app := oke.New(oke.Config{SweepInterval: -1})
+			t.Cleanup(func() { app.Close(context.Background()) })
 			c.bind(app)
 			err := app.Start(context.Background())
 			var ce *oke.ContractError
@@ -111,6 +112,7 @@ func TestStartRefusesABadContract(t *testing.T) {
 
 func TestStartAcceptsEveryValidMode(t *testing.T) {
 	app := oke.New(oke.Config{SweepInterval: -1})
+	t.Cleanup(func() { app.Close(context.Background()) })
 	for i, m := range []oke.Idempotency{
 		{}, {TTL: "1h"}, oke.Required, {Required: true, TTL: "7d"}, oke.Off, {TTL: "500ms"},
 	} {
@@ -127,6 +129,7 @@ func TestStartAcceptsEveryValidMode(t *testing.T) {
 // runs a flow.
 func TestServeRefusesWithoutAValidContract(t *testing.T) {
 	app := oke.New(oke.Config{SweepInterval: -1, Logger: quiet()})
+	t.Cleanup(func() { app.Close(context.Background()) })
 	ran := false
 	app.Handle(oke.GET("/x"), oke.NewFlow("f.bad", oke.Options{Idempotency: oke.Required},
 		func(context.Context, noIn, *oke.Fx) (oke.Response[string], error) {

@@ -95,6 +95,7 @@ func median(v []float64) float64 {
 
 func tenStepApp(b *testing.B) *oke.App {
 	app := oke.New(oke.Config{SweepInterval: -1, PollInterval: -1, Logger: quiet()})
+	b.Cleanup(func() { app.Close(context.Background()) })
 	app.Handle(oke.POST("/durable"), oke.NewFlow("bench.durable", oke.Options{Durable: true, Idempotency: oke.Off},
 		func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[int], error) {
 			sum := 0

@@ -18,6 +18,7 @@ type noJournal struct{ driver.Driver }
 
 func TestDurableFlowNeedsAJournal(t *testing.T) {
 	app := oke.New(oke.Config{Driver: noJournal{memory.New()}, SweepInterval: -1})
+	t.Cleanup(func() { app.Close(context.Background()) })
 	app.Handle(oke.POST("/d"), oke.NewFlow("d.flow", oke.Options{Durable: true},
 		func(context.Context, noIn, *oke.Fx) (oke.Response[int], error) { return oke.OK(1), nil }))
 	app.Handle(oke.OnEvent("e"), unary("d.listener", oke.Options{}))
@@ -91,6 +92,7 @@ func TestCloseCutsRunsOffWithoutFailingThem(t *testing.T) {
 	d := memory.New()
 	started := make(chan struct{})
 	app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: 5 * time.Millisecond, Logger: quiet()})
+	t.Cleanup(func() { app.Close(context.Background()) })
 	long := oke.NewFlow("d.long", oke.Options{Durable: true},
 		func(ctx context.Context, in noIn, fx *oke.Fx) (oke.Response[int], error) {
 			return oke.Response[int]{}, func() error {

@@ -34,6 +34,7 @@ func ExampleStep() {
 		})
 
 	app := oke.New(oke.Config{}) // the memory driver keeps a journal
+	defer app.Close(context.Background())
 	app.Handle(oke.POST("/refunds"), refund)
 	if err := app.Start(context.Background()); err != nil {
 		panic(err)

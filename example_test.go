@@ -32,6 +32,7 @@ func Example() {
 		})
 
 	app := oke.New(oke.Config{}) // memory driver
+	defer app.Close(context.Background())
 	app.Handle(oke.POST("/charges"), charge)
 	if err := app.Start(context.Background()); err != nil {
 		panic(err)
@@ -58,6 +59,7 @@ func ExampleApp_Start() {
 			return oke.OK([]Charge{}), nil
 		})
 	app := oke.New(oke.Config{})
+	defer app.Close(context.Background())
 	app.Handle(oke.GET("/charges"), list)
 	fmt.Println(app.Start(context.Background()))
 	// Output:
@@ -72,6 +74,7 @@ func ExampleFx_Fail() {
 			return oke.Response[Charge]{}, fx.Fail(402, "PaymentDeclined", "The card was declined.")
 		})
 	app := oke.New(oke.Config{})
+	defer app.Close(context.Background())
 	app.Handle(oke.POST("/pay"), pay)
 	for i := 0; i < 2; i++ {
 		r := httptest.NewRequest("POST", "/pay", strings.NewReader(`{"amount":1}`))

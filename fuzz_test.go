@@ -40,6 +40,7 @@ func FuzzDecodeBody(f *testing.F) {
 	}
 	var n atomic.Int64
 	app := oke.New(oke.Config{SweepInterval: -1, Logger: quiet()})
+	f.Cleanup(func() { app.Close(context.Background()) })
 	app.Handle(oke.POST("/echo"), oke.NewFlow("fuzz.echo", oke.Options{},
 		func(_ context.Context, in fuzzIn, _ *oke.Fx) (oke.Response[fuzzIn], error) { return oke.OK(in), nil }))
 	if err := app.Start(context.Background()); err != nil {

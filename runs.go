@@ -63,7 +63,7 @@ type execution struct {
 // newExecution starts executing run, held by owner; now is the time now.
 func (a *App) newExecution(run driver.Run, saved []driver.Step, owner string, now time.Time) *execution {
 	e := new(execution)
-	e.x.Init(a.journal, run, saved, owner, a.cfg.Lease, (*runReporter)(a), now)
+	e.x.Init(a.leases, a.journal, run, saved, owner, a.cfg.Lease, (*runReporter)(a), now)
 	return e
 }
 

@@ -41,6 +41,7 @@ func newApp(t *testing.T, cfg oke.Config, bind func(app *oke.App)) *oke.App {
 		cfg.Logger = quiet()
 	}
 	app := oke.New(cfg)
+	t.Cleanup(func() { app.Close(context.Background()) })
 	bind(app)
 	if err := app.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -35,6 +35,7 @@ func TestStrictJSON(t *testing.T) {
 	for _, lenient := range []bool{false, true} {
 		runs := 0
 		app := oke.New(oke.Config{SweepInterval: -1, Logger: quiet()})
+		t.Cleanup(func() { app.Close(context.Background()) })
 		app.Handle(oke.POST("/in"), oke.NewFlow("strict.in", oke.Options{AllowUnknownFields: lenient},
 			func(_ context.Context, in strictIn, _ *oke.Fx) (oke.Response[strictIn], error) {
 				runs++
@@ -104,6 +105,7 @@ func TestStrictJSON(t *testing.T) {
 // replay an answer to another request.
 func TestStrictJSONDistinctBytesNeverShareAFingerprint(t *testing.T) {
 	app := oke.New(oke.Config{SweepInterval: -1, Logger: quiet()})
+	t.Cleanup(func() { app.Close(context.Background()) })
 	app.Handle(oke.POST("/in"), oke.NewFlow("strict.fp", oke.Options{},
 		func(_ context.Context, in strictIn, _ *oke.Fx) (oke.Response[strictIn], error) {
 			return oke.OK(in), nil
@@ -120,6 +122,7 @@ func TestStrictJSONDistinctBytesNeverShareAFingerprint(t *testing.T) {
 // fingerprint, so it is refused rather than repaired.
 func TestPathParameterMustBeUTF8(t *testing.T) {
 	app := oke.New(oke.Config{SweepInterval: -1, Logger: quiet()})
+	t.Cleanup(func() { app.Close(context.Background()) })
 	app.Handle(oke.POST("/items/{sku}"), oke.NewFlow("strict.path", oke.Options{},
 		func(_ context.Context, in strictItem, _ *oke.Fx) (oke.Response[strictItem], error) {
 			return oke.OK(in), nil

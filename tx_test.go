@@ -21,6 +21,7 @@ import (
 func txApp(t *testing.T, db *sql.DB, fail func(attempt int) error) *oke.App {
 	t.Helper()
 	app := oke.New(oke.Config{DB: db, SweepInterval: -1, PollInterval: -1, Logger: quiet()})
+	t.Cleanup(func() { app.Close(context.Background()) })
 	attempt := 0
 	app.Handle(oke.POST("/notes"), oke.NewFlow("notes.add", oke.Options{},
 		func(ctx context.Context, in struct {
@@ -135,6 +136,7 @@ func TestFxTxRollsBackWhenTheFlowFails(t *testing.T) {
 
 func TestFxTxWithoutADatabaseSaysWhatToDo(t *testing.T) {
 	app := oke.New(oke.Config{SweepInterval: -1, PollInterval: -1, Logger: quiet()})
+	t.Cleanup(func() { app.Close(context.Background()) })
 	var got error
 	app.Handle(oke.POST("/x"), oke.NewFlow("x.tx", oke.Options{},
 		func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[int], error) {
@@ -150,6 +152,7 @@ func TestFxTxWithoutADatabaseSaysWhatToDo(t *testing.T) {
 func TestFxTxOutsideAStepOfADurableFlowIsRefused(t *testing.T) {
 	db := sqliteDB(t)
 	app := oke.New(oke.Config{DB: db, SweepInterval: -1, PollInterval: -1, Logger: quiet()})
+	t.Cleanup(func() { app.Close(context.Background()) })
 	var got error
 	app.Handle(oke.POST("/d"), oke.NewFlow("d.tx", oke.Options{Durable: true},
 		func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[int], error) {
@@ -168,6 +171,7 @@ func TestFxTxOutsideAStepOfADurableFlowIsRefused(t *testing.T) {
 func TestFxTxInsideAStepCommitsWithTheStep(t *testing.T) {
 	db := sqliteDB(t)
 	app := oke.New(oke.Config{DB: db, SweepInterval: -1, PollInterval: -1, Logger: quiet()})
+	t.Cleanup(func() { app.Close(context.Background()) })
 	attempt := 0
 	app.Handle(oke.POST("/d"), oke.NewFlow("d.steptx", oke.Options{Durable: true},
 		func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[int], error) {

@@ -18,6 +18,7 @@ import (
 // the parking process arms can continue it.
 func TestSleepWakesWithoutAPoll(t *testing.T) {
 	app := oke.New(oke.Config{Driver: memory.New(), PollInterval: time.Hour, SweepInterval: -1, Logger: quiet()})
+	t.Cleanup(func() { app.Close(context.Background()) })
 	var after atomic.Int32
 	app.Handle(oke.POST("/nap"), oke.NewFlow("t.nap", oke.Options{Durable: true},
 		func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[int], error) {

@@ -195,6 +195,7 @@ func TestAdminConsoleLogin(t *testing.T) {
 // is Secure.
 func TestAdminSessionCookieIsSecureOverTLS(t *testing.T) {
 	app := oke.New(oke.Config{SweepInterval: -1, Logger: quiet()})
+	t.Cleanup(func() { app.Close(context.Background()) })
 	app.HandleHTTP("/_oke/", http.StripPrefix("/_oke", admin.Handler(app, admin.Token(adminTok))))
 	srv := httptest.NewTLSServer(app)
 	defer srv.Close()
@@ -214,6 +215,7 @@ func TestAdminSessionCookieIsSecureOverTLS(t *testing.T) {
 // InsecureNoAuth opts out, by name.
 func TestAdminRefusesToServeWithoutAuth(t *testing.T) {
 	app := oke.New(oke.Config{SweepInterval: -1, Logger: quiet()})
+	t.Cleanup(func() { app.Close(context.Background()) })
 	func() {
 		defer func() {
 			p := recover()

@@ -3,6 +3,7 @@ package drivertest
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -104,6 +105,7 @@ func (f *faultDriver) Renew(ctx context.Context, k driver.Key, owner string, lea
 
 type harness struct {
 	t     *testing.T
+	db    *sql.DB // a fake database for fx.Store writes, closed with the test
 	d     driver.Driver
 	fault *faultDriver
 	app   *oke.App
@@ -113,7 +115,8 @@ type harness struct {
 // newHarness builds an app on d with cfg; bind adds the flows.
 func newHarness(t *testing.T, d driver.Driver, cfg oke.Config, bind func(h *harness, app *oke.App)) *harness {
 	t.Helper()
-	h := &harness{t: t, d: d, fault: &faultDriver{Driver: d}}
+	h := &harness{t: t, d: d, db: fakeDB(), fault: &faultDriver{Driver: d}}
+	t.Cleanup(func() { h.db.Close() })
 	cfg.Driver = h.fault
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = -1
@@ -188,7 +191,7 @@ type chargeOut struct {
 // chargeFlow counts its runs, writes through the store and answers 201 with
 // a Location and a cookie (which must never be replayed).
 func (h *harness) chargeFlow(name string, opts oke.Options) *oke.Flow[chargeIn, chargeOut] {
-	db := fakeDB()
+	db := h.db
 	return oke.NewFlow(name, opts, func(ctx context.Context, in chargeIn, fx *oke.Fx) (oke.Response[chargeOut], error) {
 		n := h.counter(name).Add(1)
 		if _, err := fx.Store(db).Exec(ctx, "INSERT INTO charges (amount) VALUES (?)", in.Amount); err != nil {
@@ -356,8 +359,8 @@ func (fakeProviders) Embed(_ context.Context, texts []string) ([][]float32, erro
 // effectActions performs each non-read effect through Fx.
 func effectActions(target string) map[oke.Effect]func(ctx context.Context, fx *oke.Fx, h *harness) error {
 	return map[oke.Effect]func(ctx context.Context, fx *oke.Fx, h *harness) error{
-		oke.EffectWrite: func(ctx context.Context, fx *oke.Fx, _ *harness) error {
-			_, err := fx.Store(fakeDB()).QueryRow(ctx, "INSERT INTO t (x) VALUES (1) RETURNING id"), error(nil)
+		oke.EffectWrite: func(ctx context.Context, fx *oke.Fx, h *harness) error {
+			_, err := fx.Store(h.db).QueryRow(ctx, "INSERT INTO t (x) VALUES (1) RETURNING id"), error(nil)
 			return err
 		},
 		oke.EffectEmit: func(ctx context.Context, fx *oke.Fx, _ *harness) error { return fx.Emit(ctx, "t.happened", 1) },
@@ -767,7 +770,7 @@ func testFailBefore(t *testing.T, d driver.Driver) {
 		app.Handle(oke.POST("/f"), oke.NewFlow("t.failbefore", oke.Options{},
 			func(ctx context.Context, in chargeIn, fx *oke.Fx) (oke.Response[int64], error) {
 				n := h.counter("t.failbefore").Add(1)
-				fx.Store(fakeDB()).QueryRow(ctx, "SELECT 1") // a read does not count
+				fx.Store(h.db).QueryRow(ctx, "SELECT 1") // a read does not count
 				if n == 1 {
 					return oke.Response[int64]{}, errors.New("boom")
 				}

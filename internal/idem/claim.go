@@ -62,6 +62,8 @@ type Engine struct {
 	// OnError, if set, is told about background failures (lease renewal,
 	// retried completion) that no request can report.
 	OnError func(key driver.Key, op string, err error)
+	// Leases renews the claims' leases; its owner closes it.
+	Leases *lease.Pool
 }
 
 func (e *Engine) lease() time.Duration {
@@ -166,7 +168,7 @@ type Claim struct {
 func (c *Claim) Lost() bool { return c.lost.Load() }
 
 func (c *Claim) arm() {
-	c.keeper = lease.Keep(c.lease, func(ctx context.Context, d time.Duration) error {
+	c.keeper = lease.Keep(c.e.Leases, c.lease, func(ctx context.Context, d time.Duration) error {
 		return c.e.Driver.Renew(ctx, c.Key, c.owner, d)
 	}, func() {
 		c.lost.Store(true)

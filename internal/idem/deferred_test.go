@@ -26,7 +26,7 @@ func (d *countingDriver) Claim(ctx context.Context, req driver.ClaimRequest) (dr
 func TestDeferred(t *testing.T) {
 	ctx := context.Background()
 	d := &countingDriver{Driver: memory.New()}
-	e := &Engine{Driver: d}
+	e := &Engine{Driver: d, Leases: testPool(t)}
 	key := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "deferred-key-00000000001"}
 
 	// Nothing is claimed until asked; Decide makes the claim once.
@@ -116,7 +116,7 @@ func (d *blockingDriver) Claim(ctx context.Context, req driver.ClaimRequest) (dr
 func TestDeferredTakeWaitsForAClaimInFlight(t *testing.T) {
 	ctx := context.Background()
 	d := &blockingDriver{Driver: memory.New(), started: make(chan struct{}), release: make(chan struct{})}
-	e := &Engine{Driver: d}
+	e := &Engine{Driver: d, Leases: testPool(t)}
 	def := e.Defer(ctx, driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "in-flight-key-0000000001"}, "fp", time.Hour, false)
 	decided := make(chan error)
 	go func() { decided <- def.Settle() }() // an effect makes the claim
@@ -151,7 +151,7 @@ func TestDeferredTakeWaitsForAClaimInFlight(t *testing.T) {
 func TestClaimHeldByATransaction(t *testing.T) {
 	ctx := context.Background()
 	d := &countingDriver{Driver: memory.New()}
-	e := &Engine{Driver: d}
+	e := &Engine{Driver: d, Leases: testPool(t)}
 	held := func(key string) *Claim {
 		k := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: key}
 		dec := e.decide(k, token.Owner(), time.Minute, time.Hour, "fp",

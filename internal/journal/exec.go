@@ -73,9 +73,9 @@ type Reporter interface {
 
 // Start wraps an acquired or created run for execution and starts renewing
 // its lease. report may be nil.
-func Start(j driver.Journal, run driver.Run, saved []driver.Step, owner string, lease time.Duration, report Reporter) *Exec {
+func Start(p *lease.Pool, j driver.Journal, run driver.Run, saved []driver.Step, owner string, lease time.Duration, report Reporter) *Exec {
 	x := new(Exec)
-	x.Init(j, run, saved, owner, lease, report, time.Now())
+	x.Init(p, j, run, saved, owner, lease, report, time.Now())
 	return x
 }
 
@@ -83,11 +83,11 @@ func Start(j driver.Journal, run driver.Run, saved []driver.Step, owner string, 
 // struct): it must be new, and must not move or be copied afterwards. now is
 // the time now, read by the caller (with its monotonic reading, as
 // time.Now gives it): the step timings count from it.
-func (x *Exec) Init(j driver.Journal, run driver.Run, saved []driver.Step, owner string, lease time.Duration, report Reporter, now time.Time) {
+func (x *Exec) Init(p *lease.Pool, j driver.Journal, run driver.Run, saved []driver.Step, owner string, lease time.Duration, report Reporter, now time.Time) {
 	x.J, x.Run, x.Owner, x.Lease, x.saved, x.report = j, run, owner, lease, saved, report
 	x.taken = x.takeBuf[:0]
 	x.base = now
-	x.keeper.Start(lease, (*holder)(x))
+	x.keeper.Start(p, lease, (*holder)(x))
 }
 
 // holder is the Exec as the lease.Holder of its run's lease.

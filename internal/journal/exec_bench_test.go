@@ -38,6 +38,7 @@ func benchSteps(b *testing.B, fresh func() driver.Journal) {
 		names[i] = "step " + strconv.Itoa(i)
 	}
 	result := []byte(`{"n":1,"name":"step 1"}`)
+	pool := testPool(b)
 	var x *Exec
 	i := 0
 	for b.Loop() {
@@ -51,7 +52,7 @@ func benchSteps(b *testing.B, fresh func() driver.Journal) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			x = Start(j, run, nil, "o", time.Minute, nil)
+			x = Start(pool, j, run, nil, "o", time.Minute, nil)
 			b.StartTimer()
 		}
 		if _, _, err := x.Step(ctx, names[i%1000], func(context.Context) ([]byte, []byte, error) { return result, nil, nil }); err != nil {

@@ -46,7 +46,7 @@ func TestStepTimesAreWallTimesInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := time.Now()
-	x := Start(d, run, nil, "o", time.Minute, nil)
+	x := Start(testPool(t), d, run, nil, "o", time.Minute, nil)
 	defer x.Stop()
 	for _, name := range []string{"a", "b"} {
 		if _, _, err := x.Step(ctx, name, func(context.Context) ([]byte, []byte, error) {
@@ -83,7 +83,7 @@ func TestStepTimeBeginsAtTheExecutionsPreviousSave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := Start(d, run, nil, "o", time.Minute, nil)
+	x := Start(testPool(t), d, run, nil, "o", time.Minute, nil)
 	defer x.Stop()
 	step := func(name string, d time.Duration) {
 		t.Helper()
@@ -155,7 +155,7 @@ func TestStepAttemptsCountExecutionsThatBeganTheStep(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			x, saved := Start(d, r, nil, "o0", time.Minute, nil), 0
+			x, saved := Start(testPool(t), d, r, nil, "o0", time.Minute, nil), 0
 			for i, n := range c.cutOff {
 				run(x, saved+1, saved+n)
 				x.Stop()
@@ -165,7 +165,7 @@ func TestStepAttemptsCountExecutionsThatBeganTheStep(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				x = Start(d, r, steps, owner, time.Minute, nil)
+				x = Start(testPool(t), d, r, steps, owner, time.Minute, nil)
 			}
 			run(x, 1, 4)
 			x.Stop()
@@ -210,7 +210,7 @@ func TestRepeatedStepNameIsAMismatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			x := Start(d, r, nil, "o", time.Minute, nil)
+			x := Start(testPool(t), d, r, nil, "o", time.Minute, nil)
 			defer x.Stop()
 			step := func(name string) error {
 				_, _, err := x.Step(ctx, name, func(context.Context) ([]byte, []byte, error) { return []byte(`1`), nil, nil })

@@ -9,6 +9,9 @@
 // have been held for a third of their length since they were taken or last
 // renewed. Starting and stopping a lease is a list insertion and removal
 // under the group's lock; no clock is read.
+//
+// The groups belong to a Pool, which its owner (an oke App) closes when it
+// closes: then no ticker or renewal is left running.
 package lease
 
 import (
@@ -45,17 +48,18 @@ type Keeper struct {
 	stopped    bool
 }
 
-// Start starts renewing h's lease of length lease: every lease/3 (within a
-// sixth of the lease), h.Renew is called with lease. When Renew returns
-// driver.ErrNotOwner, renewal ends and h.Lost is called; any other error goes
-// to h.RenewFailed and renewal goes on. A Keeper is started once.
-func (k *Keeper) Start(lease time.Duration, h Holder) {
-	g := groupFor(lease)
+// Start starts renewing h's lease of length lease, in p: every lease/3
+// (within a sixth of the lease), h.Renew is called with lease. When Renew
+// returns driver.ErrNotOwner, renewal ends and h.Lost is called; any other
+// error goes to h.RenewFailed and renewal goes on. A Keeper is started
+// once. In a closed pool the lease is not renewed.
+func (k *Keeper) Start(p *Pool, lease time.Duration, h Holder) {
+	g := p.groupFor(lease)
 	k.g, k.h = g, h
 	g.mu.Lock()
 	k.since = g.ticks
 	g.push(k)
-	if !g.running {
+	if !g.running && p.start() {
 		g.running = true
 		go g.run()
 	}
@@ -88,9 +92,9 @@ func (k *Keeper) Stopped() bool {
 // the lease to set. When renew returns driver.ErrNotOwner, renewal ends and
 // onLost is called; any other error is passed to onErr (either may be nil)
 // and renewal goes on.
-func Keep(lease time.Duration, renew func(ctx context.Context, lease time.Duration) error, onLost func(), onErr func(error)) *Keeper {
+func Keep(p *Pool, lease time.Duration, renew func(ctx context.Context, lease time.Duration) error, onLost func(), onErr func(error)) *Keeper {
 	f := &funcs{renew: renew, onLost: onLost, onErr: onErr}
-	f.k.Start(lease, f)
+	f.k.Start(p, lease, f)
 	return &f.k
 }
 
@@ -115,8 +119,46 @@ func (f *funcs) RenewFailed(err error) {
 	}
 }
 
+// Pool holds the groups of leases of one owner (an App). The zero value is
+// not ready: use NewPool.
+type Pool struct {
+	groups sync.Map // time.Duration → *group
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{} // closed by Close
+	wg     sync.WaitGroup
+}
+
+// NewPool returns an open pool.
+func NewPool() *Pool { return &Pool{done: make(chan struct{})} }
+
+// start accounts for a goroutine of the pool about to start, unless the
+// pool is closed.
+func (p *Pool) start() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.wg.Add(1)
+	return true
+}
+
+// Close stops every ticker of the pool and waits for them, and for the
+// renewals under way, to return. Leases still held are no longer renewed.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.done)
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
 // group holds the leases of one length and renews them.
 type group struct {
+	pool  *Pool
 	lease time.Duration
 
 	mu      sync.Mutex
@@ -133,15 +175,13 @@ const ticksPerRenewal = 2
 // idleTicks: the ticker stops after this many ticks with no lease held.
 const idleTicks = 6
 
-var groups sync.Map // time.Duration → *group
-
-func groupFor(lease time.Duration) *group {
-	if g, ok := groups.Load(lease); ok {
+func (p *Pool) groupFor(lease time.Duration) *group {
+	if g, ok := p.groups.Load(lease); ok {
 		return g.(*group)
 	}
-	g := &group{lease: lease}
+	g := &group{pool: p, lease: lease}
 	g.head.prev, g.head.next = &g.head, &g.head
-	v, _ := groups.LoadOrStore(lease, g)
+	v, _ := p.groups.LoadOrStore(lease, g)
 	return v.(*group)
 }
 
@@ -162,13 +202,23 @@ func (g *group) remove(k *Keeper) {
 	k.listed = false
 }
 
-// run ticks every lease/6 while the group holds leases, and a little longer.
+// run ticks every lease/6 while the group holds leases, and a little
+// longer, until the pool closes.
 func (g *group) run() {
+	defer g.pool.wg.Done()
 	period := max(g.lease/(3*ticksPerRenewal), time.Millisecond)
 	t := time.NewTicker(period)
 	defer t.Stop()
 	idle := 0
-	for range t.C {
+	for {
+		select {
+		case <-t.C:
+		case <-g.pool.done:
+			g.mu.Lock()
+			g.running = false
+			g.mu.Unlock()
+			return
+		}
 		g.mu.Lock()
 		g.ticks++
 		if g.head.next == &g.head {
@@ -181,7 +231,7 @@ func (g *group) run() {
 			idle = 0
 		}
 		for k := g.head.next; k != &g.head; k = k.next {
-			if !k.renewing && g.ticks-k.since >= ticksPerRenewal {
+			if !k.renewing && g.ticks-k.since >= ticksPerRenewal && g.pool.start() {
 				k.renewing = true
 				go g.renew(k)
 			}
@@ -192,6 +242,7 @@ func (g *group) run() {
 
 // renew renews k's lease once.
 func (g *group) renew(k *Keeper) {
+	defer g.pool.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), g.lease/3)
 	err := k.h.Renew(ctx, g.lease)
 	cancel()

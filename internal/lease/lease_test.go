@@ -24,7 +24,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestKeeperRenewsUntilStopped(t *testing.T) {
 	var n atomic.Int64
 	var got atomic.Int64
-	k := Keep(30*time.Millisecond, func(ctx context.Context, d time.Duration) error {
+	k := Keep(testPool(t), 30*time.Millisecond, func(ctx context.Context, d time.Duration) error {
 		got.Store(int64(d))
 		n.Add(1)
 		return nil
@@ -43,7 +43,7 @@ func TestKeeperRenewsUntilStopped(t *testing.T) {
 
 func TestKeeperStopsWhenTheLeaseIsLost(t *testing.T) {
 	var n, lost, errs atomic.Int64
-	Keep(30*time.Millisecond, func(ctx context.Context, d time.Duration) error {
+	Keep(testPool(t), 30*time.Millisecond, func(ctx context.Context, d time.Duration) error {
 		switch n.Add(1) {
 		case 1:
 			return errors.New("store hiccup") // reported, renewal goes on
@@ -60,7 +60,7 @@ func TestKeeperStopsWhenTheLeaseIsLost(t *testing.T) {
 
 func TestLeaseStoppedEarlyIsNeverRenewed(t *testing.T) {
 	var n atomic.Int64
-	k := Keep(300*time.Millisecond, func(ctx context.Context, d time.Duration) error {
+	k := Keep(testPool(t), 300*time.Millisecond, func(ctx context.Context, d time.Duration) error {
 		n.Add(1)
 		return nil
 	}, nil, nil)
@@ -76,7 +76,7 @@ func TestLeasesOfOneLengthAreEachRenewed(t *testing.T) {
 	var counts [leases]atomic.Int64
 	keepers := make([]*Keeper, leases)
 	for i := range keepers {
-		keepers[i] = Keep(30*time.Millisecond, func(ctx context.Context, d time.Duration) error {
+		keepers[i] = Keep(testPool(t), 30*time.Millisecond, func(ctx context.Context, d time.Duration) error {
 			counts[i].Add(1)
 			return nil
 		}, nil, nil)
