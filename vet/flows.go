@@ -103,7 +103,10 @@ func (p *pkg) flows() []*flow {
 func (p *pkg) durable(x ast.Expr, depth int) bool {
 	switch x := astutil.Unparen(x).(type) {
 	case *ast.CompositeLit:
-		st, _ := p.info.TypeOf(x).Underlying().(*types.Struct)
+		var st *types.Struct
+		if t := p.info.TypeOf(x); t != nil {
+			st, _ = t.Underlying().(*types.Struct)
+		}
 		for i, elt := range x.Elts {
 			val := elt
 			name := ""

@@ -170,12 +170,12 @@ func (f *frame) joined(launch ast.Node, groups []group) (bool, *group, token.Pos
 		// every return after it.
 		deferred := func(b *cfg.Block, n ast.Node) bool {
 			_, ok := n.(*ast.DeferStmt)
-			return ok && f.joins(b, n, gr)
+			return ok && f.joins(n, gr)
 		}
 		if search(g.Blocks[0], 0, deferred, func(n ast.Node) bool { return n == lb.Nodes[li] }) == nil {
 			return true, nil, token.NoPos
 		}
-		wait := func(b *cfg.Block, n ast.Node) bool { return f.joins(b, n, gr) }
+		wait := func(_ *cfg.Block, n ast.Node) bool { return f.joins(n, gr) }
 		ret := search(lb, li+1, wait, nil)
 		if ret == nil {
 			return true, nil, token.NoPos
@@ -244,12 +244,10 @@ func search(start *cfg.Block, from int, stop func(*cfg.Block, ast.Node) bool, go
 	return nil
 }
 
-// joins reports whether CFG node n (of block b) waits for group gr.
-func (f *frame) joins(b *cfg.Block, n ast.Node, gr *group) bool {
-	if !gr.wait {
-		if rs, ok := b.Stmt.(*ast.RangeStmt); ok && n == rs.X && exprKey(rs.X) == gr.key {
-			return true // for range ch: until it is closed
-		}
+// joins reports whether CFG node n waits for group gr.
+func (f *frame) joins(n ast.Node, gr *group) bool {
+	if x, ok := n.(ast.Expr); ok && !gr.wait && f.c.rangeX[x] && exprKey(x) == gr.key {
+		return true // for range ch: until it is closed
 	}
 	found := false
 	ast.Inspect(n, func(n ast.Node) bool {
@@ -277,6 +275,12 @@ func (c *checker) cfg(body *ast.BlockStmt) *cfg.CFG {
 	}
 	g := cfg.New(body, c.mayReturn)
 	c.cfgs[body] = g
+	ast.Inspect(body, func(n ast.Node) bool {
+		if rs, ok := n.(*ast.RangeStmt); ok {
+			c.rangeX[rs.X] = true
+		}
+		return true
+	})
 	return g
 }
 

@@ -25,6 +25,7 @@ type checker struct {
 	sites    map[siteKey]*siteFinding
 	units    map[ast.Node]*unit
 	cfgs     map[ast.Node]*cfg.CFG
+	rangeX   map[ast.Expr]bool // what the range statements of the bodies in cfgs range over
 }
 
 // A siteFinding gathers what the calls outside a step of a flow reach: it is
@@ -41,19 +42,25 @@ type siteFinding struct {
 
 func runEngine(pass *analysis.Pass) (any, error) {
 	p := newPkg(pass)
-	p.computeRoles()
 	c := &checker{p: p, seen: map[string]bool{}, sites: map[siteKey]*siteFinding{},
-		units: map[ast.Node]*unit{}, cfgs: map[ast.Node]*cfg.CFG{}}
+		units: map[ast.Node]*unit{}, cfgs: map[ast.Node]*cfg.CFG{}, rangeX: map[ast.Expr]bool{}}
+	var durable []*flow
 	for _, fl := range p.flows() {
 		if fl.durable && fl.fn != nil {
-			fr := &frame{c: c, flow: fl, u: c.unit(fl.fn), visiting: map[*types.Func]bool{}}
-			if d, ok := fl.fn.(*ast.FuncDecl); ok {
-				if fn, ok := p.info.Defs[d.Name].(*types.Func); ok {
-					fr.visiting[fn] = true
-				}
-			}
-			fr.walk()
+			durable = append(durable, fl)
 		}
+	}
+	if len(durable) > 0 {
+		p.computeRoles()
+	}
+	for _, fl := range durable {
+		fr := &frame{c: c, flow: fl, u: c.unit(fl.fn), visiting: map[*types.Func]bool{}}
+		if d, ok := fl.fn.(*ast.FuncDecl); ok {
+			if fn, ok := p.info.Defs[d.Name].(*types.Func); ok {
+				fr.visiting[fn] = true
+			}
+		}
+		fr.walk()
 	}
 	for k, s := range c.sites {
 		through := ""

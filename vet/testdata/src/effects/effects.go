@@ -159,3 +159,22 @@ func (s *server) do(ctx context.Context, in In, fx *oke.Fx) (oke.Response[Out], 
 	fx.Send(ctx, oke.Message{To: in.ID}) // want `^fx.Send outside a step in durable flow "effects.method"`
 	return oke.OK(Out{}), nil
 }
+
+// durableFlag is not a constant: a flow whose Durable it sets may be
+// durable, so it is checked.
+var durableFlag = true
+
+var MaybeDurable = oke.NewFlow("effects.maybe", oke.Options{Durable: durableFlag},
+	func(ctx context.Context, in In, fx *oke.Fx) (oke.Response[Out], error) {
+		fx.Send(ctx, oke.Message{To: in.ID}) // want `^fx.Send outside a step in durable flow "effects.maybe"`
+		return oke.OK(Out{}), nil
+	})
+
+// A flow's function held in a variable, options unkeyed.
+func local() *oke.Flow[In, Out] {
+	do := func(ctx context.Context, in In, fx *oke.Fx) (oke.Response[Out], error) {
+		fx.Send(ctx, oke.Message{To: in.ID}) // want `^fx.Send outside a step in durable flow "effects.local"`
+		return oke.OK(Out{}), nil
+	}
+	return oke.NewFlow("effects.local", oke.Options{nil, true, 0, ""}, do)
+}

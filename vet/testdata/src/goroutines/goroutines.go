@@ -25,6 +25,8 @@ var Bad = oke.NewFlow("goroutines.bad", oke.Options{Durable: true},
 				return true, fx.Emit(ctx, "late", nil)
 			})
 		}()
+		done := make(chan error, 1)
+		go func() { done <- fx.Emit(ctx, "unread", nil) }() // want `^goroutine in durable flow "goroutines.bad" uses fx, and the return at goroutines.go:\d+ is reached without a receive from done`
 		st := fx.Store(db)
 		go audit(ctx, st) // want `^goroutine in durable flow "goroutines.bad" uses fx, and nothing waits`
 		oke.Step(ctx, "in a step", func(ctx context.Context) (bool, error) {
@@ -101,6 +103,23 @@ var Joined = oke.NewFlow("goroutines.joined", oke.Options{Durable: true},
 			done := make(chan error)
 			go func() { done <- fx.Emit(ctx, "y", nil) }()
 			return true, <-done
+		})
+		if err != nil {
+			return oke.Response[Out]{}, err
+		}
+		_, err = oke.Step(ctx, "range", func(ctx context.Context) (bool, error) {
+			results := make(chan error)
+			go func() {
+				defer close(results)
+				for _, id := range in.IDs {
+					results <- fx.Emit(ctx, "r", id)
+				}
+			}()
+			var errs []error
+			for err := range results {
+				errs = append(errs, err)
+			}
+			return true, errors.Join(errs...)
 		})
 		var wg sync.WaitGroup
 		wg.Add(1)
