@@ -3,13 +3,11 @@ package effects
 
 import (
 	"context"
-	"database/sql"
-	"net/http"
 
 	"github.com/okengine/oke"
 )
 
-var db *sql.DB
+var db oke.DB
 
 type In struct{ ID string }
 type Out struct{ ID string }
@@ -23,7 +21,7 @@ var Outside = oke.NewFlow("effects.outside", oke.Options{Durable: true},
 	func(ctx context.Context, in In, fx *oke.Fx) (oke.Response[Out], error) {
 		fx.Emit(ctx, "x.happened", in)                                                        // want `^fx.Emit outside a step in durable flow "effects.outside": it emits the event again on every pick-up, and each emit starts new runs of the flows bound with oke.OnEvent; move it into oke.Step\(ctx, "name", …\), where its runs start exactly once$`
 		fx.Send(ctx, oke.Message{To: "a@b"})                                                  // want `^fx.Send outside a step in durable flow "effects.outside": it sends the message again`
-		req, _ := http.NewRequestWithContext(ctx, "POST", "http://provider", nil)             // a request is not an effect
+		req := &oke.Request{}                                                                 // a request is not an effect
 		fx.Fetch(req)                                                                         // want `^fx.Fetch outside a step .*without a stable Idempotency-Key`
 		fx.HTTPClient().Do(req)                                                               // want `^fx.HTTPClient outside a step`
 		fx.Ask(ctx, oke.AskRequest{Prompt: "hi"})                                             // want `^fx.Ask outside a step`
@@ -57,7 +55,7 @@ var Inside = oke.NewFlow("effects.inside", oke.Options{Durable: true},
 		_, err := oke.Step(ctx, "all", func(ctx context.Context) (bool, error) {
 			fx.Emit(ctx, "x.happened", in)
 			fx.Send(ctx, oke.Message{To: "a@b"})
-			req, _ := http.NewRequestWithContext(ctx, "POST", "http://provider", nil)
+			req := &oke.Request{}
 			fx.Fetch(req)
 			client.Do(req)
 			tx, _ := fx.Tx(ctx)
@@ -149,7 +147,7 @@ var Silenced = oke.NewFlow("effects.silenced", oke.Options{Durable: true},
 	})
 
 // ByMethod: a method passed to NewFlow, options in a variable.
-type server struct{ db *sql.DB }
+type server struct{ db oke.DB }
 
 var durableOpts = oke.Options{Durable: true, Description: "by name"}
 

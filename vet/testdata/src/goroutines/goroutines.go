@@ -3,7 +3,6 @@ package goroutines
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"sync"
 
@@ -12,7 +11,7 @@ import (
 	"github.com/okengine/oke"
 )
 
-var db *sql.DB
+var db oke.DB
 
 type In struct{ IDs []string }
 type Out struct{}

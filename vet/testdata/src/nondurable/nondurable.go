@@ -4,7 +4,6 @@ package nondurable
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand"
 	"time"
@@ -13,7 +12,7 @@ import (
 	"github.com/okengine/oke"
 )
 
-var db *sql.DB
+var db oke.DB
 
 type In struct{ Tags map[string]int }
 type Out struct{}
