@@ -118,7 +118,7 @@ func (f *frame) checkJoined(launch ast.Node, groups []group) {
 	if ok {
 		return
 	}
-	why := "what it does through fx can happen after the function returned: outside every step, after the run's outcome is saved, and again on every pick-up"
+	why := "its effects can happen after that, outside every step and after the run's outcome is saved, and again on every pick-up"
 	fix := `wait for it before every return (sync.WaitGroup.Wait, errgroup.Group.Wait), or do the work in oke.Step(ctx, "name", …)`
 	var what string
 	switch {

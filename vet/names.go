@@ -20,14 +20,33 @@ type origin struct {
 // map. Calls pass taint from their arguments and receiver to their result
 // (fmt.Sprintf, strconv.Itoa, t.Format); what a called function does inside
 // is not looked at.
-func (u *unit) originOf(x ast.Expr) *origin {
+//
+// With inOrder false — a claim key, which is found by its value and not by
+// its place among the steps — map order does not count.
+func (u *unit) originOf(x ast.Expr, inOrder bool) *origin {
 	if u.taint == nil {
 		u.computeTaint()
 	}
-	return u.exprOrigin(x)
+	return u.exprOrigin(x, !inOrder)
 }
 
-func (u *unit) exprOrigin(x ast.Node) *origin {
+// loopOrigin says whether pos is in the body of a range over a map of the
+// unit: a step taken there comes in map order whatever its name.
+func (u *unit) loopOrigin(pos token.Pos) *origin {
+	if u.taint == nil {
+		u.computeTaint()
+	}
+	for _, l := range u.mapLoops {
+		if l.body.holds(pos) {
+			return &origin{"the order of a range over a map", kindMapOrder, l.pos}
+		}
+	}
+	return nil
+}
+
+// exprOrigin is originOf for any expression, without map order when
+// skipMap is set.
+func (u *unit) exprOrigin(x ast.Node, skipMap bool) *origin {
 	var o *origin
 	ast.Inspect(x, func(n ast.Node) bool {
 		if o != nil {
@@ -40,10 +59,13 @@ func (u *unit) exprOrigin(x ast.Node) *origin {
 			obj := u.p.info.Uses[n]
 			if src, ok := nondetSource(obj); ok {
 				o = &origin{src.what, src.kind, n.Pos()}
-			} else if t := u.taint[obj]; t != nil {
+			} else if t := u.taint[obj]; t != nil && !(skipMap && t.kind == kindMapOrder) {
 				o = t
 			}
 		case *ast.CallExpr:
+			if skipMap {
+				break
+			}
 			// slices.Collect(maps.Keys(m)) is in map order (slices.Sorted is not).
 			if fn := u.p.callee(n); fn != nil && fn.Pkg() != nil && fn.Pkg().Path() == "slices" &&
 				(fn.Name() == "Collect" || fn.Name() == "AppendSeq") {
@@ -135,6 +157,9 @@ func (u *unit) computeTaint() {
 				as = append(as, a)
 			}
 		case *ast.RangeStmt:
+			if u.mapSeq(n.X) {
+				u.mapLoops = append(u.mapLoops, mapLoop{n.Pos(), span{n.Body.Pos(), n.Body.End()}})
+			}
 			var lhs []types.Object
 			if n.Key != nil {
 				lhs = append(lhs, root(n.Key))
@@ -156,7 +181,7 @@ func (u *unit) computeTaint() {
 			case a.rng != nil && u.mapSeq(a.rng.X):
 				o = &origin{"the order of a range over a map", kindMapOrder, a.rng.Pos()}
 			case a.rng != nil:
-				if o = u.exprOrigin(a.rng.X); o != nil && a.rng.Key != nil {
+				if o = u.exprOrigin(a.rng.X, false); o != nil && a.rng.Key != nil {
 					// The index of a slice is not what is nondeterministic
 					// about it; its elements are.
 					if t := info.TypeOf(a.rng.X); t != nil && !isMapOrChan(t) {
@@ -168,7 +193,7 @@ func (u *unit) computeTaint() {
 					}
 				}
 			default:
-				o = u.exprOrigin(a.rhs)
+				o = u.exprOrigin(a.rhs, false)
 			}
 			if o == nil {
 				continue
@@ -181,6 +206,12 @@ func (u *unit) computeTaint() {
 			}
 		}
 	}
+}
+
+// A mapLoop is a range over a map.
+type mapLoop struct {
+	pos  token.Pos
+	body span
 }
 
 func isMapOrChan(t types.Type) bool {

@@ -108,6 +108,7 @@ type unit struct {
 	uses     map[types.Object][]token.Pos
 	assigned map[ast.Expr]types.Object // x in `v := x`, `var v = x`, `v = x`
 	taint    map[types.Object]*origin  // computed on first use (names.go)
+	mapLoops []mapLoop                 // computed with taint
 }
 
 type span struct{ pos, end token.Pos }

@@ -202,7 +202,7 @@ func (f *frame) checkCall(call *ast.CallExpr) {
 	if r := p.rolesOf(fn); r != nil {
 		for i, a := range call.Args {
 			if l := r.name[i]; l != "" {
-				f.checkName(a, l)
+				f.checkName(call, a, l)
 			}
 		}
 	}
@@ -263,17 +263,28 @@ func (f *frame) onlyUsedInSteps(x ast.Expr) bool {
 
 // checkName reports a step name computed from something nondeterministic
 // (rule nondetstepname).
-func (f *frame) checkName(x ast.Expr, label string) {
-	o := f.u.originOf(x)
+func (f *frame) checkName(call *ast.CallExpr, x ast.Expr, label string) {
+	claim := strings.HasPrefix(label, "claim key")
+	o := f.u.originOf(x, !claim)
+	loop := false
+	if o == nil && !claim {
+		o, loop = f.u.loopOrigin(call.Pos()), true
+	}
 	if o == nil {
 		return
 	}
 	var why, fix string
 	switch {
+	case loop:
+		f.c.add("nondetstepname", x.Pos(), fmt.Sprintf("%s in %s is taken inside a range over a map (%s): %s; %s",
+			label, f.where(), f.at(o.pos),
+			"the steps come in map order, which changes from one pick-up to the next, so each gets back the result another one saved, or the run fails (StepMismatchError)",
+			"range over sorted keys (for _, k := range slices.Sorted(maps.Keys(m)))"))
+		return
 	case o.kind == kindMapOrder:
 		why = "map order changes from one pick-up to the next, so the steps come in another order than the journal saved them and the run fails (StepMismatchError)"
 		fix = "range over sorted keys (for _, k := range slices.Sorted(maps.Keys(m)))"
-	case strings.HasPrefix(label, "claim key"):
+	case claim:
 		why = "it differs on every pick-up, so the claim stops no duplicate run"
 		fix = `build the key from the input ("order:"+in.OrderID)`
 	default:

@@ -19,7 +19,7 @@ type Out struct{}
 // Bad: goroutines that use fx and that nothing waits for.
 var Bad = oke.NewFlow("goroutines.bad", oke.Options{Durable: true},
 	func(ctx context.Context, in In, fx *oke.Fx) (oke.Response[Out], error) {
-		go func() { // want `^goroutine in durable flow "goroutines.bad" uses fx, and nothing waits for it before the function returns: what it does through fx can happen after the function returned: outside every step, after the run's outcome is saved, and again on every pick-up; wait for it before every return \(sync.WaitGroup.Wait, errgroup.Group.Wait\), or do the work in oke.Step\(ctx, "name", …\)$`
+		go func() { // want `^goroutine in durable flow "goroutines.bad" uses fx, and nothing waits for it before the function returns: its effects can happen after that, outside every step and after the run's outcome is saved, and again on every pick-up; wait for it before every return \(sync.WaitGroup.Wait, errgroup.Group.Wait\), or do the work in oke.Step\(ctx, "name", …\)$`
 			oke.Step(ctx, "late", func(ctx context.Context) (bool, error) {
 				return true, fx.Emit(ctx, "late", nil)
 			})

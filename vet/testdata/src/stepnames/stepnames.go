@@ -37,6 +37,11 @@ var Bad = oke.NewFlow("stepnames.bad", oke.Options{Durable: true},
 			label := "count " + strconv.Itoa(v)
 			oke.Step(ctx, label, work) // want `comes from the order of a range over a map`
 		}
+		n := 0
+		for range in.Tags {
+			oke.Step(ctx, fmt.Sprintf("item %d", n), work) // want `^step name of oke.Step in durable flow "stepnames.bad" is taken inside a range over a map \(stepnames.go:\d+\): the steps come in map order, which changes from one pick-up to the next, so each gets back the result another one saved, or the run fails \(StepMismatchError\); range over sorted keys`
+			n++
+		}
 		for k := range maps.Keys(in.Tags) {
 			oke.Step(ctx, "key "+k, work) // want `comes from the order of a range over a map`
 		}
@@ -77,6 +82,9 @@ var Good = oke.NewFlow("stepnames.good", oke.Options{Durable: true},
 			oke.Step(ctx, fmt.Sprintf("tag %s is %d", k, in.Tags[k]), work)
 		}
 		oke.Claim(ctx, "order:"+in.Order)
+		for tag := range in.Tags {
+			oke.Claim(ctx, "tag:"+tag) // a claim is found by its key, not by its place
+		}
 		every(ctx, "every "+in.Order)
 		// A time drawn in a step is saved: a name from it is the same on
 		// every pick-up.
