@@ -27,7 +27,7 @@ import (
 // `go vet -vettool` with a second binary: the oke tool then needs nothing
 // else on PATH, and the output and exit codes are its own (go vet exits 1
 // for findings and for errors alike; oke vet exits 1 for findings and 2 for
-// usage or load errors, and prints the rule of each finding with -json).
+// usage or load errors, and -json is one list of findings with their rules).
 // The analyzers use no facts, so only the named packages are parsed and
 // type-checked from source; their dependencies come from the build cache's
 // export data, as with go vet. What it gives up is go vet's caching of
