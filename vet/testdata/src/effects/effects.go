@@ -176,3 +176,24 @@ func local() *oke.Flow[In, Out] {
 	}
 	return oke.NewFlow("effects.local", oke.Options{nil, true, 0, ""}, do)
 }
+
+// Generic: explicit instantiation, a generic step helper, recursion.
+var Generic = oke.NewFlow[In, Out]("effects.generic", oke.Options{Durable: true},
+	func(ctx context.Context, in In, fx *oke.Fx) (oke.Response[Out], error) {
+		step(ctx, "generic helper", func(ctx context.Context) (bool, error) {
+			return true, fx.Emit(ctx, "x.generic", in) // in a step, through a generic helper
+		})
+		countdown(ctx, fx, 3) // want `^call of countdown outside a step in durable flow "effects.generic" reaches fx.Emit at effects.go:\d+: `
+		return oke.OK(Out{}), nil
+	})
+
+func step[T any](ctx context.Context, name string, fn func(context.Context) (T, error)) (T, error) {
+	return oke.Step(ctx, name, fn)
+}
+
+func countdown(ctx context.Context, fx *oke.Fx, n int) {
+	if n > 0 {
+		fx.Emit(ctx, "x.tick", n)
+		countdown(ctx, fx, n-1)
+	}
+}
