@@ -33,6 +33,7 @@ func commands() []command {
 		{"runs", "list, show and replay durable runs (ls, show, replay)", runRuns},
 		{"idempotency", "list Idempotency-Key rows (ls)", runIdempotency},
 		{"migrate", "create or update oke's tables in Postgres (-postgres DSN)", runMigrate},
+		{"vet", "check durable flows for effects, clock and randomness outside steps (docs/vet.md)", runVet},
 		{"version", "print the version of oke", runVersion},
 		{"help", "show help for oke or for a command", runHelp},
 	}

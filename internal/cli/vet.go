@@ -1,0 +1,192 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/tools/go/analysis/checker"
+	"golang.org/x/tools/go/packages"
+
+	"github.com/okengine/oke/vet"
+)
+
+// runVet is `oke vet [-json] [-tests=false] [PACKAGES]`: the analyzers of
+// package vet over the packages (default ./...).
+//
+// It drives the analyzers in-process — go/packages loads the packages and
+// golang.org/x/tools/go/analysis/checker runs them — rather than executing
+// `go vet -vettool` with a second binary: the oke tool then needs nothing
+// else on PATH, and the output and exit codes are its own (go vet exits 1
+// for findings and for errors alike; oke vet exits 1 for findings and 2 for
+// usage or load errors, and -json is one list of findings with their rules).
+// The analyzers use no facts, so only the named packages are parsed and
+// type-checked from source; their dependencies come from the build cache's
+// export data, as with go vet. What it gives up is go vet's caching of
+// results per package. `go vet -vettool=$(which oke-vet)` (cmd/oke-vet)
+// runs the same analyzers.
+func runVet(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, `print the findings on stdout as a JSON array of {"file","line","col","rule","message"}`)
+	tests := fs.Bool("tests", true, "check the packages' test files too")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: %s [-json] [-tests=false] [PACKAGES]
+
+Checks the durable flows of PACKAGES (default ./...) against the rules of
+durable steps: effects, time.Now, randomness and new UUIDs outside a step;
+step names computed from time, randomness or map order; goroutines that
+use fx and are not waited for. //oke:ignore REASON on a line (or alone on
+the line before) silences it. See docs/vet.md.
+
+Each finding is printed on stderr as FILE:LINE:COL: message. Exit status:
+0 when there is none, 1 when there are findings, 2 for a usage mistake or
+packages that do not load (or type-check).
+
+The same analyzers run as a vet tool:
+  go vet -vettool=$(which oke-vet) ./...
+
+Flags:
+`, name)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return parseExit(err)
+	}
+	patterns := fs.Args()
+	if len(patterns) == 0 {
+		patterns = []string{"./..."}
+	}
+	findings, err := vetPackages(ctx, patterns, *tests)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2
+	}
+	if *asJSON {
+		if findings == nil {
+			findings = []finding{}
+		}
+		b, err := json.MarshalIndent(findings, "", "  ")
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return 2
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+	} else {
+		for _, f := range findings {
+			fmt.Fprintf(stderr, "%s:%d:%d: %s\n", f.File, f.Line, f.Col, f.Message)
+		}
+	}
+	if len(findings) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// A finding is one diagnostic of oke vet.
+type finding struct {
+	File    string `json:"file"` // relative to the current directory when inside it
+	Line    int    `json:"line"`
+	Col     int    `json:"col"`
+	Rule    string `json:"rule"` // the analyzer's name, e.g. "effectoutsidestep"
+	Message string `json:"message"`
+}
+
+// loadMode is what the analyzers need of the packages they check; the
+// packages' dependencies are loaded from export data.
+const loadMode = packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles | packages.NeedImports |
+	packages.NeedTypes | packages.NeedTypesSizes | packages.NeedSyntax | packages.NeedTypesInfo | packages.NeedModule
+
+// vetPackages loads the packages and runs the analyzers on them. Problems
+// loading or type-checking a package are an error: the analyzers would see
+// too little to be trusted.
+func vetPackages(ctx context.Context, patterns []string, tests bool) ([]finding, error) {
+	pkgs, err := packages.Load(&packages.Config{Context: ctx, Mode: loadMode, Tests: tests}, patterns...)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", strings.Join(patterns, " "), err)
+	}
+	var problems []string
+	packages.Visit(pkgs, nil, func(p *packages.Package) {
+		for _, e := range p.Errors {
+			problems = append(problems, e.Error())
+		}
+	})
+	if len(problems) > 0 {
+		slices.Sort(problems)
+		problems = slices.Compact(problems)
+		return nil, fmt.Errorf("the packages do not load:\n\t%s\nfix them (go build, go vet) and run oke vet again", strings.Join(problems, "\n\t"))
+	}
+	pkgs = vettable(pkgs)
+	if len(pkgs) == 0 {
+		return nil, fmt.Errorf("%s matched no packages", strings.Join(patterns, " "))
+	}
+	g, err := checker.Analyze(vet.Analyzers, pkgs, nil)
+	if err != nil {
+		return nil, err
+	}
+	cwd, _ := os.Getwd()
+	seen := map[finding]bool{}
+	var out []finding
+	var errs []error
+	for _, act := range g.Roots {
+		if act.Err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", act, act.Err))
+			continue
+		}
+		for _, d := range act.Diagnostics {
+			p := act.Package.Fset.Position(d.Pos)
+			f := finding{File: relative(cwd, p.Filename), Line: p.Line, Col: p.Column, Rule: act.Analyzer.Name, Message: d.Message}
+			if !seen[f] { // a file of a package and of its test variant
+				seen[f] = true
+				out = append(out, f)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	slices.SortFunc(out, func(a, b finding) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col),
+			cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Message, b.Message))
+	})
+	return out, nil
+}
+
+// vettable drops the packages another one covers: a package whose test
+// variant ("p [p.test]") is loaded too, and the generated test mains.
+func vettable(pkgs []*packages.Package) []*packages.Package {
+	hasVariant := map[string]bool{}
+	for _, p := range pkgs {
+		if p.ForTest != "" && p.PkgPath == p.ForTest {
+			hasVariant[p.PkgPath] = true
+		}
+	}
+	var out []*packages.Package
+	for _, p := range pkgs {
+		if p.ForTest == "" && hasVariant[p.PkgPath] || p.Name == "main" && strings.HasSuffix(p.ID, ".test") {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// relative is file relative to dir when it is inside dir.
+func relative(dir, file string) string {
+	if dir == "" {
+		return file
+	}
+	rel, err := filepath.Rel(dir, file)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return file
+	}
+	return rel
+}
