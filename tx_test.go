@@ -140,7 +140,7 @@ func TestFxTxWithoutADatabaseSaysWhatToDo(t *testing.T) {
 	var got error
 	app.Handle(oke.POST("/x"), oke.NewFlow("x.tx", oke.Options{},
 		func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[int], error) {
-			_, got = fx.Tx(ctx)
+			_, got = fx.Tx(ctx) //oke:ignore this test checks that Fx.Tx outside a step is refused
 			return oke.OK(1), nil
 		}))
 	app.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/x", strings.NewReader(`{}`)))
@@ -156,7 +156,7 @@ func TestFxTxOutsideAStepOfADurableFlowIsRefused(t *testing.T) {
 	var got error
 	app.Handle(oke.POST("/d"), oke.NewFlow("d.tx", oke.Options{Durable: true},
 		func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[int], error) {
-			_, got = fx.Tx(ctx)
+			_, got = fx.Tx(ctx) //oke:ignore this test checks that Fx.Tx outside a step is refused
 			return oke.OK(1), nil
 		}))
 	app.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/d", strings.NewReader(`{}`)))
