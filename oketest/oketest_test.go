@@ -49,8 +49,10 @@ type spy struct {
 	errs []string
 }
 
-func (s *spy) Errorf(format string, args ...any) { s.errs = append(s.errs, fmt.Sprintf(format, args...)) }
-func (s *spy) Helper()                          {}
+func (s *spy) Errorf(format string, args ...any) {
+	s.errs = append(s.errs, fmt.Sprintf(format, args...))
+}
+func (s *spy) Helper() {}
 
 // TestTwiceCatchesAFlowThatRunsAgain: with Idempotency-Key handling off, the
 // second call runs the flow again, and Twice says so.
