@@ -11,8 +11,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
-
-	"github.com/okengine/oke/examples/payments/app"
 )
 
 // Version is the tool's version. Release builds set it with
@@ -48,10 +46,17 @@ func lookup(name string) (command, bool) {
 	return command{}, false
 }
 
+// ServeFunc runs `oke serve NAME ARGS…` and returns its exit code: the
+// payments demo, which cmd/oke links in (this package does not import it).
+type ServeFunc func(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int
+
 // Main runs the oke tool with args (without the program name) and returns
 // the process exit code: 0 on success, 1 when a command fails, 2 for a
-// usage mistake. ctx ends the running command (serve shuts down gracefully).
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// usage mistake. ctx ends the running command (serve shuts down
+// gracefully). serve runs `oke serve`; nil means the tool was built
+// without the demo.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, serve ServeFunc) int {
+	serveFn = serve
 	if len(args) == 0 {
 		usage(stderr)
 		return 2
@@ -95,9 +100,15 @@ http://127.0.0.1:8080) or, while no app holds it, a data folder (-data DIR).
 	io.WriteString(w, b.String())
 }
 
+// serveFn is Main's serve.
+var serveFn ServeFunc
+
 func runServe(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	err := app.Main(ctx, name, args, stdout, stderr)
-	return app.Exit(stderr, name, err)
+	if serveFn == nil {
+		fmt.Fprintf(stderr, "%s: this build of oke has no demo to serve; run go run github.com/okengine/oke/cmd/oke serve, or the demo itself: go run github.com/okengine/oke/examples/payments\n", name)
+		return 1
+	}
+	return serveFn(ctx, name, args, stdout, stderr)
 }
 
 func runVersion(_ context.Context, name string, args []string, stdout, stderr io.Writer) int {

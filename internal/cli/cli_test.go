@@ -12,12 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/okengine/oke/examples/payments/app"
 	"github.com/okengine/oke/internal/cli"
 )
 
 func run(args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
-	code = cli.Main(context.Background(), args, &out, &errb)
+	code = cli.Main(context.Background(), args, &out, &errb, serveDemo)
 	return code, out.String(), errb.String()
 }
 
@@ -88,6 +89,11 @@ func TestBuildVersion(t *testing.T) {
 	}
 }
 
+// serveDemo is `oke serve` as cmd/oke builds it.
+func serveDemo(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	return app.Exit(stderr, name, app.Main(ctx, name, args, stdout, stderr))
+}
+
 type syncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
@@ -112,7 +118,7 @@ func TestServe(t *testing.T) {
 	var stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- cli.Main(ctx, []string{"serve", "-addr", "127.0.0.1:0", "-data", t.TempDir()}, io.Discard, &stderr)
+		done <- cli.Main(ctx, []string{"serve", "-addr", "127.0.0.1:0", "-data", t.TempDir()}, io.Discard, &stderr, serveDemo)
 	}()
 	re := regexp.MustCompile(`listening on (http://\S+)`)
 	var url string
