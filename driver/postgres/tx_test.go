@@ -18,6 +18,7 @@ import (
 	"github.com/okengine/oke"
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/postgres"
+	"github.com/okengine/oke/internal/pgtest"
 )
 
 // chargeApp is an app on d whose POST /charges inserts a row into a charges
@@ -235,9 +236,11 @@ func TestAnAttemptThatLostItsKeyCannotCommitItsWrites(t *testing.T) {
 // such requests at once, every request must still finish.
 func TestFlowsHoldingTransactionsDoNotStarveTheDriver(t *testing.T) {
 	url, admin := server(t)
+	pgtest.Need(t, 2*pgtest.DriverConns(2))
 	base := newDriver(t)
-	appName := "oke_starve_" + base.Schema()
-	d, err := postgres.Open(t.Context(), url+"&pool_max_conns=2&application_name="+appName, postgres.WithSchema(base.Schema()))
+	c := pgtest.Charge(t, pgtest.DriverConns(2))
+	appName := c.Tag()
+	d, err := postgres.Open(t.Context(), c.DSN(pgtest.WithPoolSize(url, 2)), postgres.WithSchema(base.Schema()))
 	if err != nil {
 		t.Fatal(err)
 	}
