@@ -34,16 +34,13 @@ func setup(t *testing.T, edit ...func(*app.Config)) *env {
 	cfg := app.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	if onPostgres(t) {
-		cfg.Postgres = newDatabase(t)
+		cfg.Postgres, _ = demoDSN(t, newDatabase(t, demoConns))
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	for _, f := range edit {
 		f(&cfg)
 	}
-	s, err := app.Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("open the demo: %v", err)
-	}
+	s := openDemo(t, cfg)
 	hs := serve(s)
 	t.Cleanup(func() {
 		s.Shutdown()
