@@ -629,6 +629,8 @@ func TestBeginClaimedWhenTheClaimFails(t *testing.T) {
 // heldTx begins a transaction on a new connection of d's DB whose claim of
 // key is held in it (ClaimRequest.InTx), sends INSERT of amount into table
 // with it, and returns the connection and what the claim's ticket was told.
+// The connection goes back to the pool when the test ends, or when the
+// test closes it (the pool is small: testPool).
 func heldTx(t *testing.T, d *postgres.Driver, table string, key driver.Key, owner string, amount int64) (*sql.Conn, *ticket, error) {
 	t.Helper()
 	ctx := t.Context()
@@ -675,15 +677,17 @@ func TestHeldClaim(t *testing.T) {
 	if n, row := count(); n != 0 || row {
 		t.Errorf("while the first runs: %d charges, row %v; want none visible", n, row)
 	}
-	_, tk2, err := heldTx(t, d, table, key, "second", 2)
+	second, tk2, err := heldTx(t, d, table, key, "second", 2)
 	if !errors.Is(err, errNotOurs) || tk2.res.Claimed || tk2.res.Row.State != driver.Running ||
 		tk2.res.Row.LeaseUntil.Sub(tk2.res.Now) != time.Second {
 		t.Errorf("second, while the first runs: %v, claim %+v; want it refused as running for a second", err, tk2.res)
 	}
+	second.Close()
 	// The first rolls back: nothing of it remains, and the key is free.
 	if _, err := first.ExecContext(ctx, "ROLLBACK"); err != nil {
 		t.Fatal(err)
 	}
+	first.Close()
 	if n, row := count(); n != 0 || row {
 		t.Errorf("after a rollback: %d charges, row %v; want none", n, row)
 	}
@@ -695,6 +699,7 @@ func TestHeldClaim(t *testing.T) {
 	if err := d.CommitComplete(ctx, third, key, "third", resp, time.Hour); err != nil {
 		t.Fatalf("third's completion: %v", err)
 	}
+	third.Close()
 	if n, row := count(); n != 1 || !row {
 		t.Errorf("after the third committed: %d charges, row %v; want its charge and its row", n, row)
 	}

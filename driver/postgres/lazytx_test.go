@@ -15,7 +15,8 @@ import (
 )
 
 // begun returns a connection of d.DB() with a transaction begun (lazily:
-// nothing sent yet), returned to the pool at the end of the test.
+// nothing sent yet), returned to the pool at the end of the test, or when
+// the test closes it (the pool is small: testPool).
 func begun(t *testing.T, d *postgres.Driver) *sql.Conn {
 	t.Helper()
 	conn, err := d.DB().Conn(t.Context())
@@ -255,6 +256,7 @@ func TestLazyBeginIsATransaction(t *testing.T) {
 			if _, err := conn.ExecContext(ctx, `DELETE FROM `+table+` WHERE id = 10`); err != nil {
 				t.Fatal(err)
 			}
+			conn.Close() // back to the pool (of testPool connections)
 		}
 	})
 

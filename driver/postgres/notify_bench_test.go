@@ -60,6 +60,7 @@ func reportLatencies(b *testing.B, lat []time.Duration) {
 func BenchmarkWakeLatencyEnqueue(b *testing.B) {
 	for _, m := range wakeModes {
 		b.Run(m.name, func(b *testing.B) {
+			twoDrivers(b)
 			da := newDriver(b)
 			db := sameSchema(b, da)
 			started := make(chan time.Time, 1)

@@ -19,6 +19,7 @@ import (
 	"github.com/okengine/oke"
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/postgres"
+	"github.com/okengine/oke/internal/pgtest"
 )
 
 // wait is how long a test waits for something that should happen at once:
@@ -30,17 +31,16 @@ const wait = 10 * time.Second
 const hourPoll = time.Hour
 
 // sameSchema opens a second driver on d's schema, as another instance of
-// the app would.
+// the app would (the test declares it needs two drivers: twoDrivers).
 func sameSchema(t testing.TB, d *postgres.Driver) *postgres.Driver {
 	t.Helper()
 	url, _ := server(t)
-	d2, err := postgres.Open(t.Context(), url, postgres.WithSchema(d.Schema()))
-	if err != nil {
-		t.Fatalf("Open a second driver on schema %s: %v", d.Schema(), err)
-	}
-	t.Cleanup(func() { _ = d2.Close() })
-	return d2
+	return openDriver(t, url, testPool, postgres.WithSchema(d.Schema()))
 }
+
+// twoDrivers declares that the test opens two drivers (newDriver and
+// sameSchema).
+func twoDrivers(t testing.TB) { pgtest.Need(t, 2*pgtest.DriverConns(testPool)) }
 
 // listenerPID waits until a session LISTENs on channel and returns its
 // backend PID; not is a PID to ignore (a terminated listener's).
@@ -80,6 +80,7 @@ func receive(t *testing.T, c <-chan struct{}, what string) {
 // due, a run released, and a run parked by one instance each signal the
 // watchers of another instance on the same schema.
 func TestWatchDueHearsRunsMadeDueByAnotherDriver(t *testing.T) {
+	twoDrivers(t)
 	a := newDriver(t)
 	defer a.Close()
 	b := sameSchema(t, a)
@@ -116,6 +117,7 @@ func TestWatchDueHearsRunsMadeDueByAnotherDriver(t *testing.T) {
 // have missed notifications), and delivers the next notification.
 func TestListenerReconnectsAfterItsConnectionIsKilled(t *testing.T) {
 	_, admin := server(t)
+	twoDrivers(t)
 	a := newDriver(t)
 	defer a.Close()
 	b := sameSchema(t, a)
@@ -143,6 +145,7 @@ func TestListenerReconnectsAfterItsConnectionIsKilled(t *testing.T) {
 // channel, and a schema name too long to prefix still gets a channel that
 // LISTEN and pg_notify agree on.
 func TestWakeChannelIsPerSchemaAndFitsAnIdentifier(t *testing.T) {
+	pgtest.Need(t, 4*pgtest.DriverConns(testPool))
 	a := newDriver(t)
 	defer a.Close()
 	b := newDriver(t)
@@ -213,6 +216,7 @@ type echoIn struct {
 // with oke.Run; app B, on the same schema and polling once an hour, executes
 // it — only the notification can have told B.
 func TestRunEnqueuedOnOneAppRunsOnAnother(t *testing.T) {
+	twoDrivers(t)
 	da := newDriver(t)
 	defer da.Close()
 	db := sameSchema(t, da)
@@ -261,6 +265,7 @@ func TestRunEnqueuedOnOneAppRunsOnAnother(t *testing.T) {
 // the sleep ends — told of the park by the notification, woken by the timer
 // NextDue armed.
 func TestSleepParkedOnOneAppWakesOnAnother(t *testing.T) {
+	twoDrivers(t)
 	da := newDriver(t)
 	defer da.Close()
 	db := sameSchema(t, da)
@@ -370,6 +375,7 @@ func waitStatus(t *testing.T, d *postgres.Driver, flow string, n int, status dri
 // when the slot frees, not at the next poll: nothing else would tell the
 // scheduler (a run that completes sends no notification).
 func TestBacklogStartsWhenASlotFrees(t *testing.T) {
+	twoDrivers(t)
 	da := newDriver(t)
 	defer da.Close()
 	db := sameSchema(t, da)
@@ -424,8 +430,9 @@ func TestBacklogStartsWhenASlotFrees(t *testing.T) {
 // pool's own connections (a hook may set credentials or session settings).
 func TestListenerUsesThePoolsConnectHooks(t *testing.T) {
 	url, admin := server(t)
+	twoDrivers(t)
 	base := newDriver(t)
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := pgxpool.ParseConfig(pgtest.Charge(t, pgtest.DriverConns(testPool)).DSN(pgtest.WithPoolSize(url, testPool)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,27 +21,19 @@ import (
 	"github.com/okengine/oke/internal/pgtest"
 )
 
-var (
-	serverOnce sync.Once
-	serverPool *pgxpool.Pool // creates and drops the tests' schemas
-	serverErr  error
-	schemaSeq  atomic.Int64
-)
+var schemaSeq atomic.Int64
+
+// testPool is the size (pool_max_conns) of the pools of the tests'
+// drivers: the test server is shared with the other packages' tests and
+// other clients, and every test's connections come out of internal/pgtest's
+// budget. A driver holds pgtest.DriverConns(testPool) connections at most.
+const testPool = 2
 
 // server returns the test server's URL (internal/pgtest: a real server,
-// never skipped) and a pgx admin pool on it, or fails the test.
+// never skipped) and pgtest's admin connection on it, or fails the test.
 func server(t testing.TB) (string, *pgxpool.Pool) {
 	t.Helper()
-	url := pgtest.URL(t)
-	serverOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		serverPool, serverErr = pgxpool.New(ctx, url)
-	})
-	if serverErr != nil {
-		t.Fatalf("admin pool on %s: %v", url, serverErr)
-	}
-	return url, serverPool
+	return pgtest.URL(t), pgtest.AdminPool(t)
 }
 
 // newDriver opens a driver on a fresh, migrated schema of its own and drops
@@ -53,18 +45,28 @@ func newDriver(t testing.TB) *postgres.Driver {
 }
 
 // newDriverIn opens a driver on dsn in schema, migrated, and drops the
-// schema when the test ends.
+// schema when the test ends, after closing the driver.
 func newDriverIn(t testing.TB, dsn, schema string) *postgres.Driver {
 	t.Helper()
-	d, err := postgres.Open(t.Context(), dsn, postgres.WithSchema(schema))
+	dropSchemaAtEnd(t, schema)
+	d := openDriver(t, dsn, testPool, postgres.WithSchema(schema))
+	if err := d.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return d
+}
+
+// openDriver opens a driver on dsn with pools of pool connections, charged
+// to the test's share of the budget, and closes it when the test ends (it
+// may be closed before).
+func openDriver(t testing.TB, dsn string, pool int, opts ...postgres.Option) *postgres.Driver {
+	t.Helper()
+	c := pgtest.Charge(t, pgtest.DriverConns(pool))
+	d, err := postgres.Open(t.Context(), c.DSN(pgtest.WithPoolSize(dsn, pool)), opts...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	dropSchemaAtEnd(t, schema)
-	if err := d.Migrate(t.Context()); err != nil {
-		_ = d.Close()
-		t.Fatalf("Migrate: %v", err)
-	}
+	t.Cleanup(func() { _ = d.Close() })
 	return d
 }
 
@@ -81,7 +83,38 @@ func dropSchemaAtEnd(t testing.TB, schema string) {
 }
 
 func TestConformance(t *testing.T) {
-	drivertest.Run(t, func(t *testing.T) driver.Driver { return newDriver(t) })
+	drivertest.Run(t, func(st *testing.T) driver.Driver {
+		if st == t {
+			return newProbe(t)
+		}
+		return newDriver(st)
+	})
+}
+
+// probe is the driver drivertest.Run opens first, on the parent test, to
+// see what it implements, and closes at once: closing it gives its
+// connections back, so that the parent holds no share of the budget while
+// its subtests take theirs.
+type probe struct {
+	*postgres.Driver
+	conns *pgtest.Conns
+}
+
+func newProbe(t *testing.T) probe {
+	t.Helper()
+	url, _ := server(t)
+	c := pgtest.Charge(t, pgtest.DriverConns(1))
+	d, err := postgres.Open(t.Context(), c.DSN(pgtest.WithPoolSize(url, 1)))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return probe{d, c}
+}
+
+func (p probe) Close() error {
+	err := p.Driver.Close()
+	p.conns.Done()
+	return err
 }
 
 func TestMigrateIsSafeTwiceAndConcurrently(t *testing.T) {
@@ -89,11 +122,15 @@ func TestMigrateIsSafeTwiceAndConcurrently(t *testing.T) {
 	schema := fmt.Sprintf("oke_test_%d_migrate", os.Getpid())
 	dropSchemaAtEnd(t, schema)
 	const n = 8
+	// n drivers at once, and one more, each of one connection: Migrate
+	// needs no more, and none of them uses DB or WatchDue.
+	pgtest.Need(t, n+1)
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
+		c := pgtest.Charge(t, 1)
 		wg.Go(func() {
-			d, err := postgres.Open(t.Context(), url, postgres.WithSchema(schema))
+			d, err := postgres.Open(t.Context(), c.DSN(pgtest.WithPoolSize(url, 1)), postgres.WithSchema(schema))
 			if err != nil {
 				errs[i] = err
 				return
@@ -108,7 +145,7 @@ func TestMigrateIsSafeTwiceAndConcurrently(t *testing.T) {
 			t.Errorf("concurrent Migrate %d: %v", i, err)
 		}
 	}
-	d, err := postgres.Open(t.Context(), url, postgres.WithSchema(schema))
+	d, err := postgres.Open(t.Context(), pgtest.Charge(t, 1).DSN(pgtest.WithPoolSize(url, 1)), postgres.WithSchema(schema))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +224,20 @@ func TestLostConnectionIsErrUnavailable(t *testing.T) {
 	url, admin := server(t)
 	schema := fmt.Sprintf("oke_test_%d_lost", os.Getpid())
 	dropSchemaAtEnd(t, schema)
-	d, err := postgres.Open(t.Context(), pgtest.WithParam(url, "pool_max_conns", "1"), postgres.WithSchema(schema))
+	// One connection, never pinged before use (pgxpool pings one idle for a
+	// second, and would replace the dead one unseen).
+	c := pgtest.Charge(t, 1)
+	cfg, err := pgxpool.ParseConfig(c.DSN(pgtest.WithPoolSize(url, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	d, err := postgres.Open(t.Context(), "", postgres.WithPool(pool), postgres.WithSchema(schema))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,10 +249,11 @@ func TestLostConnectionIsErrUnavailable(t *testing.T) {
 	if err := d.Pool().QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Exec(t.Context(), "SELECT pg_terminate_backend($1)", pid); err != nil {
-		t.Fatal(err)
+	// Wait until the server process is gone (it told the client first).
+	var ended bool
+	if err := admin.QueryRow(t.Context(), "SELECT pg_terminate_backend($1, 60000)", pid).Scan(&ended); err != nil || !ended {
+		t.Fatalf("pg_terminate_backend(%d, 60s) = %v, %v", pid, ended, err)
 	}
-	time.Sleep(100 * time.Millisecond)
 	_, err = d.Get(t.Context(), driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "idem-key-0000-lost"})
 	if !errors.Is(err, driver.ErrUnavailable) {
 		t.Fatalf("Get on a connection the server terminated: err = %v, want driver.ErrUnavailable", err)

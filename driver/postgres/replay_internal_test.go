@@ -10,20 +10,19 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/pgtest"
 )
 
 // TestReplayClaimWritesNothing: the claim of a completed, unexpired key (a
 // replay) takes no row lock and gets no transaction id, so its commit needs
 // no WAL flush — while a claim of a new key does get one.
 func TestReplayClaimWritesNothing(t *testing.T) {
-	url := os.Getenv("OKE_TEST_DATABASE_URL")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
+	url := pgtest.URL(t)
 	schema := fmt.Sprintf("oke_test_%d_replay", os.Getpid())
-	d, err := Open(t.Context(), url, WithSchema(schema))
+	// One connection: a statement at a time, and no DB or WatchDue.
+	d, err := Open(t.Context(), pgtest.Charge(t, 1).DSN(pgtest.WithPoolSize(url, 1)), WithSchema(schema))
 	if err != nil {
-		t.Fatalf("Open (the Postgres tests need a server: see scripts/pg): %v", err)
+		t.Fatal(err)
 	}
 	defer d.Close()
 	defer d.pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/postgres"
+	"github.com/okengine/oke/internal/pgtest"
 )
 
 // TestRetentionDeletesFinishedRunsOnly: with WithRetention, Sweep deletes
@@ -14,12 +15,9 @@ import (
 // business keys they claimed; running and sleeping runs stay.
 func TestRetentionDeletesFinishedRunsOnly(t *testing.T) {
 	url, _ := server(t)
+	pgtest.Need(t, 2*pgtest.DriverConns(testPool))
 	base := newDriver(t)
-	d, err := postgres.Open(t.Context(), url, postgres.WithSchema(base.Schema()), postgres.WithRetention(time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openDriver(t, url, testPool, postgres.WithSchema(base.Schema()), postgres.WithRetention(time.Millisecond))
 	ctx := t.Context()
 	start := func(id string) {
 		t.Helper()

@@ -19,6 +19,7 @@ import (
 	"github.com/okengine/oke"
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/postgres"
+	"github.com/okengine/oke/internal/pgtest"
 )
 
 // Round trips are a behaviour, not a timing: each one is a network hop to
@@ -107,7 +108,8 @@ func roundTripDriver(t *testing.T) (*postgres.Driver, *roundTrips) {
 	t.Helper()
 	url, _ := server(t)
 	schema := fmt.Sprintf("oke_test_%d_%d", os.Getpid(), schemaSeq.Add(1))
-	cfg, err := pgxpool.ParseConfig(url)
+	dropSchemaAtEnd(t, schema)
+	cfg, err := pgxpool.ParseConfig(pgtest.Charge(t, pgtest.DriverConns(1)).DSN(url))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +134,6 @@ func roundTripDriver(t *testing.T) (*postgres.Driver, *roundTrips) {
 		pool.Close()
 		t.Fatal(err)
 	}
-	dropSchemaAtEnd(t, schema)
 	t.Cleanup(func() {
 		d.Close()
 		pool.Close()

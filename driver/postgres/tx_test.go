@@ -18,6 +18,7 @@ import (
 	"github.com/okengine/oke"
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/postgres"
+	"github.com/okengine/oke/internal/pgtest"
 )
 
 // chargeApp is an app on d whose POST /charges inserts a row into a charges
@@ -236,9 +237,11 @@ func TestAnAttemptThatLostItsKeyCannotCommitItsWrites(t *testing.T) {
 // such requests at once, every request must still finish.
 func TestFlowsHoldingTransactionsDoNotStarveTheDriver(t *testing.T) {
 	url, admin := server(t)
+	pgtest.Need(t, 2*pgtest.DriverConns(2))
 	base := newDriver(t)
-	appName := "oke_starve_" + base.Schema()
-	d, err := postgres.Open(t.Context(), url+"&pool_max_conns=2&application_name="+appName, postgres.WithSchema(base.Schema()))
+	c := pgtest.Charge(t, pgtest.DriverConns(2))
+	appName := c.Tag()
+	d, err := postgres.Open(t.Context(), c.DSN(pgtest.WithPoolSize(url, 2)), postgres.WithSchema(base.Schema()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,15 +315,22 @@ func TestFlowsHoldingTransactionsDoNotStarveTheDriver(t *testing.T) {
 	}
 }
 
-// killTx ends the server process behind tx's connection.
+// killTx ends the server process behind tx's connection, and waits until
+// it is gone (it told the client first).
 func killTx(ctx context.Context, t *testing.T, tx *oke.Tx) error {
 	_, admin := server(t)
 	var pid int32
 	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 		return err
 	}
-	_, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
-	return err
+	var ended bool
+	if err := admin.QueryRow(ctx, `SELECT pg_terminate_backend($1, 60000)`, pid).Scan(&ended); err != nil {
+		return err
+	}
+	if !ended {
+		return fmt.Errorf("server process %d still there 60s after pg_terminate_backend", pid)
+	}
+	return nil
 }
 
 // useKilledTx kills tx's connection and then uses it: it must fail (what
@@ -329,7 +339,6 @@ func useKilledTx(ctx context.Context, t *testing.T, tx *oke.Tx, what string) err
 	if err := killTx(ctx, t, tx); err != nil {
 		return err
 	}
-	time.Sleep(50 * time.Millisecond)
 	if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

@@ -23,23 +23,39 @@ import (
 // backends can be told apart from other tests' by name.
 type pgDatabase struct {
 	name string  // the database's name
-	dsn  string  // a DSN for it, for the demo's -postgres (with a small pool)
-	db   *sql.DB // a pool on it, for the test's own checks
+	dsn  string  // a DSN for it
+	db   *sql.DB // a connection to it, for the test's own checks
+	// shared says the database is on the test server (internal/pgtest),
+	// whose connections the test's share of the budget counts.
+	shared bool
 }
 
-// demoPoolSize bounds the demo's pool of connections to oke's tables
-// (pool_max_conns in its DSN): the server is shared with other tests, whose
-// connections count against the same max_connections.
-const demoPoolSize = 6
+// The test server is shared with other tests and other clients: a demo
+// process's pools are small, and the connections they can hold are charged
+// to the test's share of internal/pgtest's budget.
+const (
+	// demoPoolSize is the size of the Postgres driver's pools in a demo
+	// process (pool_max_conns in its -postgres DSN).
+	demoPoolSize = 2
+	// demoConns is how many connections a demo process on -postgres holds
+	// at most: the driver's pools and wake-up listener, and two of its
+	// business pool. The demo sizes that pool itself (16; a DSN does not
+	// change it); the tests use it only for the demo's migration, health
+	// checks and a read now and then, one at a time.
+	demoConns = 2*demoPoolSize + 1 + 2
+)
 
 // newPgDatabase creates a database with a random name on the test server
-// (internal/pgtest: a real server, never skipped); it is dropped (WITH
-// (FORCE)) when the test ends.
-func newPgDatabase(t *testing.T) *pgDatabase {
+// (internal/pgtest: a real server, never skipped) for a test that runs at
+// most demos demo processes at once on it; it is dropped (WITH (FORCE))
+// when the test ends.
+func newPgDatabase(t *testing.T, demos int) *pgDatabase {
 	t.Helper()
+	pgtest.Need(t, 1+demos*demoConns)
 	name, dsn := pgtest.NewDatabase(t, "oke_crash_test")
 	// The test's own connection, opened now and kept (terminateBackends
 	// spares it): on a busy shared server a new one may be refused later.
+	pgtest.Charge(t, 1)
 	db, err := sql.Open("pgx", pgtest.WithParam(dsn, "application_name", checkerApp))
 	if err != nil {
 		t.Fatal(err)
@@ -49,8 +65,22 @@ func newPgDatabase(t *testing.T) *pgDatabase {
 	if err := db.Ping(); err != nil {
 		t.Fatalf("connect to %s: %v", name, err)
 	}
-	t.Cleanup(func() { db.Close() }) // runs before the drop, registered earlier
-	return &pgDatabase{name: name, dsn: pgtest.WithParam(dsn, "pool_max_conns", fmt.Sprint(demoPoolSize)), db: db}
+	t.Cleanup(func() { db.Close() })
+	return &pgDatabase{name: name, dsn: dsn, db: db, shared: true}
+}
+
+// demoDSN returns the -postgres DSN for one demo process, its connections
+// charged to the test's share, and done, which waits until the process's
+// backends are gone once it has exited and gives the connections back (for
+// a restart; the test's end does it too).
+func (d *pgDatabase) demoDSN(t *testing.T) (dsn string, done func()) {
+	t.Helper()
+	dsn = pgtest.WithPoolSize(d.dsn, demoPoolSize)
+	if !d.shared {
+		return dsn, func() {}
+	}
+	c := pgtest.Charge(t, demoConns)
+	return c.DSN(dsn), c.Done
 }
 
 // checkerApp is the application_name of the test's own connection to its

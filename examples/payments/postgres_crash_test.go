@@ -44,9 +44,11 @@ func TestSIGKILLWhileChargingOnPostgres(t *testing.T) {
 func chargeUnderKills(t *testing.T, extra ...string) {
 	start := time.Now()
 	bin := demoBinary(t)
-	pg := newPgDatabase(t) // fails when no Postgres server answers
+	pg := newPgDatabase(t, 1) // fails when no Postgres server answers
 	data := t.TempDir()
-	flags := append([]string{"-postgres", pg.dsn, "-lease", "1s", "-poll", "50ms"}, extra...)
+	flags := func(dsn string) []string {
+		return append([]string{"-postgres", dsn, "-lease", "1s", "-poll", "50ms"}, extra...)
+	}
 	hc := &http.Client{Timeout: 10 * time.Second}
 	const workers = 8
 
@@ -60,7 +62,8 @@ func chargeUnderKills(t *testing.T, extra ...string) {
 	)
 	rounds := crashRounds(t)
 	for round := range rounds {
-		cmd, base := startLoggedDemo(t, bin, data, &log, flags...)
+		dsn, done := pg.demoDSN(t)
+		cmd, base := startLoggedDemo(t, bin, data, &log, flags(dsn)...)
 		ctx, cancel := context.WithCancel(context.Background())
 		charging := make(chan struct{}) // closed on the round's first 201
 		var once sync.Once
@@ -103,10 +106,12 @@ func chargeUnderKills(t *testing.T, extra ...string) {
 		kill(t, cmd)
 		cancel()
 		wg.Wait()
+		done() // its backends gone before the next one starts
 	}
 
 	// A live process answers every key once more.
-	cmd, base := startLoggedDemo(t, bin, data, &log, flags...)
+	dsn, _ := pg.demoDSN(t)
+	cmd, base := startLoggedDemo(t, bin, data, &log, flags(dsn)...)
 	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
 	final := settleKeys(base, amounts, workers)
 

@@ -41,7 +41,7 @@ func TestPostgresBackendsKilledMidLoad(t *testing.T) {
 		flags []string
 	}{{"claim first", nil}, {"deferred claim", []string{"-defer-claim"}}, {"claim in transaction", []string{"-claim-in-tx"}}} {
 		t.Run(v.name, func(t *testing.T) {
-			pg := newPgDatabase(t) // fails when no Postgres server answers
+			pg := newPgDatabase(t, 1) // fails when no Postgres server answers
 			ended := 0
 			chargeThroughOutages(t, pg, 6, func(t *testing.T) string {
 				n := pg.terminateBackends(t)
@@ -64,7 +64,8 @@ func chargeThroughOutages(t *testing.T, pg *pgDatabase, outages int, cut func(t 
 	start := time.Now()
 	bin := demoBinary(t)
 	var log demoLog
-	cmd, base := startLoggedDemo(t, bin, t.TempDir(), &log, append([]string{"-postgres", pg.dsn, "-lease", "1s", "-poll", "50ms"}, extra...)...)
+	dsn, _ := pg.demoDSN(t)
+	cmd, base := startLoggedDemo(t, bin, t.TempDir(), &log, append([]string{"-postgres", dsn, "-lease", "1s", "-poll", "50ms"}, extra...)...)
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	defer func() {

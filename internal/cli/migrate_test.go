@@ -1,13 +1,14 @@
 package cli_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/okengine/oke/internal/pgtest"
 )
 
 func TestMigrateWithoutADatabaseSaysHow(t *testing.T) {
@@ -22,28 +23,25 @@ func TestMigrateWithoutADatabaseSaysHow(t *testing.T) {
 	}
 }
 
-// TestMigrateTwice runs oke migrate against the test server (the one
-// scripts/pg provides): the first run creates the tables, the second finds
-// nothing to do.
+// TestMigrateTwice runs oke migrate against the test server (internal/pgtest:
+// a real server, never skipped): the first run creates the tables, the
+// second finds nothing to do.
 func TestMigrateTwice(t *testing.T) {
-	url := os.Getenv("OKE_TEST_DATABASE_URL")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
+	admin := pgtest.Admin(t)
 	schema := fmt.Sprintf("oke_cli_%d", os.Getpid())
 	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), url)
-		if err != nil {
-			return
+		if _, err := admin.Exec("DROP SCHEMA IF EXISTS " + pgx.Identifier{schema}.Sanitize() + " CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
 		}
-		defer conn.Close(context.Background())
-		conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 	})
-	code, stdout, stderr := run("migrate", "-postgres", url, "-schema", schema)
+	// oke migrate opens the driver on one connection (all Migrate needs),
+	// one run after the other.
+	dsn := pgtest.Charge(t, 1).DSN(pgtest.WithPoolSize(pgtest.URL(t), 1))
+	code, stdout, stderr := run("migrate", "-postgres", dsn, "-schema", schema)
 	if code != 0 || !strings.Contains(stdout, "applied 4 migration(s) to schema "+schema+": 001_init.sql, 002_finished_runs.sql, 003_next_attempts.sql, 004_claim_function.sql") {
-		t.Fatalf("first migrate: exit %d\nstdout: %s\nstderr: %s\n(the test needs the Postgres server of scripts/pg or OKE_TEST_DATABASE_URL)", code, stdout, stderr)
+		t.Fatalf("first migrate: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
-	code, stdout, stderr = run("migrate", "-postgres", url, "-schema", schema)
+	code, stdout, stderr = run("migrate", "-postgres", dsn, "-schema", schema)
 	if code != 0 || !strings.Contains(stdout, "schema "+schema+" is up to date") {
 		t.Fatalf("second migrate: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}

@@ -1,6 +1,8 @@
-// Package pgtest finds the PostgreSQL server oke's tests run against and
-// gives each test a database of its own. The tests that need Postgres are
-// never skipped: without a server they fail, saying how to get one.
+// Package pgtest finds the PostgreSQL server oke's tests run against,
+// gives each test a database of its own, and keeps the tests' connections
+// within a budget (see Charge) that leaves room on the server for other
+// clients. The tests that need Postgres are never skipped: without a server
+// they fail, saying how to get one.
 //
 // The server is OKE_TEST_DATABASE_URL when set, else DefaultURL — what
 // scripts/pg starts, and what scripts/test and .ci/run make sure answers.
@@ -19,48 +21,77 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib" // and the "pgx" database/sql driver
 )
 
 // DefaultURL is the server used when OKE_TEST_DATABASE_URL is not set.
 const DefaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
+// AdminApp is the application_name of Admin's connection.
+const AdminApp = "oke-pgtest-admin"
+
 var (
-	once     sync.Once
-	serverDS string
-	admin    *sql.DB
-	openErr  error
+	once      sync.Once
+	serverDS  string
+	serverCfg *pgconn.Config
+	admin     *pgxpool.Pool
+	adminDB   *sql.DB
+	openErr   error
 )
 
-// URL returns the test server's DSN, or fails t.
+// URL returns the test server's DSN, or fails t. Open pools on it with a
+// DSN from Charge.
 func URL(t testing.TB) string {
 	t.Helper()
-	u, _ := server(t)
-	return u
+	server(t)
+	return serverDS
 }
 
-// Admin returns a pool on the test server for creating and dropping the
-// tests' databases and schemas and ending their backends, or fails t. It is
-// shared: do not close it.
+// Admin returns the process's connection to the test server for creating
+// and dropping the tests' databases and schemas and ending their backends,
+// as a database/sql pool, or fails t. It is one connection, shared, and
+// outside the budget: use it for short statements only, and do not close
+// it.
 func Admin(t testing.TB) *sql.DB {
 	t.Helper()
-	_, db := server(t)
-	return db
+	server(t)
+	return adminDB
 }
 
-func server(t testing.TB) (string, *sql.DB) {
+// AdminPool is Admin as the pgx pool it is.
+func AdminPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	server(t)
+	return admin
+}
+
+func server(t testing.TB) {
 	t.Helper()
 	once.Do(func() {
 		serverDS = os.Getenv("OKE_TEST_DATABASE_URL")
 		if serverDS == "" {
 			serverDS = DefaultURL
 		}
-		if admin, openErr = sql.Open("pgx", serverDS); openErr != nil {
+		cfg, err := pgxpool.ParseConfig(serverDS)
+		if err != nil {
+			openErr = err
 			return
 		}
+		serverCfg = cfg.ConnConfig.Config.Copy()
+		cfg.MaxConns, cfg.MinConns = 1, 0
+		cfg.ConnConfig.RuntimeParams["application_name"] = AdminApp
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		openErr = admin.PingContext(ctx)
+		if admin, openErr = pgxpool.NewWithConfig(ctx, cfg); openErr != nil {
+			return
+		}
+		if openErr = admin.Ping(ctx); openErr != nil {
+			admin.Close()
+			return
+		}
+		adminDB = stdlib.OpenDBFromPool(admin)
 	})
 	if openErr != nil {
 		if os.Getenv("CI") != "" {
@@ -71,27 +102,34 @@ func server(t testing.TB) (string, *sql.DB) {
 			"by hand, start a throwaway one with\n\teval \"$(scripts/pg)\"\nor point OKE_TEST_DATABASE_URL at a "+
 			"server where you may create databases and schemas.", serverDS, openErr)
 	}
-	return serverDS, admin
+}
+
+// serverKey names the test server (host and port) in a file name.
+func serverKey() string {
+	host := strings.NewReplacer("/", "_", ":", "_", "%", "_").Replace(serverCfg.Host)
+	return fmt.Sprintf("%s_%d", host, serverCfg.Port)
 }
 
 // NewDatabase creates a database named prefix_<pid>_<random> on the test
-// server and returns its name and a DSN for it. It is dropped (WITH
-// (FORCE)) when the test ends, after cleanups registered later.
+// server and returns its name and a DSN for it (open pools on it with a DSN
+// from Charge). When the test ends, after its other cleanups, it checks
+// that the database has no connection left (see Charge), then drops it
+// (WITH (FORCE)).
 func NewDatabase(t testing.TB, prefix string) (name, dsn string) {
 	t.Helper()
-	base, admin := server(t)
+	s := shareOf(t)
 	b := make([]byte, 6)
 	rand.Read(b)
 	name = fmt.Sprintf("%s_%d_%s", prefix, os.Getpid(), hex.EncodeToString(b))
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("create database %s on %s: %v (the test user needs CREATEDB)", name, base, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := s.admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database %s on %s: %v (the test user needs CREATEDB)", name, serverDS, err)
 	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	dsn, err := WithDatabase(base, name)
+	s.mu.Lock()
+	s.dbs = append(s.dbs, name)
+	s.mu.Unlock()
+	dsn, err := WithDatabase(serverDS, name)
 	if err != nil {
 		t.Fatalf("OKE_TEST_DATABASE_URL: %v", err)
 	}
@@ -112,16 +150,18 @@ func WithDatabase(dsn, name string) (string, error) {
 	return dsn + " dbname=" + name, nil
 }
 
-// WithParam returns dsn with one more parameter, key=value.
+// WithParam returns dsn with parameter key set to value (replacing the
+// value it had, if any).
 func WithParam(dsn, key, value string) string {
 	if isURL(dsn) {
-		sep := "?"
-		if strings.Contains(dsn, "?") {
-			sep = "&"
+		if u, err := url.Parse(dsn); err == nil {
+			q := u.Query()
+			q.Set(key, value)
+			u.RawQuery = q.Encode()
+			return u.String()
 		}
-		return dsn + sep + url.QueryEscape(key) + "=" + url.QueryEscape(value)
 	}
-	return dsn + " " + key + "=" + value
+	return dsn + " " + key + "=" + value // a later key wins
 }
 
 func isURL(dsn string) bool {

@@ -187,10 +187,7 @@ func TestPostRefunds(t *testing.T) {
 // server.
 func openAt(t *testing.T, cfg app.Config) (url string, stop func(timeout time.Duration, then func())) {
 	t.Helper()
-	s, err := app.Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("open the demo: %v", err)
-	}
+	s := openDemo(t, cfg)
 	hs := serve(s)
 	var once sync.Once
 	stop = func(timeout time.Duration, then func()) {
@@ -246,8 +243,11 @@ func TestRefundCutOffStepCallsTheProviderAgainWithTheSameKey(t *testing.T) {
 
 	cfg := app.DefaultConfig()
 	cfg.DataDir = t.TempDir()
+	var db string
+	doneA := func() {}
 	if onPostgres(t) {
-		cfg.Postgres = newDatabase(t)
+		db = newDatabase(t, demoConns)
+		cfg.Postgres, doneA = demoDSN(t, db)
 	}
 	cfg.Provider = prov.URL + "/v1/refunds"
 	cfg.Lease = 300 * time.Millisecond
@@ -285,6 +285,10 @@ func TestRefundCutOffStepCallsTheProviderAgainWithTheSameKey(t *testing.T) {
 
 	// The next process on the folder picks the run up (the scheduler) and
 	// the retried key gets its answer.
+	if onPostgres(t) {
+		doneA() // the first one's connections gone
+		cfg.Postgres, _ = demoDSN(t, db)
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	urlB, _ := openAt(t, cfg)
 	var r reply

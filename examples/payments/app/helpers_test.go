@@ -47,7 +47,7 @@ func newConfig(t *testing.T, edit ...func(*app.Config)) app.Config {
 	cfg := app.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	if onPostgres(t) {
-		cfg.Postgres = newDatabase(t)
+		cfg.Postgres, _ = demoDSN(t, newDatabase(t, demoConns))
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg.AdminToken = testAdminToken
@@ -62,10 +62,7 @@ func newConfig(t *testing.T, edit ...func(*app.Config)) app.Config {
 // again.
 func openEnv(t *testing.T, cfg app.Config) (e *env, close func()) {
 	t.Helper()
-	s, err := app.Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("open the demo: %v", err)
-	}
+	s := openDemo(t, cfg)
 	hs := serve(s)
 	var once sync.Once
 	close = func() {

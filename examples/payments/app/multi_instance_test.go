@@ -236,16 +236,12 @@ func TestThreeInstancesOnePostgresClaimInTx(t *testing.T) {
 // Postgres. It returns a handle on the database.
 func startInstances(t *testing.T, n int, extra ...string) (*sql.DB, []*proc) {
 	t.Helper()
-	dsn := newDatabase(t) // fails when no Postgres server answers
+	dsn := newDatabase(t, n*procConns+1) // fails when no Postgres server answers
 	bin := buildDemo(t)
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := testDB(t, dsn)
 	procs := make([]*proc, n)
 	for i := range procs {
-		procs[i] = startProc(t, bin, append([]string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-postgres", dsn, "-lease", "2s", "-poll", "50ms"}, extra...)...)
+		procs[i] = startProc(t, bin, append([]string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-postgres", procDSN(t, dsn), "-lease", "2s", "-poll", "50ms"}, extra...)...)
 	}
 	for _, p := range procs {
 		p.url = waitListening(t, p.stderr, p.done)

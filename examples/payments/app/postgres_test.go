@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"database/sql"
 	"io"
 	"net/http"
@@ -13,15 +14,85 @@ import (
 	"github.com/okengine/oke/internal/pgtest"
 )
 
-// newDatabase creates a database of its own for the test (dropped when it
-// ends, after the demo's own cleanup, which was registered later) and
-// returns a DSN for it: oke's schema and the business tables to itself, so
-// runs never collide. The demo's -postgres mode is tested against a real
-// server, never skipped (internal/pgtest).
-func newDatabase(t *testing.T) string {
+// newDatabase creates a database of its own for a test that holds up to
+// conns connections to it at once (its demos' and its own: demoConns,
+// procConns, testDB); it is dropped when the test ends, after the demos'
+// own cleanups, which were registered later. It returns a DSN for the
+// database: oke's schema and the business tables to itself, so runs never
+// collide. Open a demo on it with demoDSN or procDSN. The demo's -postgres
+// mode is tested against a real server, never skipped (internal/pgtest).
+func newDatabase(t *testing.T, conns int) string {
 	t.Helper()
+	pgtest.Need(t, conns)
 	_, dsn := pgtest.NewDatabase(t, "oke_demo_test")
 	return dsn
+}
+
+// The test server is shared with other tests and other clients: a demo's
+// pools are small, and the connections they can hold are charged to the
+// test's share of internal/pgtest's budget.
+const (
+	// demoPoolSize is the size of the Postgres driver's pools in a demo
+	// (pool_max_conns in its -postgres DSN): with its wake-up listener the
+	// driver holds 2*demoPoolSize+1 connections at most.
+	demoPoolSize = 2
+	// demoBusinessConns is the size of the business pool of the tests' own
+	// demos (SetMaxOpenConns: see openDemo).
+	demoBusinessConns = 2
+	// demoConns is what one of the tests' own demos on -postgres holds at
+	// most.
+	demoConns = 2*demoPoolSize + 1 + demoBusinessConns
+	// procConns is what a demo process on -postgres holds at most. Its
+	// business pool the demo sizes itself (16; a DSN does not change it):
+	// it grows to the most statements the process ever ran on it at once,
+	// which in these tests is its migration and a read, or (in
+	// TestThreeInstancesOnePostgres) the steps of the three pipelines one
+	// process runs at once and a read.
+	procConns = 2*demoPoolSize + 1 + 4
+)
+
+// demoDSN returns a -postgres DSN on the database at dsn for one of the
+// tests' own demos (openDemo), its connections charged to the test's share,
+// and done, which waits until the demo's backends are gone once it is closed
+// and gives them back (for a restart; the test's end does it too).
+func demoDSN(t *testing.T, dsn string) (demo string, done func()) {
+	t.Helper()
+	c := pgtest.Charge(t, demoConns)
+	return c.DSN(pgtest.WithPoolSize(dsn, demoPoolSize)), c.Done
+}
+
+// procDSN returns a -postgres DSN on the database at dsn for one demo
+// process, its connections charged to the test's share.
+func procDSN(t *testing.T, dsn string) string {
+	t.Helper()
+	return pgtest.Charge(t, procConns).DSN(pgtest.WithPoolSize(dsn, demoPoolSize))
+}
+
+// testDB opens the test's own connection to the database at dsn, closed
+// when the test ends.
+func testDB(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", pgtest.Charge(t, 1).DSN(dsn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// openDemo opens the demo with cfg, its business pool on Postgres bounded
+// (demoBusinessConns).
+func openDemo(t *testing.T, cfg app.Config) *app.Server {
+	t.Helper()
+	s, err := app.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("open the demo: %v", err)
+	}
+	if cfg.Postgres != "" {
+		s.DB().SetMaxOpenConns(demoBusinessConns)
+	}
+	return s
 }
 
 // onPostgres reports whether t runs under TestPostgres: setup then opens
@@ -88,17 +159,13 @@ func TestPostgresProcesses(t *testing.T) {
 		t.Skip("builds and runs the demo binary")
 	}
 	bin := buildDemo(t)
-	dsn := newDatabase(t)
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	dsn := newDatabase(t, 2*procConns+1)
+	db := testDB(t, dsn)
 
 	// Started together, so that both migrate at once.
 	procs := []*proc{
-		startProc(t, bin, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-postgres", dsn),
-		startProc(t, bin, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-postgres", dsn),
+		startProc(t, bin, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-postgres", procDSN(t, dsn)),
+		startProc(t, bin, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-postgres", procDSN(t, dsn)),
 	}
 	for _, p := range procs {
 		p.url = waitListening(t, p.stderr, p.done)
@@ -194,15 +261,8 @@ func TestPostgresProcesses(t *testing.T) {
 // A DSN with pgxpool's settings works: the business pool does not send
 // them to the server.
 func TestPostgresPoolSettingsInDSN(t *testing.T) {
-	dsn := newDatabase(t)
-	switch {
-	case strings.Contains(dsn, "?"):
-		dsn += "&pool_max_conns=8"
-	case strings.Contains(dsn, "://"):
-		dsn += "?pool_max_conns=8"
-	default:
-		dsn += " pool_max_conns=8"
-	}
+	dsn, _ := demoDSN(t, newDatabase(t, demoConns)) // pool_max_conns
+	dsn = pgtest.WithParam(dsn, "pool_max_conn_lifetime", "1h")
 	e := setup(t, func(c *app.Config) { c.Postgres = dsn })
 	e.charge(100)
 	if n := e.count("charges"); n != 1 {
