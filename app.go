@@ -44,6 +44,11 @@ type Config struct {
 	Lease time.Duration
 	// MaxBodyBytes limits request bodies (413 past it). Zero means 1 MiB.
 	MaxBodyBytes int64
+	// ClaimFirst makes every flow whose Idempotency.Claim is ClaimAuto claim
+	// its key first (ClaimFirst), where oke would otherwise hold the claim
+	// in the flow's transaction when its contract allows (ClaimInTx): for
+	// comparing the two, or for listings that must show keys in progress.
+	ClaimFirst bool
 	// MaxStoredResponse limits the body of a stored response. A larger
 	// response is delivered live once and a 410 IdempotentResponseNotStored
 	// tombstone is stored in its place, so the key still never runs the
@@ -328,29 +333,33 @@ func (f *flow) checkOptions() []error {
 			f.ttl = ttl
 		}
 	}
-	if m.Required && m.Off {
-		errs = append(errs, fmt.Errorf("flow %q: option Idempotency sets both Required and Off; fix: keep one", f.name))
+	if m.Mode > ModeOff {
+		errs = append(errs, fmt.Errorf("flow %q: option Idempotency.Mode %d is not a mode; fix: use oke.ModeAuto, oke.ModeRequired or oke.ModeOff", f.name, m.Mode))
 	}
 	for _, e := range f.opts.Effects {
 		if _, ok := effectBits[e]; !ok {
 			errs = append(errs, fmt.Errorf("flow %q: option Effects: unknown effect %q; fix: use the oke.Effect constants", f.name, e))
 		}
 	}
-	if m.deferred() {
-		opt := "DeferClaim"
-		if m.ClaimInTx {
-			opt = "ClaimInTx"
-		}
-		switch {
-		case m.Off:
-			errs = append(errs, fmt.Errorf("flow %q: option Idempotency sets both %s and Off; fix: keep one", f.name, opt))
-		case f.opts.Durable:
-			errs = append(errs, fmt.Errorf("flow %q: option Idempotency.%s is for flows that are not durable (a durable flow's run is created with its claim); fix: drop %s", f.name, opt, opt))
-		case f.shape != shapeUnary:
-			errs = append(errs, fmt.Errorf("flow %q: option Idempotency.%s is for unary flows, and this one is a %s, which never stores a response; fix: drop %s", f.name, opt, f.shape, opt))
-		}
+	f.claim = m.Claim
+	if f.claim == ClaimAuto {
+		f.claim = ClaimFirst
 	}
-	if m.Required {
+	switch m.Claim {
+	case ClaimAuto, ClaimFirst:
+	case ClaimInTx:
+		switch {
+		case m.Mode == ModeOff:
+			errs = append(errs, fmt.Errorf("flow %q: option Idempotency sets Claim: ClaimInTx and Mode: ModeOff, which claims nothing; fix: keep one", f.name))
+		case f.opts.Durable:
+			errs = append(errs, fmt.Errorf("flow %q: option Idempotency.Claim is ClaimInTx, which is for flows that are not durable (a durable flow's run is created with its claim); fix: drop Claim (ClaimAuto)", f.name))
+		case f.shape != shapeUnary:
+			errs = append(errs, fmt.Errorf("flow %q: option Idempotency.Claim is ClaimInTx, which is for unary flows, and this one is a %s, which never stores a response; fix: drop Claim", f.name, f.shape))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("flow %q: option Idempotency.Claim %d is not a claim strategy; fix: use oke.ClaimAuto, oke.ClaimFirst or oke.ClaimInTx", f.name, m.Claim))
+	}
+	if m.Mode == ModeRequired {
 		switch {
 		case f.shape == shapeStream:
 			errs = append(errs, fmt.Errorf("flow %q: option Idempotency is Required, but the flow is a stream, whose responses are never stored; fix: drop Required (use oke.Auto or oke.Off)", f.name))
@@ -399,7 +408,7 @@ func (rt *route) check() error {
 		}
 		rt.dedupeT = ttl
 	}
-	if f.opts.Idempotency.Required {
+	if f.opts.Idempotency.Mode == ModeRequired {
 		switch {
 		case get:
 			return fmt.Errorf("flow %q: option Idempotency is Required, but binding %s is a GET, which never honors Idempotency-Key; fix: bind it with POST (or QUERY), or drop Required", f.name, b)
@@ -407,7 +416,7 @@ func (rt *route) check() error {
 			return fmt.Errorf("flow %q: option Idempotency is Required, but binding %s is a webhook, which ignores the header; fix: drop Required (the webhook dedupes on %q)", f.name, b, b.dedupeField)
 		}
 	}
-	rt.honors = !get && b.dedupeField == "" && f.shape == shapeUnary && f.qualifies() && !f.opts.Idempotency.Off
+	rt.honors = !get && b.dedupeField == "" && f.shape == shapeUnary && f.qualifies() && f.opts.Idempotency.Mode != ModeOff
 	return nil
 }
 

@@ -48,28 +48,25 @@ func TestStartRefusesABadContract(t *testing.T) {
 		{"required with only reads declared", func(app *oke.App) {
 			app.Handle(oke.POST("/x"), unary("f.read", oke.Options{Idempotency: oke.Required, Effects: []oke.Effect{oke.EffectRead, oke.EffectSecrets}}))
 		}, []string{`flow "f.read"`, "Required", "declared effects", "fix:"}},
-		{"required and off", func(app *oke.App) {
-			app.Handle(oke.POST("/x"), unary("f.both", oke.Options{Idempotency: oke.Idempotency{Required: true, Off: true}}))
-		}, []string{`flow "f.both"`, "Required and Off"}},
+		{"a mode that is none of the three", func(app *oke.App) {
+			app.Handle(oke.POST("/x"), unary("f.mode", oke.Options{Idempotency: oke.Idempotency{Mode: 7}}))
+		}, []string{`flow "f.mode"`, "not a mode", "fix: use oke.ModeAuto"}},
+		{"a claim strategy that is none of the three", func(app *oke.App) {
+			app.Handle(oke.POST("/x"), unary("f.claim", oke.Options{Idempotency: oke.Idempotency{Claim: 9}}))
+		}, []string{`flow "f.claim"`, "not a claim strategy", "fix: use oke.ClaimAuto"}},
 		{"required on a webhook", func(app *oke.App) {
 			app.Handle(oke.Webhook("/x", "id"), unary("f.hook", oke.Options{Idempotency: oke.Required}))
 		}, []string{`flow "f.hook"`, "webhook", "fix:"}},
-		{"deferred claim and off", func(app *oke.App) {
-			app.Handle(oke.POST("/x"), unary("f.doff", oke.Options{Idempotency: oke.Idempotency{Off: true, DeferClaim: true}}))
-		}, []string{`flow "f.doff"`, "DeferClaim and Off", "fix:"}},
-		{"deferred claim on a durable flow", func(app *oke.App) {
-			app.Handle(oke.POST("/x"), unary("f.ddur", oke.Options{Durable: true, Idempotency: oke.Idempotency{DeferClaim: true}}))
-		}, []string{`flow "f.ddur"`, "DeferClaim", "not durable", "fix: drop DeferClaim"}},
-		{"deferred claim on a stream", func(app *oke.App) {
-			app.Handle(oke.POST("/x"), oke.NewStream("s.dstream", oke.Options{Idempotency: oke.Idempotency{DeferClaim: true}},
+		{"claim in transaction on a stream", func(app *oke.App) {
+			app.Handle(oke.POST("/x"), oke.NewStream("s.tstream", oke.Options{Idempotency: oke.Idempotency{Claim: oke.ClaimInTx}},
 				func(context.Context, noIn, *oke.Fx, http.ResponseWriter) error { return nil }))
-		}, []string{`flow "s.dstream"`, "DeferClaim", "stream", "fix: drop DeferClaim"}},
+		}, []string{`flow "s.tstream"`, "ClaimInTx", "stream", "fix: drop Claim"}},
 		{"claim in transaction on a durable flow", func(app *oke.App) {
-			app.Handle(oke.POST("/x"), unary("f.tdur", oke.Options{Durable: true, Idempotency: oke.Idempotency{ClaimInTx: true}}))
-		}, []string{`flow "f.tdur"`, "ClaimInTx", "not durable", "fix: drop ClaimInTx"}},
+			app.Handle(oke.POST("/x"), unary("f.tdur", oke.Options{Durable: true, Idempotency: oke.Idempotency{Claim: oke.ClaimInTx}}))
+		}, []string{`flow "f.tdur"`, "ClaimInTx", "not durable", "fix: drop Claim"}},
 		{"claim in transaction and off", func(app *oke.App) {
-			app.Handle(oke.POST("/x"), unary("f.toff", oke.Options{Idempotency: oke.Idempotency{Off: true, ClaimInTx: true}}))
-		}, []string{`flow "f.toff"`, "ClaimInTx and Off", "fix:"}},
+			app.Handle(oke.POST("/x"), unary("f.toff", oke.Options{Idempotency: oke.Idempotency{Mode: oke.ModeOff, Claim: oke.ClaimInTx}}))
+		}, []string{`flow "f.toff"`, "ClaimInTx and Mode: ModeOff", "fix:"}},
 		{"unknown effect", func(app *oke.App) {
 			app.Handle(oke.POST("/x"), unary("f.eff", oke.Options{Effects: []oke.Effect{"teleport"}}))
 		}, []string{`flow "f.eff"`, `"teleport"`}},
@@ -114,7 +111,8 @@ func TestStartAcceptsEveryValidMode(t *testing.T) {
 	app := oke.New(oke.Config{SweepInterval: -1})
 	t.Cleanup(func() { app.Close(context.Background()) })
 	for i, m := range []oke.Idempotency{
-		{}, {TTL: "1h"}, oke.Required, {Required: true, TTL: "7d"}, oke.Off, {TTL: "500ms"},
+		{}, {TTL: "1h"}, oke.Required, {Mode: oke.ModeRequired, TTL: "7d"}, oke.Off, {TTL: "500ms"},
+		{Claim: oke.ClaimFirst}, {Mode: oke.ModeRequired, Claim: oke.ClaimInTx}, {Claim: oke.ClaimAuto, TTL: "1d"},
 	} {
 		app.Handle(oke.POST("/m"+string(rune('a'+i))), unary("f.mode"+string(rune('a'+i)), oke.Options{Idempotency: m}))
 	}

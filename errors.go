@@ -190,7 +190,7 @@ var ErrSecretNotFound = errors.New("oke: secret not found")
 var ErrNoDatabase = errors.New("oke: Fx.Tx needs a database: use the Postgres driver, or set Config.DB")
 
 // ErrKeyNotClaimed is returned, wrapped, by the effect of a flow with a
-// deferred claim (Idempotency.DeferClaim) that found its Idempotency-Key
+// claim held by its transaction (ClaimInTx) that found its Idempotency-Key
 // not the request's to run: the request is a replay, still in progress
 // elsewhere (409) or another request under the same key (422). The effect
 // did not happen, nor will any later one; return the error. The client gets

@@ -46,95 +46,117 @@ func (e Effect) Qualifying() bool {
 	return ok && b&nonReadMask != 0
 }
 
-// Idempotency is a flow's Idempotency-Key mode. Its zero value is auto: the
-// header is optional and a stored response is kept 24 hours.
+// Idempotency is a flow's Idempotency-Key option: when the header is
+// honored (Mode), how long a stored response lives (TTL), and how a keyed
+// request claims its key (Claim). The zero value is auto: the header is
+// optional, a stored response is kept 24 hours, and oke picks the claim.
 //
-// The five forms:
+// The five forms of spec 004:
 //
-//	oke.Idempotency{}                            // auto, TTL 24h (the default)
-//	oke.Idempotency{TTL: "1h"}                   // auto, TTL 1h
-//	oke.Required                                 // a missing header is 400 IdempotencyKeyMissing
-//	oke.Idempotency{Required: true, TTL: "1h"}   // required, TTL 1h
-//	oke.Off                                      // the header is ignored
+//	oke.Auto                                              // auto, TTL 24h (the default; the zero value)
+//	oke.Idempotency{TTL: "1h"}                            // auto, TTL 1h
+//	oke.Required                                          // a missing header is 400 IdempotencyKeyMissing
+//	oke.Idempotency{Mode: oke.ModeRequired, TTL: "1h"}    // required, TTL 1h
+//	oke.Off                                               // the header is ignored
 //
 // A TTL is a positive integer and one of ms, s, m, h, d. An unparseable TTL,
-// or Required on a flow that cannot honor the header, stops the app from
-// starting (see App.Start).
+// Required on a flow that cannot honor the header, or a Claim the flow
+// cannot use stops the app from starting (see App.Start), naming the fix.
 type Idempotency struct {
-	Required bool
-	Off      bool
-	TTL      string
-	// DeferClaim makes the key's claim late: with the flow's first
-	// statement in Fx.Tx rather than before the function runs. On
-	// driver/postgres the claim then goes in the same round trip as that
-	// statement (and its BEGIN), committed on its own just before it: a
-	// keyed request that writes through Fx.Tx costs two round trips, not
-	// three. A request whose key is not its own to run (a replay, 409,
-	// 422) still costs one, and the statement does not run.
-	//
-	// The function starts before its key is claimed, so until its first
-	// statement in Fx.Tx it must change nothing outside oke: no calls to
-	// other systems, no writes anywhere but through fx. Any other non-read
-	// effect through fx (Store writes, Emit, Send, Fetch, Call, …) makes
-	// the claim first, in a round trip of its own. When the key is not the
-	// request's to run, the effect that made the claim returns an error
-	// (ErrKeyNotClaimed) instead of happening, so does every later one,
-	// and the function's answer is not used: the client gets the replay,
-	// 409 or 422 as usual.
-	//
-	// For unary flows that are not durable. Other drivers claim up front,
-	// as without it.
-	DeferClaim bool
-	// ClaimInTx is DeferClaim with the claim held by the flow's
-	// transaction: on driver/postgres it is made inside that transaction,
-	// in the round trip of its first statement, and commits with the
-	// flow's writes and the stored response — one commit per request
-	// instead of two, and no lease to renew. A request cut off (a crash,
-	// a lost connection) leaves nothing behind: the key is free at once,
-	// with no in-progress row to wait out.
-	//
-	// What it gives up: while the flow runs, its key is held by a
-	// transaction-scoped advisory lock, not a row. Another request with
-	// the key gets 409 with Retry-After 1 whatever its body (422 for a
-	// different body comes only once the first has finished), and
-	// listings show nothing in progress. The lock lives in the flow's
-	// database session: if that connection is lost while the function
-	// still runs, its transaction is gone and a retry may run while the
-	// function finishes work outside the database. Writes through Fx.Tx
-	// stay exactly-once either way.
-	//
-	// It implies DeferClaim and its rules. Drivers that cannot hold a
-	// claim in a transaction do what DeferClaim does.
-	ClaimInTx bool
+	Mode  Mode
+	TTL   string
+	Claim ClaimStrategy
 }
 
-// deferred reports whether the claim is made late (DeferClaim or
-// ClaimInTx).
-func (m Idempotency) deferred() bool { return m.DeferClaim || m.ClaimInTx }
+// Mode is when a flow honors the Idempotency-Key header (when its binding
+// and effects allow: DESIGN.md section 3).
+type Mode uint8
 
-// The common modes.
+const (
+	// ModeAuto: the header is optional; a request that sends one runs
+	// once per key.
+	ModeAuto Mode = iota
+	// ModeRequired: a request without the header is 400
+	// IdempotencyKeyMissing.
+	ModeRequired
+	// ModeOff: the header is ignored.
+	ModeOff
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeRequired:
+		return "required"
+	case ModeOff:
+		return "off"
+	}
+	return "auto"
+}
+
+// ClaimStrategy is how a keyed request claims its key. Every strategy
+// answers every request by the same table (DESIGN.md section 3): they differ
+// in what a request costs, and in what a concurrent request or a listing
+// sees of one that is running.
+type ClaimStrategy uint8
+
+const (
+	// ClaimAuto lets oke pick: ClaimInTx when the flow's contract (oke
+	// extract) shows that every non-read effect of the flow is a statement
+	// in its Fx.Tx transaction and the driver can hold a claim in that
+	// transaction (driver/postgres); ClaimFirst otherwise.
+	ClaimAuto ClaimStrategy = iota
+	// ClaimFirst claims the key before the function runs: a row with a
+	// lease, renewed while the function runs, that listings show as
+	// running. It suits every flow.
+	ClaimFirst
+	// ClaimInTx holds the claim in the flow's transaction: on
+	// driver/postgres it is made inside that transaction, in the round trip
+	// of its first statement, and commits with the flow's writes and the
+	// stored response — one commit per request instead of two, and no
+	// lease. A request cut off (a crash, a lost connection) leaves nothing
+	// behind: the key is free at once.
+	//
+	// It is for flows whose every non-read effect is a statement in Fx.Tx:
+	// the function starts before its key is claimed, so until its first
+	// statement in the transaction it must change nothing outside oke. Any
+	// other non-read effect through fx makes the claim first, on its own;
+	// when the key is not the request's to run, that effect returns an
+	// error (ErrKeyNotClaimed) instead of happening, and the client gets
+	// the replay, 409 or 422 as usual. While the function runs, listings
+	// show nothing for its key (no row is written until the commit).
+	//
+	// For unary flows that are not durable; drivers that cannot hold a
+	// claim in a transaction claim first.
+	ClaimInTx
+)
+
+func (c ClaimStrategy) String() string {
+	switch c {
+	case ClaimFirst:
+		return "first"
+	case ClaimInTx:
+		return "in_tx"
+	}
+	return "auto"
+}
+
+// The common forms.
 var (
 	Auto     = Idempotency{}
-	Required = Idempotency{Required: true}
-	Off      = Idempotency{Off: true}
+	Required = Idempotency{Mode: ModeRequired}
+	Off      = Idempotency{Mode: ModeOff}
 )
 
 func (m Idempotency) String() string {
-	s := "auto"
-	switch {
-	case m.Off:
-		return "off"
-	case m.Required:
-		s = "required"
+	s := m.Mode.String()
+	if m.Mode == ModeOff {
+		return s
 	}
 	if m.TTL != "" {
 		s += " (ttl " + m.TTL + ")"
 	}
-	switch {
-	case m.ClaimInTx:
-		s += " (claim in transaction)"
-	case m.DeferClaim:
-		s += " (deferred claim)"
+	if m.Claim != ClaimAuto {
+		s += " (claim " + m.Claim.String() + ")"
 	}
 	return s
 }
@@ -204,6 +226,7 @@ type flow struct {
 	stream func(ctx context.Context, in any, fx *Fx, w http.ResponseWriter) error
 
 	ttl     time.Duration // parsed by App.Start
+	claim   ClaimStrategy // the claim a keyed request makes, chosen by App.Start: ClaimFirst or ClaimInTx
 	metrics *flowMetrics
 }
 

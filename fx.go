@@ -37,7 +37,7 @@ type Fx struct {
 	tx   *flowtx.Tx // opened by Tx
 
 	// claim is the request's Idempotency-Key claim when the flow defers it
-	// (Idempotency.DeferClaim); set on the root Fx only.
+	// (ClaimInTx); set on the root Fx only.
 	claim *idem.Deferred
 }
 

@@ -109,7 +109,7 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 		vals := r.Header.Values(headerKey)
 		switch {
 		case len(vals) == 0:
-			if f.opts.Idempotency.Required {
+			if f.opts.Idempotency.Mode == ModeRequired {
 				m.outcomes[OutcomeMissing].Inc()
 				writeEnvelope(w, ErrIdempotencyKeyMissing)
 				return
@@ -203,7 +203,7 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 // serveClaimed runs the claim state machine for one keyed request.
 func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, id Identity, key driver.Key, fp string, ttl time.Duration, w http.ResponseWriter) {
 	m := f.metrics
-	if f.opts.Idempotency.deferred() { // never Durable: checkOptions refuses it
+	if f.claim == ClaimInTx { // never Durable: checkOptions refuses it
 		if _, ok := a.cfg.Driver.(driver.TxClaimer); ok {
 			a.serveDeferred(ctx, f, in, id, key, fp, ttl, w)
 			return
@@ -285,15 +285,16 @@ func (a *App) answerClaim(f *flow, dec idem.Decision, err error, w http.Response
 	return true
 }
 
-// serveDeferred runs a keyed request of a flow whose claim is deferred
-// (Idempotency.DeferClaim) on a driver that sends it with the flow's first
-// statement in its transaction (driver.TxClaimer). The function starts at
+// serveDeferred runs a keyed request of a flow whose claim is held by its
+// transaction (ClaimInTx) on a driver that makes it with the flow's first
+// statement in that transaction (driver.TxClaimer). The function starts at
 // once; the claim is made by that statement, by the flow's first other
-// non-read effect, or after the function returns, whichever comes first.
-// A claim that is not the request's stops the flow at that effect, and the
-// request is answered as it would have been had the claim come first.
+// non-read effect (on its own), or after the function returns, whichever
+// comes first. A claim that is not the request's stops the flow at that
+// effect, and the request is answered as it would have been had the claim
+// come first.
 func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, key driver.Key, fp string, ttl time.Duration, w http.ResponseWriter) {
-	d := a.engine.Defer(ctx, key, fp, ttl, f.opts.Idempotency.ClaimInTx)
+	d := a.engine.Defer(ctx, key, fp, ttl, true)
 	fx := &Fx{app: a, flow: f, identity: id, claim: d}
 	res, _, runErr := a.callUnary(ctx, f, in, fx)
 	dec, err := d.Decide()

@@ -505,7 +505,7 @@ func testRequiredMissing(t *testing.T, d driver.Driver) {
 
 func testTTLExpiry(t *testing.T, d driver.Driver) {
 	h := newHarness(t, d, oke.Config{}, func(h *harness, app *oke.App) {
-		app.Handle(oke.POST("/hour"), h.chargeFlow("t.hour", oke.Options{Idempotency: oke.Idempotency{Required: true, TTL: "1h"}}))
+		app.Handle(oke.POST("/hour"), h.chargeFlow("t.hour", oke.Options{Idempotency: oke.Idempotency{Mode: oke.ModeRequired, TTL: "1h"}}))
 		app.Handle(oke.POST("/short"), h.chargeFlow("t.short", oke.Options{Idempotency: oke.Idempotency{TTL: "20ms"}}))
 	})
 	before := time.Now()

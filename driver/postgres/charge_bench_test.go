@@ -22,9 +22,8 @@ func BenchmarkKeyedCharge(b *testing.B) {
 		name string
 		mode oke.Idempotency
 	}{
-		{"claim-first", oke.Idempotency{Required: true}},
-		{"defer-claim", oke.Idempotency{Required: true, DeferClaim: true}},
-		{"claim-in-tx", oke.Idempotency{Required: true, ClaimInTx: true}},
+		{"claim-first", oke.Idempotency{Mode: oke.ModeRequired, Claim: oke.ClaimFirst}},
+		{"claim-in-tx", oke.Idempotency{Mode: oke.ModeRequired, Claim: oke.ClaimInTx}},
 	} {
 		b.Run(m.name, func(b *testing.B) {
 			d := newDriver(b)

@@ -40,23 +40,24 @@ func Example() {
 }
 
 // A charge whose only effect is its INSERT through Fx.Tx, with its
-// Idempotency-Key claimed in the INSERT's round trip (DeferClaim): two
-// round trips per charge — claim, BEGIN and INSERT; completion and COMMIT
-// — where claiming first takes three. The function changes nothing before
-// that INSERT, which is what DeferClaim asks. With ClaimInTx instead, the
-// claim is also held by the transaction and commits with the charge and
-// its response: one commit per charge instead of two. (Not run as a test:
-// it needs a server.)
-func Example_deferClaim() {
+// Idempotency-Key claim held in the charge's transaction (ClaimInTx): the
+// claim goes in the INSERT's round trip and commits with the charge and its
+// response — two round trips and one commit per charge, where claiming
+// first takes three and two. The function changes nothing before that
+// INSERT, which is what ClaimInTx asks. (ClaimAuto picks this for such a
+// flow when its contract, from oke extract, shows it.) Not run as a test:
+// it needs a server.
+func Example_claimInTx() {
 	ctx := context.Background()
 	d, err := postgres.Open(ctx, os.Getenv("DATABASE_URL"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	app := oke.New(oke.Config{Driver: d})
+	defer app.Close(ctx)
 	type chargeIn struct{ Amount int64 }
 	app.Handle(oke.POST("/charges"), oke.NewFlow("payments.charge", oke.Options{
-		Idempotency: oke.Idempotency{Required: true, DeferClaim: true},
+		Idempotency: oke.Idempotency{Mode: oke.ModeRequired, Claim: oke.ClaimInTx},
 	}, func(ctx context.Context, in chargeIn, fx *oke.Fx) (oke.Response[int64], error) {
 		tx, err := fx.Tx(ctx)
 		if err != nil {

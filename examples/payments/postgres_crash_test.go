@@ -27,18 +27,16 @@ import (
 // The charges table records no key; the amount, unique per key, tells
 // which key a row charged.
 //
-// It runs three times: with the claim made before the flow runs; with
-// -defer-claim, where the claim goes in the round trip of the charge's
-// INSERT (oke.Idempotency.DeferClaim); and with -claim-in-tx, where the
-// claim is held in the charge's transaction and a kill leaves nothing of
-// it (oke.Idempotency.ClaimInTx).
+// It runs twice: as the demo runs by default (payments.charge's claim
+// picked by oke: held in the charge's transaction when its contract allows,
+// and a kill then leaves nothing of it), and with -claim-first, the claim
+// made before the flow runs (a row with a lease).
 func TestSIGKILLWhileChargingOnPostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a real process over and over")
 	}
-	t.Run("claim first", func(t *testing.T) { chargeUnderKills(t) })
-	t.Run("deferred claim", func(t *testing.T) { chargeUnderKills(t, "-defer-claim") })
-	t.Run("claim in transaction", func(t *testing.T) { chargeUnderKills(t, "-claim-in-tx") })
+	t.Run("default claim", func(t *testing.T) { chargeUnderKills(t) })
+	t.Run("claim first", func(t *testing.T) { chargeUnderKills(t, "-claim-first") })
 }
 
 func chargeUnderKills(t *testing.T, extra ...string) {

@@ -67,6 +67,18 @@ func AdminPool(t testing.TB) *pgxpool.Pool {
 	return admin
 }
 
+// Close closes the process's admin connection, if it was opened: call it
+// from TestMain once the tests have run (a package's goroutine-leak check
+// would otherwise find its pool's goroutines).
+func Close() {
+	if adminDB != nil {
+		adminDB.Close()
+	}
+	if admin != nil {
+		admin.Close()
+	}
+}
+
 func server(t testing.TB) {
 	t.Helper()
 	once.Do(func() {

@@ -67,39 +67,50 @@ type GetIn struct {
 // chargeFlow is payments.charge: it inserts a charge (Idempotency-Key
 // required) and emits charge.created.
 func (s *Server) chargeFlow() *oke.Flow[ChargeIn, Charge] {
-	// With DeferClaim the key's claim goes with the charge's INSERT (on
-	// Postgres in the same round trip): nothing before it changes the
-	// world, as the option asks.
-	mode := oke.Idempotency{Required: true, DeferClaim: s.cfg.DeferClaim, ClaimInTx: s.cfg.ClaimInTx}
-	if s.cfg.Unprotected {
-		mode = oke.Off
-	}
 	return oke.NewFlow("payments.charge", oke.Options{
-		Idempotency: mode,
+		Idempotency: oke.Required,
 		Description: "Create a charge. Requires an Idempotency-Key; a retry replays the first answer.",
-	}, func(ctx context.Context, in ChargeIn, fx *oke.Fx) (oke.Response[Charge], error) {
-		var c Charge
-		id := fx.Identity()
-		// The flow's transaction: on Postgres the charge and the stored
-		// response commit together, so a crash never leaves a charge whose
-		// retry would charge again. On SQLite it commits just before the
-		// response is stored.
-		tx, err := fx.Tx(ctx)
-		if err != nil {
-			return oke.Response[Charge]{}, err
-		}
-		err = tx.QueryRow(ctx,
-			`INSERT INTO charges (amount, currency, tenant, principal) VALUES ($1, $2, $3, $4)
-			 RETURNING id, amount, currency, created_at`,
-			in.Amount, in.Currency, id.Tenant, id.Principal).Scan(&c.ID, &c.Amount, &c.Currency, &c.CreatedAt)
-		if err != nil {
-			return oke.Response[Charge]{}, fmt.Errorf("insert charge: %w", err)
-		}
-		if err := fx.Emit(ctx, "charge.created", c); err != nil {
-			return oke.Response[Charge]{}, err
-		}
-		return oke.Created(c, "/charges/"+c.ID), nil
-	})
+	}, s.charge)
+}
+
+// UnprotectedChargesPath is where -unprotected binds
+// bench.chargeUnprotected.
+const UnprotectedChargesPath = "/bench/unprotected-charges"
+
+// unprotectedChargeFlow is bench.chargeUnprotected: payments.charge's
+// handler with Idempotency-Key handling off, bound only with -unprotected,
+// to measure what idempotency costs (scripts/loadbench).
+func (s *Server) unprotectedChargeFlow() *oke.Flow[ChargeIn, Charge] {
+	return oke.NewFlow("bench.chargeUnprotected", oke.Options{
+		Idempotency: oke.Off,
+		Description: "Benchmarks only: create a charge with no Idempotency-Key handling.",
+	}, s.charge)
+}
+
+// charge inserts a charge of the caller's tenant in the flow's transaction
+// and emits charge.created.
+func (s *Server) charge(ctx context.Context, in ChargeIn, fx *oke.Fx) (oke.Response[Charge], error) {
+	var c Charge
+	id := fx.Identity()
+	// The flow's transaction: on Postgres the charge and the stored
+	// response commit together, so a crash never leaves a charge whose
+	// retry would charge again. On SQLite it commits just before the
+	// response is stored.
+	tx, err := fx.Tx(ctx)
+	if err != nil {
+		return oke.Response[Charge]{}, err
+	}
+	err = tx.QueryRow(ctx,
+		`INSERT INTO charges (amount, currency, tenant, principal) VALUES ($1, $2, $3, $4)
+		 RETURNING id, amount, currency, created_at`,
+		in.Amount, in.Currency, id.Tenant, id.Principal).Scan(&c.ID, &c.Amount, &c.Currency, &c.CreatedAt)
+	if err != nil {
+		return oke.Response[Charge]{}, fmt.Errorf("insert charge: %w", err)
+	}
+	if err := fx.Emit(ctx, "charge.created", c); err != nil {
+		return oke.Response[Charge]{}, err
+	}
+	return oke.Created(c, "/charges/"+c.ID), nil
 }
 
 // listFlow is payments.list: the newest charges of the caller's tenant.

@@ -207,27 +207,15 @@ func TestThreeInstancesOnePostgres(t *testing.T) {
 	t.Logf("%d of 5 pipelines cut off mid-run; the whole test took %s", cut, time.Since(start).Round(time.Millisecond))
 }
 
-// TestThreeInstancesOnePostgresDeferredClaim is the first part of
-// TestThreeInstancesOnePostgres with -defer-claim: the claim of each
-// request's key goes in the round trip of its charge INSERT, and the
-// requests a claim stops never get to write.
-func TestThreeInstancesOnePostgresDeferredClaim(t *testing.T) {
+// TestThreeInstancesOnePostgresClaimFirst is the first part of
+// TestThreeInstancesOnePostgres with -claim-first: each request's claim is
+// a row with a lease made before its charge runs, where by default oke
+// holds payments.charge's claim in the charge's transaction.
+func TestThreeInstancesOnePostgresClaimFirst(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the demo binary")
 	}
-	db, procs := startInstances(t, 3, "-defer-claim")
-	chargeOnceAcross(t, &http.Client{Timeout: 20 * time.Second}, db, procs)
-}
-
-// TestThreeInstancesOnePostgresClaimInTx is the same with -claim-in-tx:
-// each request's claim is held in its charge's transaction, and while one
-// runs, its key's advisory lock sends the others of the three processes
-// away with 409.
-func TestThreeInstancesOnePostgresClaimInTx(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the demo binary")
-	}
-	db, procs := startInstances(t, 3, "-claim-in-tx")
+	db, procs := startInstances(t, 3, "-claim-first")
 	chargeOnceAcross(t, &http.Client{Timeout: 20 * time.Second}, db, procs)
 }
 

@@ -76,19 +76,14 @@ type Config struct {
 	// RetryDelay is how long a run whose step result could not be saved
 	// waits before it is picked up again (oke.Config.RetryDelay).
 	RetryDelay time.Duration
-	// DeferClaim makes payments.charge claim its Idempotency-Key with its
-	// INSERT instead of before it runs (oke.Idempotency.DeferClaim): on
-	// Postgres the claim then goes in the INSERT's round trip, and a charge
-	// costs two round trips instead of three. The function does nothing
-	// before that INSERT, which is what the option asks.
-	DeferClaim bool
-	// ClaimInTx makes payments.charge hold its Idempotency-Key's claim in
-	// the charge's transaction (oke.Idempotency.ClaimInTx): on Postgres
-	// the claim, the INSERT and the stored response then commit together,
-	// one commit per charge in two round trips. It implies DeferClaim.
-	ClaimInTx bool
-	// Unprotected binds payments.charge with oke.Off: the same handler with
-	// no Idempotency-Key handling at all. It exists only to measure what
+	// ClaimFirst makes every flow claim its Idempotency-Key before it runs
+	// (oke.Config.ClaimFirst), where oke would otherwise hold the claim of
+	// payments.charge in the charge's transaction on Postgres: for
+	// comparing the two.
+	ClaimFirst bool
+	// Unprotected also binds bench.chargeUnprotected at POST
+	// /bench/unprotected-charges: payments.charge's handler with
+	// Idempotency-Key handling off. It exists only to measure what
 	// idempotency costs, side by side (scripts/loadbench); never use it to
 	// take real payments.
 	Unprotected bool
@@ -212,7 +207,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	okeCfg := oke.Config{Driver: drv, Gate: Gate, Lease: cfg.Lease, Logger: log, DB: s.db,
-		HTTPClient: httpClient(s.provider()), PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay}
+		HTTPClient: httpClient(s.provider()), PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay,
+		ClaimFirst: cfg.ClaimFirst}
 	if s.dialect == sqliteDialect {
 		// A full disk or a locked file is 503, not 500 (on Postgres the
 		// driver tells its own database's errors apart).
@@ -259,6 +255,9 @@ func openDriver(ctx context.Context, cfg Config) (driver.Driver, error) {
 func (s *Server) routes() {
 	a := s.app
 	a.Handle(oke.POST("/charges"), s.chargeFlow())
+	if s.cfg.Unprotected {
+		a.Handle(oke.POST(UnprotectedChargesPath), s.unprotectedChargeFlow())
+	}
 	a.Handle(oke.GET("/charges"), s.listFlow())
 	a.Handle(oke.GET("/charges/{id}"), s.getFlow())
 	a.Handle(oke.POST("/refunds"), s.refundFlow())

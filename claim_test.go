@@ -11,12 +11,11 @@ import (
 	"github.com/okengine/oke"
 )
 
-// On a driver that cannot send a claim with a transaction's first
-// statement (here memory), a flow with a deferred claim is claimed up
-// front, as without the option: a replay does not start its function.
-// So is one whose claim would be held in its transaction (ClaimInTx).
-func TestDeferClaimOnADriverWithoutTransactionsClaimsUpFront(t *testing.T) {
-	for _, mode := range []oke.Idempotency{{Required: true, DeferClaim: true}, {Required: true, ClaimInTx: true}} {
+// On a driver that cannot hold a claim in a transaction (here memory), a
+// flow whose claim would be held in its transaction (ClaimInTx) is claimed
+// up front, as with ClaimFirst: a replay does not start its function.
+func TestClaimInTxOnADriverWithoutTransactionsClaimsUpFront(t *testing.T) {
+	for _, mode := range []oke.Idempotency{{Mode: oke.ModeRequired, Claim: oke.ClaimInTx}, {Mode: oke.ModeRequired, Claim: oke.ClaimFirst}, oke.Required} {
 		t.Run(mode.String(), func(t *testing.T) { testClaimsUpFront(t, mode) })
 	}
 }
