@@ -31,12 +31,12 @@ import (
 type taint uint16
 
 const (
-	tFx       taint = 1 << iota // the flow's *oke.Fx
-	tStore                      // a *oke.Store
-	tFlowTx                     // the flow's transaction (fx.Tx)
-	tStoreTx                    // a transaction of Store.Tx
-	tTx                         // a *oke.Tx of an origin extract did not see
-	tUnknownFn                  // a function value from elsewhere
+	tFx        taint = 1 << iota // the flow's *oke.Fx
+	tStore                       // a *oke.Store
+	tFlowTx                      // the flow's transaction (fx.Tx)
+	tStoreTx                     // a transaction of Store.Tx
+	tTx                          // a *oke.Tx of an origin extract did not see
+	tUnknownFn                   // a function value from elsewhere
 )
 
 const tHandles = tFx | tStore | tFlowTx | tStoreTx | tTx
@@ -676,8 +676,8 @@ func (f *frame) callAPI(in ssa.CallInstruction, cc *ssa.CallCommon, name string,
 		}
 	case opEffect, opClient:
 		what := text
-		if s, ok := constString(arg(2)); ok && name == "(*Fx).Emit" {
-			what += " " + strconv.Quote(s)
+		if ss, ok := f.strings(arg(2)); ok && name == "(*Fx).Emit" {
+			what += " " + quoteAll(ss)
 		}
 		f.emit(occ{effect: entry.effect, hops: []string{f.hop(pos, what)}})
 	case opSQL:
@@ -708,8 +708,8 @@ func (f *frame) callAPI(in ssa.CallInstruction, cc *ssa.CallCommon, name string,
 		})
 	case opRaw:
 		what := text
-		if s, ok := constString(arg(2)); ok {
-			what += " " + strconv.Quote(s)
+		if ss, ok := f.strings(arg(2)); ok {
+			what += " " + quoteAll(ss)
 		}
 		f.emit(occ{effect: oke.EffectRaw, hops: []string{f.hop(pos, what)}})
 		f.bodies(in, arg(entry.fn), pos, what, nil)
@@ -861,6 +861,14 @@ func (f *frame) exprText(v ssa.Value, at token.Pos) string {
 		return "(" + v.Name() + ")"
 	}
 	return "(computed)"
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, "|")
 }
 
 func quoteStep(u stepUse) string {

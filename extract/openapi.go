@@ -170,7 +170,7 @@ func errorContent() map[string]any {
 func errorResponses() map[string]any {
 	retry := map[string]any{"Retry-After": map[string]any{"$ref": "#/components/headers/RetryAfter"}}
 	return map[string]any{
-		"BadRequest": map[string]any{"description": "The input (or the Idempotency-Key) is invalid: MalformedJSON, UnknownField, DuplicateField, InvalidInput, ValidationFailed, IdempotencyKeyMissing, IdempotencyKeyInvalid. Nothing was stored.", "content": errorContent()},
+		"BadRequest":   map[string]any{"description": "The input (or the Idempotency-Key) is invalid: MalformedJSON, UnknownField, DuplicateField, InvalidInput, ValidationFailed, IdempotencyKeyMissing, IdempotencyKeyInvalid. Nothing was stored.", "content": errorContent()},
 		"Unauthorized": map[string]any{"description": "The gate refused the credentials.", "content": errorContent()},
 		"Forbidden":    map[string]any{"description": "The gate refused the call.", "content": errorContent()},
 		"InProgress": map[string]any{"description": "IdempotencyInProgress: a request with this key is still running; retry after Retry-After seconds.",

@@ -33,6 +33,7 @@ func commands() []command {
 		{"runs", "list, show and replay durable runs (ls, show, replay)", runRuns},
 		{"idempotency", "list Idempotency-Key rows (ls)", runIdempotency},
 		{"migrate", "create or update oke's tables in Postgres (-postgres DSN)", runMigrate},
+		{"extract", "infer the flows' effects, check their options, write the contract and OpenAPI", runExtract},
 		{"version", "print the version of oke", runVersion},
 		{"help", "show help for oke or for a command", runHelp},
 	}
