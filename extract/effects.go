@@ -283,6 +283,7 @@ func (f *frame) run() *summary {
 	// Taints, to a fixed point (flow-insensitive within the function).
 	for iter := 0; iter < 20; iter++ {
 		changed := false
+		clear(f.tup) // results depend on the arguments' taints, which grow
 		for _, b := range f.fn.Blocks {
 			for _, in := range b.Instrs {
 				switch in := in.(type) {

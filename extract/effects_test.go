@@ -75,6 +75,12 @@ func TestEffects(t *testing.T) {
 			"write": {"@221 fx.Store(db).Tx → @222 Store.Tx → tx.Exec DELETE FROM items WHERE id = $1"},
 			"call":  {"@232 oke.Step stepName(i) → @233 oke.Run fixture.callee"}, // the run's own effects are not the caller's
 		}, []bool{false}, false, nil},
+		{"fixture.shapes", []string{"emit"}, map[string][]string{ // schema.go: options from a function
+			"emit": {`extract/testdata/flows/schema.go:54 fx.Emit "shapes"`},
+		}, []bool{true}, false, nil},
+		{"fixture.generic", []string{"emit"}, map[string][]string{ // schema.go: a generic helper, options in a variable (Off)
+			"emit": {`extract/testdata/flows/schema.go:63 fx.Emit`},
+		}, []bool{false}, false, nil},
 	}
 	res := run(t, "./testdata/flows")
 	if len(res.Diagnostics) > 0 {
@@ -93,7 +99,10 @@ func TestEffects(t *testing.T) {
 			want := map[string][]string{}
 			for e, ws := range tc.why {
 				for _, w := range ws {
-					want[e] = append(want[e], strings.ReplaceAll(w, "@", file))
+					if strings.HasPrefix(w, "@") {
+						w = strings.ReplaceAll(w, "@", file)
+					}
+					want[e] = append(want[e], w)
 				}
 			}
 			if !reflect.DeepEqual(f.Why, want) {
@@ -148,6 +157,8 @@ func TestBindings(t *testing.T) {
 		"fixture.stepped":      {"http POST /stepped   "},
 		"fixture.txOnly":       {"http POST /tx-only   "},
 		"fixture.viaInterface": {"http POST /via-interface   "},
+		"fixture.shapes":       {"http POST /shapes   "},
+		"fixture.generic":      {"http POST /generic   "},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("bindings:\n%s\nwant:\n%s", jsonString(got), jsonString(want))
@@ -177,5 +188,21 @@ func TestOptionsPlannedIdempotencyForm(t *testing.T) {
 	}
 	if len(res.Diagnostics)+len(res.Warnings) > 0 {
 		t.Errorf("diagnostics %v, warnings %v", res.Diagnostics, res.Warnings)
+	}
+}
+
+// Options read through a function that returns them, and through a package
+// variable.
+func TestOptionsSources(t *testing.T) {
+	res := run(t, "./testdata/flows")
+	shapes := flowNamed(t, res, "fixture.shapes")
+	if shapes.Idempotency.Mode != "required" || shapes.Idempotency.TTL != "10m" || shapes.Description != "Echo shapes." {
+		t.Errorf("fixture.shapes: %+v %q", shapes.Idempotency, shapes.Description)
+	}
+	if g := flowNamed(t, res, "fixture.generic"); g.Idempotency.Mode != "off" {
+		t.Errorf("fixture.generic: %+v", g.Idempotency)
+	}
+	if m := flowNamed(t, res, "fixture.misc"); m.Idempotency.TTL != "1h" || !m.Durable {
+		t.Errorf("fixture.misc: %+v durable %v", m.Idempotency, m.Durable)
 	}
 }

@@ -87,7 +87,7 @@ func (g *schemaGen) standalone(t types.Type) Schema {
 			out[k] = v
 		}
 	case ref:
-		out["$ref"] = x // a sibling of $defs, as 2020-12 allows
+		out["$ref"] = "#/$defs/" + string(x) // a sibling of $defs, as 2020-12 allows
 	}
 	if len(used) > 0 {
 		defs := map[string]any{}

@@ -255,6 +255,25 @@ func escapes(in ssa.Instruction, v ssa.Value) bool {
 			return false
 		}
 		return true
+	case *ssa.MakeClosure:
+		// A captured variable: it escapes if the closure writes it or
+		// passes its address on.
+		fn := in.Fn.(*ssa.Function)
+		for i, b := range in.Bindings {
+			if b != v || i >= len(fn.FreeVars) {
+				continue
+			}
+			if refs := fn.FreeVars[i].Referrers(); refs != nil {
+				for _, r := range *refs {
+					if u, ok := r.(*ssa.UnOp); !ok || u.Op != token.MUL {
+						if _, dbg := r.(*ssa.DebugRef); !dbg {
+							return true
+						}
+					}
+				}
+			}
+		}
+		return false
 	}
 	return true
 }
