@@ -27,15 +27,15 @@ type Shapes struct {
 	Nick     string            `json:"nick,omitempty"` // optional
 	Secret   string            `json:"-"`              // skipped
 	hidden   string            // unexported: skipped
-	Age      *int              `json:"age"`       // nullable
-	Tags     []string          `json:"tags"`      // array or null
-	Scores   map[string]uint16 `json:"scores"`    // object or null
-	At       time.Time         `json:"at"`        // a date-time string
-	Raw      json.RawMessage   `json:"raw"`       // anything
-	Any      any               `json:"any"`       // anything
+	Age      *int              `json:"age"`    // nullable
+	Tags     []string          `json:"tags"`   // array or null
+	Scores   map[string]uint16 `json:"scores"` // object or null
+	At       time.Time         `json:"at"`     // a date-time string
+	Raw      json.RawMessage   `json:"raw"`    // anything
+	Any      any               `json:"any"`    // anything
 	Count    int64             `json:"count,string"`
 	Data     []byte            `json:"data"`
-	Children []Shapes          `json:"children"`  // a reference to itself
+	Children []Shapes          `json:"children"` // a reference to itself
 	Pair     [2]float64        `json:"pair"`
 	Wait     time.Duration     `json:"wait"`
 }
