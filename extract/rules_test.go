@@ -37,6 +37,9 @@ func TestRules(t *testing.T) {
 			`extract/testdata/rules/steps/steps.go:26:16: flow "steps.twice": step name "charge" is used twice in one run (extract/testdata/rules/steps/steps.go:23 and extract/testdata/rules/steps/steps.go:26); step names must be unique in a durable run: rename one`,
 			`extract/testdata/rules/steps/steps.go:35:17: flow "steps.loop": step name "charge" is used in a loop (extract/testdata/rules/steps/steps.go:35), so every iteration saves a step of the same name and the run fails when it picks up; make the name unique per iteration, e.g. fmt.Sprintf("charge %d", i)`,
 		}},
+		{"two flows with one name fail extract", "./testdata/rules/name", []string{
+			`extract/testdata/rules/name/name.go:20:19: flow "name.charge": another flow has this name (extract/testdata/rules/name/name.go:15); an app refuses two flows with one name: rename one`,
+		}},
 		{"options computed at run time are a warning, not a broken rule", "./testdata/rules/runtime", nil},
 		{"the flows fixture breaks no rule", "./testdata/flows", nil},
 	}
@@ -75,6 +78,7 @@ func TestRuleNames(t *testing.T) {
 		"./testdata/rules/required": {extract.RuleRequired, extract.RuleRequired, extract.RuleRequired, extract.RuleRequired},
 		"./testdata/rules/effects":  {extract.RuleEffects},
 		"./testdata/rules/steps":    {extract.RuleStepName, extract.RuleStepName},
+		"./testdata/rules/name":     {extract.RuleName},
 	}
 	for fixture, want := range cases {
 		var got []string

@@ -40,7 +40,7 @@ oke extract: 2 broken rules; nothing written
 // {"file","line","col","flow","rule","message"} on stdout; one per rule of
 // DESIGN.md section 8.
 func TestExtractJSON(t *testing.T) {
-	code, stdout, stderr := run("extract", "-json", "-o", t.TempDir(), rules+"ttl", rules+"required", rules+"effects", rules+"steps")
+	code, stdout, stderr := run("extract", "-json", "-o", t.TempDir(), rules+"ttl", rules+"required", rules+"effects", rules+"steps", rules+"name")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1\nstderr:\n%s", code, stderr)
 	}
@@ -56,6 +56,7 @@ func TestExtractJSON(t *testing.T) {
 	}
 	want := []row{
 		{"extract/testdata/rules/effects/effects.go", 19, 15, "effects.publish", "effects", "Options.Effects declares [read] but the flow also has raw"},
+		{"extract/testdata/rules/name/name.go", 20, 19, "name.charge", "name", "another flow has this name"},
 		{"extract/testdata/rules/required/required.go", 25, 14, "required.stream", "required", "Idempotency is required, but the flow is a stream"},
 		{"extract/testdata/rules/required/required.go", 31, 12, "required.live", "required", "Idempotency is required, but the flow is a live feed"},
 		{"extract/testdata/rules/required/required.go", 36, 16, "required.readOnly", "required", "Idempotency is required, but the flow has no effect that qualifies"},
@@ -82,7 +83,7 @@ func TestExtractJSON(t *testing.T) {
 			t.Errorf("diagnostic %d = %v, want %+v", i, g, w)
 		}
 	}
-	if !strings.HasSuffix(stderr, "oke extract: 9 broken rules; nothing written\n") {
+	if !strings.HasSuffix(stderr, "oke extract: 10 broken rules; nothing written\n") {
 		t.Errorf("stderr:\n%s", stderr)
 	}
 }
