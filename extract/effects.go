@@ -885,13 +885,14 @@ const sqlAtRunTime = " with SQL computed at run time (counts as a write)"
 // sqlText shortens a statement for a why line.
 func sqlText(q string) string {
 	q = strings.Join(strings.Fields(q), " ")
-	if len(q) > 48 {
-		cut := 48
+	const max = 72
+	if len(q) > max {
+		cut := max
 		for cut > 0 && q[cut] != ' ' {
 			cut--
 		}
-		if cut < 24 {
-			cut = 48
+		if cut < max/2 {
+			cut = max
 		}
 		q = q[:cut] + " …"
 	}

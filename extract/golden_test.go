@@ -149,6 +149,32 @@ func TestFixtureGolden(t *testing.T) {
 	checkFixtureGolden(t, res)
 }
 
+// Extracting the same code twice gives the same bytes.
+func TestOutputIsDeterministic(t *testing.T) {
+	a := runIn(t, "", "./testdata/flows")
+	b, err := extract.Run(extract.Config{Patterns: []string{"./testdata/flows"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	fa, err := a.Files(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := b.Files(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fa) != len(fb) || len(fa) != 3 {
+		t.Fatalf("%d and %d files", len(fa), len(fb))
+	}
+	for name, x := range fa {
+		if !bytes.Equal(x, fb[name]) {
+			t.Errorf("%s differs between two runs:\n%s", name, firstDiff(x, fb[name]))
+		}
+	}
+}
+
 // fixtureFiles returns the fixture's contract and OpenAPI document.
 func fixtureFiles(t *testing.T, res *extract.Result) map[string][]byte {
 	t.Helper()
