@@ -77,13 +77,16 @@ func TestDemoGolden(t *testing.T) {
 	checkGolden(t, res, demoDir(t), 3)
 }
 
+// runDemoAsWritten extracts the demo without demoFixes, once.
+func runDemoAsWritten(t *testing.T) *extract.Result {
+	t.Helper()
+	return runIn(t, demoDir(t), "./...")
+}
+
 // The demo as written breaks exactly the rules demoFixes fix.
 func TestDemoAsWritten(t *testing.T) {
 	_, want := demoOverlay(t)
-	res, err := extract.Run(extract.Config{Dir: demoDir(t), Patterns: []string{"./..."}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runDemoAsWritten(t)
 	var got []string
 	for _, d := range res.Diagnostics {
 		got = append(got, d.String())
@@ -246,5 +249,45 @@ func TestGoldenChangesWhenEffectsChange(t *testing.T) {
 		if jsonString(g) != jsonString(flowNamed(t, res, g.Name)) {
 			t.Errorf("flow %s changed too", g.Name)
 		}
+	}
+}
+
+// What payments.charge needs to be TxOnly (so that App.Start can hold its
+// key's claim in its transaction): constant options, and no effect but
+// its INSERT through fx.Tx. Applied here as an overlay, as a proposal for
+// the demo; the demo as written is neither.
+func TestDemoChargeTxOnlyProposal(t *testing.T) {
+	name := filepath.Join(moduleRoot(t), "examples/payments/app/charges.go")
+	src, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay, _ := demoOverlay(t)
+	if o, ok := overlay[name]; ok {
+		src = o
+	}
+	for _, r := range []struct{ old, new string }{
+		// constant options: one flow, Required
+		{"\tmode := oke.Idempotency{Required: true, DeferClaim: s.cfg.DeferClaim, ClaimInTx: s.cfg.ClaimInTx}\n\tif s.cfg.Unprotected {\n\t\tmode = oke.Off\n\t}\n", "\tmode := oke.Required\n"},
+		// no emit after the INSERT (an outbox row in the transaction would do as well)
+		{"\t\tif err := fx.Emit(ctx, \"charge.created\", c); err != nil {\n\t\t\treturn oke.Response[Charge]{}, err\n\t\t}\n", ""},
+	} {
+		if !bytes.Contains(src, []byte(r.old)) {
+			t.Fatalf("charges.go changed: update this proposal (%q not found)", r.old[:40])
+		}
+		src = bytes.Replace(src, []byte(r.old), []byte(r.new), 1)
+	}
+	overlay[name] = src
+	res, err := extract.Run(extract.Config{Dir: demoDir(t), Patterns: []string{"./..."}, Overlay: overlay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := flowNamed(t, res, "payments.charge")
+	if !f.TxOnly || f.Idempotency.Claim != "in_tx" || f.Idempotency.Mode != "required" || fmt.Sprint(f.Effects) != "[write]" {
+		t.Errorf("payments.charge with the proposal: %s", jsonString(f))
+	}
+	as := runDemoAsWritten(t)
+	if g := flowNamed(t, as, "payments.charge"); g.TxOnly {
+		t.Errorf("payments.charge as written is TxOnly: %s", jsonString(g))
 	}
 }
