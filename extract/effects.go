@@ -195,7 +195,11 @@ func (a *analyzer) typeTaint(t types.Type) taint {
 func (a *analyzer) topEnv(fn *ssa.Function) env {
 	e := env{}
 	for _, p := range fn.Params {
-		e.params = append(e.params, a.typeTaint(p.Type()))
+		t := a.typeTaint(p.Type())
+		if _, isFn := p.Type().Underlying().(*types.Signature); isFn {
+			t |= tUnknownFn // a function the unseen caller chose
+		}
+		e.params = append(e.params, t)
 	}
 	for _, fv := range fn.FreeVars {
 		e.free = append(e.free, a.typeTaint(fv.Type()))

@@ -81,6 +81,12 @@ func TestEffects(t *testing.T) {
 		{"fixture.generic", []string{"emit"}, map[string][]string{ // schema.go: a generic helper, options in a variable (Off)
 			"emit": {`extract/testdata/flows/schema.go:63 fx.Emit`},
 		}, []bool{false}, false, nil},
+		{"fixture.hooked", []string{"write"}, map[string][]string{ // conservative.go
+			"write": {
+				"extract/testdata/flows/conservative.go:19 conservative: passes fx to context.WithValue, whose source extract does not read",
+				"extract/testdata/flows/conservative.go:20 conservative: passes fx to a function value from elsewhere (hook), which extract cannot see into",
+			},
+		}, []bool{true}, false, nil},
 	}
 	res := run(t, "./testdata/flows")
 	if len(res.Diagnostics) > 0 {
@@ -159,6 +165,7 @@ func TestBindings(t *testing.T) {
 		"fixture.viaInterface": {"http POST /via-interface   "},
 		"fixture.shapes":       {"http POST /shapes   "},
 		"fixture.generic":      {"http POST /generic   "},
+		"fixture.hooked":       {"http POST /hooked   "},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("bindings:\n%s\nwant:\n%s", jsonString(got), jsonString(want))
