@@ -34,7 +34,6 @@ type Result struct {
 	// Warnings are what extract could not read statically.
 	Warnings []Diagnostic
 
-	modRoot string
 	modPath string
 	pkgs    []genPkg
 	openapi *openAPIDoc
@@ -82,7 +81,7 @@ func extract(prog *program) *Result {
 	a.flowSummary = fd.summary
 	fd.find()
 
-	res := &Result{Contract: Contract{Version: 1, Flows: []Flow{}}, modRoot: prog.modRoot, modPath: prog.modPath, io: map[string]*flowIO{}}
+	res := &Result{Contract: Contract{Version: 1, Flows: []Flow{}}, modPath: prog.modPath, io: map[string]*flowIO{}}
 	sg := newSchemaGen(prog)
 	byPkg := map[string]*genPkg{}
 	names := map[string]*flowInst{}

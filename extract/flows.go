@@ -395,7 +395,7 @@ func (fd *finder) summary(f *flowInst) *summary {
 	defer func() { f.busy = false }()
 	s := &summary{}
 	seen := map[string]bool{}
-	add := func(part *summary, at ssa.Instruction) {
+	add := func(part *summary) {
 		for _, o := range part.occs {
 			k := string(o.effect) + "\x00" + o.why()
 			if !seen[k] {
@@ -428,7 +428,7 @@ func (fd *finder) summary(f *flowInst) *summary {
 			if f.shape == "live" && len(e.params) >= 4 {
 				e.params[3] = 0 // the send callback is not an effect
 			}
-			add(fd.a.summarize(fn, e), nil)
+			add(fd.a.summarize(fn, e))
 		})
 		if !found {
 			s.occs = append(s.occs, occ{effect: oke.EffectWrite, conservative: true,

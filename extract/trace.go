@@ -46,7 +46,6 @@ type memKey struct {
 type storeSite struct {
 	val ssa.Value
 	fn  *ssa.Function
-	at  ssa.Instruction
 }
 
 // index holds what tracing needs to know about the whole program.
@@ -168,18 +167,18 @@ func (ix *index) note(fn *ssa.Function, in ssa.Instruction) {
 		base, path, ok := memPath(in.Addr)
 		if ok {
 			k := memKey{base, path}
-			ix.stores[k] = append(ix.stores[k], storeSite{in.Val, fn, in})
+			ix.stores[k] = append(ix.stores[k], storeSite{in.Val, fn})
 		}
 		if fa, ok := in.Addr.(*ssa.FieldAddr); ok {
 			k := fieldKey{types.TypeString(deref(fa.X.Type()), nil), fa.Field}
-			ix.fieldStores[k] = append(ix.fieldStores[k], storeSite{in.Val, fn, in})
+			ix.fieldStores[k] = append(ix.fieldStores[k], storeSite{in.Val, fn})
 		}
 	case *ssa.MapUpdate:
 		if base, path, ok := memPath(in.Map); ok {
 			kk := memKey{base, path + "{}"}
-			ix.stores[kk] = append(ix.stores[kk], storeSite{in.Key, fn, in})
+			ix.stores[kk] = append(ix.stores[kk], storeSite{in.Key, fn})
 			kv := memKey{base, path + "[]"}
-			ix.stores[kv] = append(ix.stores[kv], storeSite{in.Value, fn, in})
+			ix.stores[kv] = append(ix.stores[kv], storeSite{in.Value, fn})
 		}
 	}
 	// A base whose address is passed on (to a call, into a structure) may
