@@ -121,6 +121,9 @@ type App struct {
 
 	mu       sync.Mutex
 	problems []error
+	// contractWarnings are what check found of the flows' generated
+	// contracts (stale, missing), logged by Start.
+	contractWarnings []string
 
 	startOnce sync.Once
 	startErr  error
@@ -278,6 +281,9 @@ func (a *App) Start(ctx context.Context) error {
 		if a.startErr != nil {
 			return
 		}
+		for _, w := range a.contractWarnings {
+			a.log.Warn("oke: " + w)
+		}
 		if a.cfg.SweepInterval > 0 {
 			a.bg.Add(1)
 			go a.sweepLoop()
@@ -297,14 +303,9 @@ func (a *App) check() error {
 	a.mu.Lock()
 	errs := append([]error(nil), a.problems...)
 	a.mu.Unlock()
-	names := make([]string, 0, len(a.flows))
-	for n := range a.flows {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		f := a.flows[n]
-		errs = append(errs, f.checkOptions()...)
+	a.contractWarnings = a.useContracts()
+	for _, n := range sortedNames(a.flows) {
+		errs = append(errs, a.flows[n].checkOptions()...)
 	}
 	for _, rt := range a.routes {
 		if err := rt.check(); err != nil {
@@ -344,6 +345,9 @@ func (f *flow) checkOptions() []error {
 	f.claim = m.Claim
 	if f.claim == ClaimAuto {
 		f.claim = ClaimFirst
+		if f.autoInTx {
+			f.claim = ClaimInTx
+		}
 	}
 	switch m.Claim {
 	case ClaimAuto, ClaimFirst:
@@ -365,6 +369,8 @@ func (f *flow) checkOptions() []error {
 			errs = append(errs, fmt.Errorf("flow %q: option Idempotency is Required, but the flow is a stream, whose responses are never stored; fix: drop Required (use oke.Auto or oke.Off)", f.name))
 		case f.shape == shapeLive:
 			errs = append(errs, fmt.Errorf("flow %q: option Idempotency is Required, but the flow is a live SSE feed; fix: drop Required (use oke.Off)", f.name))
+		case !f.qualifies() && f.inferred != nil:
+			errs = append(errs, fmt.Errorf("flow %q: option Idempotency is Required, but its code's effects %v (inferred by oke extract) include no write, emit, send, call, fetch, ask, embed or raw, so it can never honor the header; fix: drop Required", f.name, f.inferred))
 		case !f.qualifies():
 			errs = append(errs, fmt.Errorf("flow %q: option Idempotency is Required, but its declared effects %v include no write, emit, send, call, fetch, ask, embed or raw; fix: drop Required, or declare the effect the flow has", f.name, f.opts.Effects))
 		}
@@ -372,13 +378,18 @@ func (f *flow) checkOptions() []error {
 	return errs
 }
 
-// qualifies reports whether the flow's effects include a non-read effect.
-// Undeclared effects are assumed to.
+// qualifies reports whether the flow's effects include a non-read effect:
+// its inferred effects when its generated contract is fresh (useContracts),
+// else its declared ones; undeclared effects are assumed to.
 func (f *flow) qualifies() bool {
-	if f.opts.Effects == nil {
+	effects := f.opts.Effects
+	if f.inferred != nil {
+		effects = f.inferred // the generated contract's: what the code does
+	}
+	if effects == nil {
 		return true
 	}
-	for _, e := range f.opts.Effects {
+	for _, e := range effects {
 		if e.Qualifying() {
 			return true
 		}
@@ -553,9 +564,28 @@ type FlowInfo struct {
 	Shape       string   `json:"shape"`
 	Idempotency string   `json:"idempotency"`
 	// Honored is true when at least one binding honors Idempotency-Key.
-	Honored bool     `json:"honored"`
-	Durable bool     `json:"durable,omitempty"`
-	Effects []Effect `json:"effects,omitempty"` // nil: undeclared
+	Honored bool `json:"honored"`
+	Durable bool `json:"durable,omitempty"`
+	// Mode and TTL are the flow's Idempotency-Key mode ("auto",
+	// "required", "off") and the effective TTL of its stored responses
+	// (e.g. "24h"); Claim is how a keyed request claims its key ("first",
+	// or "in_tx": held by the flow's transaction).
+	Mode  string `json:"mode"`
+	TTL   string `json:"ttl"`
+	Claim string `json:"claim"`
+	// Effects are what decides whether the header is honored: the
+	// effects oke extract inferred from the flow's code when its generated
+	// contract is fresh (EffectsFrom "contract"), else those declared in
+	// Options.Effects ("declared"), else none ("undeclared": the flow is
+	// assumed to write).
+	Effects     []Effect `json:"effects,omitempty"`
+	EffectsFrom string   `json:"effectsFrom"`
+	// Contract is "fresh", "stale" or "missing": the flow's generated
+	// contract against the flow as it runs; ContractProblem says what is
+	// stale. Source is where extract found the flow (FILE:LINE).
+	Contract        string `json:"contract"`
+	ContractProblem string `json:"contractProblem,omitempty"`
+	Source          string `json:"source,omitempty"`
 }
 
 // Flows describes the app's flows, sorted by name.
@@ -564,9 +594,18 @@ func (a *App) Flows() []FlowInfo {
 	for _, rt := range a.routes {
 		fi := byName[rt.f.name]
 		if fi == nil {
-			fi = &FlowInfo{Name: rt.f.name, Description: rt.f.opts.Description, Shape: rt.f.shape.String(),
-				Idempotency: rt.f.opts.Idempotency.String(), Durable: rt.f.opts.Durable, Effects: rt.f.opts.Effects}
-			byName[rt.f.name] = fi
+			f := rt.f
+			fi = &FlowInfo{Name: f.name, Description: f.opts.Description, Shape: f.shape.String(),
+				Idempotency: f.opts.Idempotency.String(), Durable: f.opts.Durable,
+				Mode: f.opts.Idempotency.Mode.String(), TTL: idem.FormatTTL(f.ttl), Claim: f.claim.String(),
+				Effects: f.opts.Effects, EffectsFrom: "declared", Contract: f.contract, ContractProblem: f.contractProblem, Source: f.source}
+			switch {
+			case f.inferred != nil:
+				fi.Effects, fi.EffectsFrom = f.inferred, "contract"
+			case f.opts.Effects == nil:
+				fi.EffectsFrom = "undeclared"
+			}
+			byName[f.name] = fi
 		}
 		fi.Bindings = append(fi.Bindings, rt.b.pattern(rt.f.name))
 		fi.Honored = fi.Honored || rt.honors

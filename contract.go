@@ -1,8 +1,22 @@
 package oke
 
 import (
+	"fmt"
+	"sort"
+	"strings"
 	"sync"
+
+	"github.com/okengine/oke/driver"
 )
+
+func sortedNames(m map[string]*flow) []string {
+	out := make([]string, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // Contract is what `oke extract` inferred about the flows of one package:
 // the effects each flow's function has (found in its code, transitively),
@@ -85,4 +99,118 @@ func registeredContract(name string) (ContractFlow, bool) {
 	defer contracts.Unlock()
 	f, ok := contracts.flows[name]
 	return f, ok
+}
+
+// contractBinding is b as extract records it.
+func contractBinding(b Binding) ContractBinding {
+	switch {
+	case b.rpc:
+		return ContractBinding{Kind: "rpc", Method: b.Method}
+	case b.event != "":
+		return ContractBinding{Kind: "event", Event: b.event}
+	case b.intern:
+		return ContractBinding{Kind: "internal"}
+	case b.dedupeField != "":
+		return ContractBinding{Kind: "webhook", Method: b.Method, Path: b.Path, Dedupe: b.dedupeField}
+	}
+	return ContractBinding{Kind: "http", Method: b.Method, Path: b.Path}
+}
+
+// staleness says how the registered contract c differs from flow f as the
+// app runs it with bindings, or "" when it does not. The contract may hold
+// more bindings than the app made (bindings made only under some
+// configuration); every binding the app made must be in it.
+func staleness(c ContractFlow, f *flow, bindings []Binding) string {
+	m := f.opts.Idempotency
+	claim := ""
+	if m.Claim != ClaimAuto {
+		claim = m.Claim.String()
+	}
+	switch {
+	case c.Shape != f.shape.String():
+		return "its shape is " + f.shape.String() + ", the contract's " + c.Shape
+	case c.Durable != f.opts.Durable:
+		return "Options.Durable changed"
+	case c.Idempotency.Mode != m.Mode.String():
+		if c.Idempotency.Mode == "" {
+			return "extract could not read its Idempotency option (computed at run time; make it constant)"
+		}
+		return "Idempotency.Mode is " + m.Mode.String() + ", the contract's " + c.Idempotency.Mode
+	case c.Idempotency.TTL != m.TTL:
+		return "Idempotency.TTL is " + quoteOrNone(m.TTL) + ", the contract's " + quoteOrNone(c.Idempotency.TTL)
+	case c.Idempotency.Claim != claim:
+		return "Idempotency.Claim is " + m.Claim.String() + ", the contract's " + quoteOrNone(c.Idempotency.Claim)
+	case !sameEffects(c.Declared, f.opts.Effects):
+		return "Options.Effects changed"
+	}
+	for _, b := range bindings {
+		cb := contractBinding(b)
+		found := false
+		for _, x := range c.Bindings {
+			if x == cb {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return "binding " + b.String() + " is not in the contract"
+		}
+	}
+	return ""
+}
+
+func quoteOrNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return `"` + s + `"`
+}
+
+func sameEffects(a, b []Effect) bool {
+	if (a == nil) != (b == nil) || len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// useContracts matches every bound flow with its registered contract. A
+// flow with a fresh contract honors the Idempotency-Key header from its
+// inferred effects, and with ClaimAuto holds its claim in its transaction
+// when the contract shows that is safe (TxOnly) and the driver can. It
+// returns one warning per flow whose contract is stale, and one naming the
+// flows that have none; those fall back to their declared effects.
+func (a *App) useContracts() []string {
+	bindings := map[*flow][]Binding{}
+	for _, rt := range a.routes {
+		bindings[rt.f] = append(bindings[rt.f], rt.b)
+	}
+	_, canHold := a.cfg.Driver.(driver.TxClaimer)
+	var warnings, missing []string
+	for _, name := range sortedNames(a.flows) {
+		f := a.flows[name]
+		c, ok := registeredContract(name)
+		f.inferred, f.autoInTx, f.source = nil, false, c.Source
+		if !ok {
+			f.contract = "missing"
+			missing = append(missing, name)
+			continue
+		}
+		if why := staleness(c, f, bindings[f]); why != "" {
+			f.contract, f.contractProblem = "stale", why
+			warnings = append(warnings, fmt.Sprintf("flow %q: its generated contract is stale (%s), so it honors Idempotency-Key from its declared effects; fix: run go generate (oke extract) in its package", name, why))
+			continue
+		}
+		f.contract, f.contractProblem = "fresh", ""
+		f.inferred = append([]Effect{}, c.Effects...)
+		f.autoInTx = c.TxOnly && canHold && !a.cfg.ClaimFirst
+	}
+	if len(missing) > 0 {
+		warnings = append(warnings, fmt.Sprintf("flows %s have no generated contract, so they honor Idempotency-Key from their declared effects (undeclared: assumed to write); fix: run oke extract through go generate in their packages (docs/extract.md)", strings.Join(missing, ", ")))
+	}
+	return warnings
 }

@@ -225,9 +225,18 @@ type flow struct {
 	// stream runs a stream or live flow, writing to w.
 	stream func(ctx context.Context, in any, fx *Fx, w http.ResponseWriter) error
 
-	ttl     time.Duration // parsed by App.Start
-	claim   ClaimStrategy // the claim a keyed request makes, chosen by App.Start: ClaimFirst or ClaimInTx
-	metrics *flowMetrics
+	ttl   time.Duration // parsed by App.Start
+	claim ClaimStrategy // the claim a keyed request makes, chosen by App.Start: ClaimFirst or ClaimInTx
+	// inferred are the effects of the flow's fresh generated contract (nil
+	// without one): they decide whether its bindings honor the header.
+	inferred []Effect
+	// autoInTx: ClaimAuto picks ClaimInTx (the contract says TxOnly, the
+	// driver can hold a claim in a transaction, Config.ClaimFirst is off).
+	autoInTx bool
+	// contract is "fresh", "stale" or "missing" (App.Start), with what is
+	// stale, and source is the contract's FILE:LINE.
+	contract, contractProblem, source string
+	metrics  *flowMetrics
 }
 
 // Handler is implemented by every flow kind (*Flow, *StreamFlow, *LiveFlow)

@@ -32,6 +32,7 @@ func commands() []command {
 		{"idempotency", "list Idempotency-Key rows (ls)", runIdempotency},
 		{"migrate", "create or update oke's tables in Postgres (-postgres DSN)", runMigrate},
 		{"vet", "check durable flows for effects, clock and randomness outside steps (docs/vet.md)", runVet},
+		{"extract", "infer the flows' effects, check their options, write the contract and OpenAPI", runExtract},
 		{"version", "print the version of oke", runVersion},
 		{"help", "show help for oke or for a command", runHelp},
 	}

@@ -90,6 +90,24 @@ func ParseTTL(s string) (time.Duration, error) {
 	return time.Duration(n) * unit, nil
 }
 
+// FormatTTL writes d in the largest unit of ParseTTL's that divides it
+// ("24h", "7d", "2s", "500ms"); ParseTTL(FormatTTL(d)) == d for a positive
+// whole number of milliseconds.
+func FormatTTL(d time.Duration) string {
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if d >= u.d && d%u.d == 0 {
+			if u.name == "d" && d/u.d == 1 {
+				return "24h" // as spec 004 writes the default
+			}
+			return strconv.FormatInt(int64(d/u.d), 10) + u.name
+		}
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+}
+
 // Fingerprint is the hex SHA-256 of the flow name and the canonical encoding
 // of the validated input. A zero byte separates the two so that no flow name
 // and input can collide with another pair.

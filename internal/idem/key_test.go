@@ -130,3 +130,18 @@ func FuzzParseTTL(f *testing.F) {
 		}
 	})
 }
+
+func TestFormatTTL(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{{24 * time.Hour, "24h"}, {48 * time.Hour, "2d"}, {time.Hour, "1h"}, {90 * time.Minute, "90m"}, {2 * time.Second, "2s"}, {1500 * time.Millisecond, "1500ms"}} {
+		got := FormatTTL(tc.d)
+		if got != tc.want {
+			t.Errorf("FormatTTL(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+		if back, err := ParseTTL(got); err != nil || back != tc.d {
+			t.Errorf("ParseTTL(%q) = %v, %v", got, back, err)
+		}
+	}
+}

@@ -65,7 +65,11 @@ type GetIn struct {
 }
 
 // chargeFlow is payments.charge: it inserts a charge (Idempotency-Key
-// required) and emits charge.created.
+// required). Its one effect is that INSERT, in the flow's transaction, so
+// oke extract finds it "txOnly" and, on Postgres, oke holds the key's claim
+// in that transaction: one commit per charge (ClaimAuto picks ClaimInTx).
+// Anything else it did — an fx.Emit, a provider call — would make it claim
+// first.
 func (s *Server) chargeFlow() *oke.Flow[ChargeIn, Charge] {
 	return oke.NewFlow("payments.charge", oke.Options{
 		Idempotency: oke.Required,
@@ -87,8 +91,8 @@ func (s *Server) unprotectedChargeFlow() *oke.Flow[ChargeIn, Charge] {
 	}, s.charge)
 }
 
-// charge inserts a charge of the caller's tenant in the flow's transaction
-// and emits charge.created.
+// charge inserts a charge of the caller's tenant in the flow's
+// transaction.
 func (s *Server) charge(ctx context.Context, in ChargeIn, fx *oke.Fx) (oke.Response[Charge], error) {
 	var c Charge
 	id := fx.Identity()
@@ -106,9 +110,6 @@ func (s *Server) charge(ctx context.Context, in ChargeIn, fx *oke.Fx) (oke.Respo
 		in.Amount, in.Currency, id.Tenant, id.Principal).Scan(&c.ID, &c.Amount, &c.Currency, &c.CreatedAt)
 	if err != nil {
 		return oke.Response[Charge]{}, fmt.Errorf("insert charge: %w", err)
-	}
-	if err := fx.Emit(ctx, "charge.created", c); err != nil {
-		return oke.Response[Charge]{}, err
 	}
 	return oke.Created(c, "/charges/"+c.ID), nil
 }

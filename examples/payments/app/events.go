@@ -18,7 +18,7 @@ const feedBuffer = 256
 const ReadyEvent = "ready"
 
 // eventsFlow is demo.events: a live SSE feed of every event the app's flows
-// emit (fx.Emit), e.g. charge.created, note.created, webhook.received. Each
+// emit (fx.Emit), e.g. note.created, refund.created, webhook.received. Each
 // SSE event's name is the emitted event's name and its data is the payload.
 func (s *Server) eventsFlow() *oke.LiveFlow[struct{}] {
 	return oke.NewLive("demo.events", oke.Options{

@@ -126,6 +126,7 @@ func TestPostgres(t *testing.T) {
 		{"pipeline", TestPostPipeline},
 		{"reminders", TestPostReminders},
 		{"admin", TestAdmin},
+		{"contract", TestContractIsFresh},
 	} {
 		t.Run(tc.name, tc.test)
 	}

@@ -1,0 +1,46 @@
+package app_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/okengine/oke"
+	"github.com/okengine/oke/examples/payments/app"
+)
+
+// TestContractIsFresh: the demo registers the contract oke extract
+// generated (oke_contract_gen.go), every flow it runs matches it, and the
+// header is honored from the effects its code has. payments.charge, whose
+// one effect is its INSERT in the charge's transaction, holds its claim in
+// that transaction on Postgres (one commit per charge) and claims first
+// elsewhere; with -claim-first it claims first everywhere.
+func TestContractIsFresh(t *testing.T) {
+	for _, claimFirst := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "claim first"}[claimFirst], func(t *testing.T) { testContractIsFresh(t, claimFirst) })
+	}
+}
+
+func testContractIsFresh(t *testing.T, claimFirst bool) {
+	e := setup(t, func(c *app.Config) { c.ClaimFirst = claimFirst })
+	var out struct{ Flows []oke.FlowInfo }
+	e.do("GET", "/_oke/flows", "").decode(t, &out)
+	if len(out.Flows) == 0 {
+		t.Fatal("no flows")
+	}
+	for _, f := range out.Flows {
+		if f.Contract != "fresh" || f.EffectsFrom != "contract" || f.Source == "" {
+			t.Errorf("flow %s: contract %q (%s), effects from %q, source %q; want a fresh contract (run go generate ./examples/payments/app)",
+				f.Name, f.Contract, f.ContractProblem, f.EffectsFrom, f.Source)
+		}
+		if f.Name != "payments.charge" {
+			continue
+		}
+		want := "first"
+		if strings.HasPrefix(t.Name(), "TestPostgres/") && !claimFirst {
+			want = "in_tx"
+		}
+		if f.Claim != want || f.Mode != "required" || f.TTL != "24h" || !f.Honored {
+			t.Errorf("payments.charge (claim-first %v): %+v, want claim %q", claimFirst, f, want)
+		}
+	}
+}

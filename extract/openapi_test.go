@@ -1,0 +1,203 @@
+package extract_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+
+	"github.com/okengine/oke/examples/payments/app"
+	"github.com/okengine/oke/extract"
+)
+
+// openAPIDocs are the checked-in OpenAPI documents the tests validate.
+var openAPIDocs = []string{"../examples/payments/openapi.json", "testdata/golden/flows.openapi.json"}
+
+func loadOpenAPI(t *testing.T, name string) *openapi3.T {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(b)
+	if err != nil {
+		t.Fatalf("kin-openapi cannot load %s: %v", name, err)
+	}
+	return doc
+}
+
+// The OpenAPI documents are valid OpenAPI 3.1 for an independent
+// validator, kin-openapi (which checks 3.1 documents, their JSON Schema
+// 2020-12 keywords included).
+func TestOpenAPIValidates(t *testing.T) {
+	for _, name := range openAPIDocs {
+		t.Run(name, func(t *testing.T) {
+			doc := loadOpenAPI(t, name)
+			if !doc.IsOpenAPI31OrLater() {
+				t.Fatalf("openapi %q: not 3.1", doc.OpenAPI)
+			}
+			if err := doc.Validate(context.Background()); err != nil {
+				t.Fatalf("kin-openapi: %v", err)
+			}
+		})
+	}
+}
+
+// What the demo sends validates against the schemas of its document.
+func TestOpenAPISchemasMatchTheGoTypes(t *testing.T) {
+	doc := loadOpenAPI(t, "../examples/payments/openapi.json")
+	cases := []struct {
+		schema string
+		value  any
+	}{
+		{"Charge", app.Charge{ID: "ch_1", Amount: 1000, Currency: "usd", CreatedAt: "2026-01-01T00:00:00.000Z"}},
+		{"ChargeList", app.ChargeList{Charges: []app.Charge{{ID: "ch_1"}}}},
+		{"ChargeList", app.ChargeList{}}, // a nil slice is null
+		{"ChargeIn", app.ChargeIn{Amount: 1, Currency: "usd"}},
+		{"Refund", app.Refund{ID: "re_1"}},
+		{"WebhookAck", app.WebhookAck{Received: true, ID: "evt_1"}},
+		{"PipelineLog", app.PipelineLog{Tag: "t", Steps: []app.PipelineStep{{Step: 1, Executions: 1}}}},
+		{"oke.Error", map[string]any{"error": map[string]any{"code": "IdempotencyKeyReused", "message": "This Idempotency-Key was already used with a different request."}}},
+	}
+	for _, tc := range cases {
+		ref := doc.Components.Schemas[tc.schema]
+		if ref == nil {
+			t.Fatalf("no schema %s", tc.schema)
+		}
+		b, _ := json.Marshal(tc.value)
+		var v any
+		json.Unmarshal(b, &v)
+		if err := ref.Value.VisitJSON(v, openapi3.EnableJSONSchema2020()); err != nil {
+			t.Errorf("%s %s: %v", tc.schema, b, err)
+		}
+	}
+	// And what it does not accept, it rejects.
+	if err := doc.Components.Schemas["Charge"].Value.VisitJSON(map[string]any{"id": 1}, openapi3.EnableJSONSchema2020()); err == nil {
+		t.Error("Charge accepts an id that is a number")
+	}
+}
+
+// The headers, parameters and extensions of honored operations.
+func TestOpenAPIIdempotency(t *testing.T) {
+	doc := loadOpenAPI(t, "testdata/golden/flows.openapi.json")
+	op := doc.Paths.Find("/tx-only").Post
+	if op.OperationID != "fixture.txOnly" {
+		t.Fatalf("operationId %q", op.OperationID)
+	}
+	var key *openapi3.Parameter
+	for _, p := range op.Parameters {
+		if p.Value.Name == "Idempotency-Key" {
+			key = p.Value
+		}
+	}
+	if key == nil || !key.Required || key.In != "header" || key.Schema.Value.Pattern != extract.KeyPattern ||
+		*key.Schema.Value.MaxLength != 255 || key.Schema.Value.MinLength != 16 {
+		t.Fatalf("Idempotency-Key of a required flow: %+v", key)
+	}
+	ext, _ := json.Marshal(op.Extensions["x-oke-idempotency"])
+	if string(ext) != `{"mode":"required","scope":["tenant","principal","flow"],"ttl":"24h"}` {
+		t.Errorf("x-oke-idempotency %s", ext)
+	}
+	created := op.Responses.Value("201").Value
+	if created.Headers["Idempotent-Replayed"] == nil || created.Headers["Location"] == nil {
+		t.Errorf("201 headers %v", created.Headers)
+	}
+	for _, code := range []string{"400", "409", "422", "503"} {
+		if op.Responses.Value(code) == nil {
+			t.Errorf("no %s response", code)
+		}
+	}
+	if op.Responses.Value("409").Value.Headers["Retry-After"] == nil {
+		t.Error("409 has no Retry-After")
+	}
+	// A read-only POST honors nothing: no key, no 409 or 422.
+	ro := doc.Paths.Find("/read-only").Post
+	for _, p := range ro.Parameters {
+		if p.Value.Name == "Idempotency-Key" {
+			t.Error("a read-only POST declares Idempotency-Key")
+		}
+	}
+	if ro.Responses.Value("409") != nil || ro.Extensions["x-oke-idempotency"] != nil {
+		t.Error("a read-only POST declares 409 or x-oke-idempotency")
+	}
+	// A flow with two operations gets suffixed ids.
+	if id := doc.Paths.Find("/rpc/fixture.callee").Post.OperationID; id != "fixture.callee.rpc" {
+		t.Errorf("rpc operationId %q", id)
+	}
+	if id := doc.Paths.Find("/hooks/provider").Post.OperationID; id != "fixture.callee.POST" {
+		t.Errorf("webhook operationId %q", id)
+	}
+	// GET inputs are query parameters; {name} segments path parameters.
+	get := doc.Paths.Find("/items/{id}").Get
+	names := map[string]string{}
+	for _, p := range get.Parameters {
+		names[p.Value.Name] = p.Value.In
+	}
+	if names["id"] != "path" || names["count"] != "query" {
+		t.Errorf("GET /items/{id} parameters %v", names)
+	}
+}
+
+// A client generated from the demo's OpenAPI document by an independent
+// generator, oapi-codegen, compiles.
+func TestOpenAPIClientCompiles(t *testing.T) {
+	methods := map[string][]string{ // some of the client's methods, one per operation
+		openAPIDocs[0]: {"PaymentsCharge(", "PaymentsList(", "PaymentsGet(", "PaymentsRefund(", "DemoWebhook(", "DemoEvents("},
+		openAPIDocs[1]: {"FixtureTxOnly(", "FixtureCalleeRpc(", "FixtureCalleePOST(", "FixtureReadGET(", "FixtureReadGET2("},
+	}
+	for _, name := range openAPIDocs {
+		t.Run(name, func(t *testing.T) {
+			doc := loadOpenAPI(t, name)
+			src, err := codegen.Generate(doc, codegen.Configuration{
+				PackageName: "client",
+				Generate:    codegen.GenerateOptions{Client: true, Models: true},
+			})
+			if err != nil {
+				t.Fatalf("oapi-codegen: %v", err)
+			}
+			for _, m := range methods[name] {
+				if !strings.Contains(src, "func (c *Client) "+m) {
+					t.Errorf("the generated client has no method %s", m)
+				}
+			}
+			buildClient(t, src)
+		})
+	}
+}
+
+// buildClient writes a generated client to a module of its own and builds
+// it, with this module's go.sum (its dependencies are already in the
+// module cache).
+func buildClient(t *testing.T, src string) {
+	t.Helper()
+	dir := t.TempDir()
+	sum, err := os.ReadFile(filepath.Join(moduleRoot(t), "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := "module example.com/client\n\ngo 1.24\n\nrequire github.com/oapi-codegen/runtime " + oapiRuntime + "\n"
+	for name, b := range map[string][]byte{"go.mod": []byte(mod), "go.sum": sum, "client.go": []byte(src)} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"mod", "tidy"}, {"build", "./..."}, {"vet", "./..."}} {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// oapiRuntime is the version of the package oapi-codegen's clients import:
+// the client module gets it (and its dependencies) from the module cache,
+// or the Go module proxy the first time.
+const oapiRuntime = "v1.9.0"

@@ -1,0 +1,3 @@
+module github.com/okengine/oke
+
+go 1.26

@@ -1,0 +1,177 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/okengine/oke/extract"
+)
+
+const rules = "../../extract/testdata/rules/"
+
+// oke extract: exit 1 and FILE:LINE:COL: flow "NAME": WHAT; FIX on stderr
+// when a flow breaks a rule, and nothing written.
+func TestExtractBrokenRuleExits1(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := run("extract", "-o", out, rules+"ttl")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\nstderr:\n%s", code, stderr)
+	}
+	want := `extract/testdata/rules/ttl/ttl.go:15:12: flow "ttl.note": Idempotency.TTL "2 s" is not a TTL: want a positive integer followed by ms, s, m, h or d; write it like "24h", "15m" or "7d", or leave TTL out for 24h
+extract/testdata/rules/ttl/ttl.go:27:2: flow "ttl.hook": the webhook binding's DedupeTTL "soon" is not a TTL (a positive integer followed by ms, s, m, h or d); write e.g. .DedupeTTL("30d")
+oke extract: 2 broken rules; nothing written
+`
+	if stderr != want || stdout != "" {
+		t.Errorf("stderr:\n%s\nwant:\n%s\nstdout: %q", stderr, want, stdout)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) > 0 {
+		t.Errorf("-o DIR has %d files", len(ents))
+	}
+	if _, err := os.Stat(filepath.Join(rules, "ttl", extract.GoFile)); !os.IsNotExist(err) {
+		t.Errorf("%s was written", extract.GoFile)
+	}
+}
+
+// With -json the broken rules are a JSON array of
+// {"file","line","col","flow","rule","message"} on stdout; one per rule of
+// DESIGN.md section 8.
+func TestExtractJSON(t *testing.T) {
+	code, stdout, stderr := run("extract", "-json", "-o", t.TempDir(), rules+"ttl", rules+"required", rules+"effects", rules+"steps", rules+"name")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\nstderr:\n%s", code, stderr)
+	}
+	var got []map[string]any
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("stdout is not a JSON array: %v\n%s", err, stdout)
+	}
+	type row struct {
+		file       string
+		line, col  float64
+		flow, rule string
+		message    string // a prefix of it
+	}
+	want := []row{
+		{"extract/testdata/rules/effects/effects.go", 19, 15, "effects.publish", "effects", "Options.Effects declares [read] but the flow also has raw"},
+		{"extract/testdata/rules/name/name.go", 20, 19, "name.charge", "name", "another flow has this name"},
+		{"extract/testdata/rules/required/required.go", 25, 14, "required.stream", "required", "Idempotency is required, but the flow is a stream"},
+		{"extract/testdata/rules/required/required.go", 31, 12, "required.live", "required", "Idempotency is required, but the flow is a live feed"},
+		{"extract/testdata/rules/required/required.go", 36, 16, "required.readOnly", "required", "Idempotency is required, but the flow has no effect that qualifies"},
+		{"extract/testdata/rules/required/required.go", 46, 2, "required.get", "required", "Idempotency is required, but the flow is bound to GET /items/{id}"},
+		{"extract/testdata/rules/steps/steps.go", 26, 16, "steps.twice", "step-name", `step name "charge" is used twice in one run`},
+		{"extract/testdata/rules/steps/steps.go", 35, 17, "steps.loop", "step-name", `step name "charge" is used in a loop`},
+		{"extract/testdata/rules/ttl/ttl.go", 15, 12, "ttl.note", "ttl", `Idempotency.TTL "2 s" is not a TTL`},
+		{"extract/testdata/rules/ttl/ttl.go", 27, 2, "ttl.hook", "ttl", `the webhook binding's DedupeTTL "soon" is not a TTL`},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d diagnostics, want %d:\n%s", len(got), len(want), stdout)
+	}
+	for i, w := range want {
+		g := got[i]
+		keys := []string{}
+		for k := range g {
+			keys = append(keys, k)
+		}
+		if len(keys) != 6 {
+			t.Errorf("diagnostic %d has keys %v, want file, line, col, flow, rule, message", i, keys)
+		}
+		msg, _ := g["message"].(string)
+		if g["file"] != w.file || g["line"] != w.line || g["col"] != w.col || g["flow"] != w.flow || g["rule"] != w.rule || !strings.HasPrefix(msg, w.message) || !strings.Contains(msg, "; ") {
+			t.Errorf("diagnostic %d = %v, want %+v", i, g, w)
+		}
+	}
+	if !strings.HasSuffix(stderr, "oke extract: 10 broken rules; nothing written\n") {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+}
+
+// A run that breaks no rule exits 0, prints [] with -json, warns about
+// what it could not read, and writes the contract, the OpenAPI document
+// and the Go file.
+func TestExtractWrites(t *testing.T) {
+	// A copy of a fixture, so that its oke_contract_gen.go is written
+	// outside the fixture (still in the module, under testdata).
+	pkg, err := os.MkdirTemp("../../extract/testdata", "tmp-cli-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(pkg) })
+	src, err := os.ReadFile(rules + "runtime/runtime.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pkg, "runtime.go"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	code, stdout, stderr := run("extract", "-json", "-o", out, pkg)
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, stderr)
+	}
+	if stdout != "[]\n" {
+		t.Errorf("stdout %q, want []", stdout)
+	}
+	base := filepath.Base(pkg)
+	if !strings.Contains(stderr, `extract/testdata/`+base+`/runtime.go:21:9: flow "runtime.charge": warning: options computed at run time`) {
+		t.Errorf("stderr has no warning:\n%s", stderr)
+	}
+	for _, name := range []string{filepath.Join(out, extract.ContractFile), filepath.Join(out, extract.OpenAPIFile), filepath.Join(pkg, extract.GoFile)} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Errorf("not written: %v", err)
+			continue
+		}
+		if !strings.Contains(string(b), "runtime.charge") {
+			t.Errorf("%s does not name the flow", name)
+		}
+	}
+	gen, _ := os.ReadFile(filepath.Join(pkg, extract.GoFile))
+	if !strings.HasPrefix(string(gen), extract.GoHeader+"\n") {
+		t.Errorf("%s starts %q", extract.GoFile, strings.SplitN(string(gen), "\n", 2)[0])
+	}
+	var c extract.Contract
+	b, _ := os.ReadFile(filepath.Join(out, extract.ContractFile))
+	if err := json.Unmarshal(b, &c); err != nil || c.Version != 1 || len(c.Flows) != 1 {
+		t.Errorf("contract %s (%v)", b, err)
+	}
+	// Nothing but the files and no temporary file left behind.
+	ents, _ := os.ReadDir(out)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if !reflect.DeepEqual(names, []string{extract.ContractFile, extract.OpenAPIFile}) {
+		t.Errorf("-o DIR holds %v", names)
+	}
+}
+
+func TestExtractUsageAndLoadErrorsExit2(t *testing.T) {
+	cases := []struct {
+		name   string
+		args   []string
+		stderr string
+	}{
+		{"an unknown flag", []string{"extract", "-nope"}, "flag provided but not defined: -nope"},
+		{"an empty -o", []string{"extract", "-o", ""}, "-o needs a directory"},
+		{"a package that does not exist", []string{"extract", "./no/such/package"}, "oke extract: load packages:"},
+		{"a package that does not compile", []string{"extract", "../../extract/testdata/broken"}, "undefined: oke.NoSuchThing"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := run(tc.args...)
+			if code != 2 || !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("exit %d, stderr:\n%s\nwant 2 and %q", code, stderr, tc.stderr)
+			}
+		})
+	}
+}
+
+func TestExtractHelp(t *testing.T) {
+	code, stdout, _ := run("help", "extract")
+	if code != 0 || !strings.Contains(stdout, "Usage: oke extract [-o DIR] [-json] [PACKAGES]") || !strings.Contains(stdout, "//go:generate go run github.com/okengine/oke/cmd/oke extract") {
+		t.Errorf("exit %d, stdout:\n%s", code, stdout)
+	}
+}
