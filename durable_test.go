@@ -3,7 +3,10 @@ package oke_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,5 +140,60 @@ func TestCloseCutsRunsOffWithoutFailingThem(t *testing.T) {
 			t.Fatalf("runs %+v", runs)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestReplayFromStep: a replay from step N is a new run that reuses the old
+// run's saved results of steps 1..N-1 (their functions do not run) and runs
+// N onwards; step numbers count from 1, and a step past the saved ones is an
+// error naming the range.
+func TestReplayFromStep(t *testing.T) {
+	d := memory.New()
+	var ran sync.Map // step name → *atomic.Int64
+	count := func(name string) *atomic.Int64 {
+		v, _ := ran.LoadOrStore(name, new(atomic.Int64))
+		return v.(*atomic.Int64)
+	}
+	app := newApp(t, oke.Config{Driver: d, PollInterval: 5 * time.Millisecond}, func(app *oke.App) {
+		app.Handle(oke.POST("/p"), oke.NewFlow("d.replayfrom", oke.Options{Durable: true},
+			func(ctx context.Context, in noIn, fx *oke.Fx) (oke.Response[string], error) {
+				out := ""
+				for _, name := range []string{"a", "b", "c"} {
+					v, err := oke.Step(ctx, name, func(context.Context) (string, error) {
+						return fmt.Sprintf("%s%d", name, count(name).Add(1)), nil
+					})
+					if err != nil {
+						return oke.Response[string]{}, err
+					}
+					out += v
+				}
+				return oke.OK(out), nil
+			}))
+	})
+	if w := do(app, "POST", "/p", ""); w.Code != 200 || w.Body.String() != "\"a1b1c1\"\n" {
+		t.Fatalf("first run: %d %s", w.Code, w.Body)
+	}
+	runs, _ := d.ListRuns(context.Background(), driver.RunFilter{}, 0)
+	first := runs[0].ID
+	id, err := app.ReplayFrom(context.Background(), first, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run driver.Run
+	var steps []driver.Step
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		run, steps, _ = d.GetRun(context.Background(), id)
+		if run.Status.Finished() || time.Now().After(deadline) {
+			break
+		}
+	}
+	if run.Status != driver.RunCompleted || string(run.Result.Body) != "\"a1b1c2\"\n" || run.ReplayOf != first || len(steps) != 3 {
+		t.Fatalf("replay from step 3: %+v %s, steps %d", run, run.Result.Body, len(steps))
+	}
+	if count("a").Load() != 1 || count("b").Load() != 1 || count("c").Load() != 2 {
+		t.Fatalf("steps ran a=%d b=%d c=%d, want 1, 1, 2", count("a").Load(), count("b").Load(), count("c").Load())
+	}
+	if _, err := app.ReplayFrom(context.Background(), first, 5); !errors.Is(err, oke.ErrBadStep) || !strings.Contains(err.Error(), "from step 1 to 4") {
+		t.Fatalf("replay from step 5 of a 3-step run: %v", err)
 	}
 }

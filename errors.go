@@ -214,3 +214,7 @@ func (e *ContractError) Error() string {
 
 // Unwrap returns the problems.
 func (e *ContractError) Unwrap() []error { return e.Problems }
+
+// ErrBadStep is returned by ReplayFrom for a step the run cannot be
+// replayed from (steps count from 1, up to one past its saved steps).
+var ErrBadStep = errors.New("oke: no such step to replay from")

@@ -275,24 +275,61 @@ func (a *App) awaitRun(ctx context.Context, id string) outcome {
 // step runs again (a replay is a new run). The new run records which run it
 // replays. It returns the new run's ID; the scheduler executes it.
 func (a *App) Replay(ctx context.Context, runID string) (string, error) {
+	return a.ReplayFrom(ctx, runID, 1)
+}
+
+// ReplayFrom starts a new run of an old run's flow with the same input that
+// reuses the old run's saved results of steps 1..fromStep-1 (they are not
+// run again: the new run holds copies of them) and runs step fromStep and
+// every later one. fromStep 1 is Replay. The old run must have saved at
+// least fromStep-1 steps; steps count from 1. The new run records which
+// run it replays; the scheduler executes it.
+func (a *App) ReplayFrom(ctx context.Context, runID string, fromStep int) (string, error) {
 	if a.journal == nil {
 		return "", fmt.Errorf("replay %s: %w", runID, ErrNotDurable)
 	}
-	old, _, err := a.journal.GetRun(ctx, runID)
+	old, steps, err := a.journal.GetRun(ctx, runID)
 	if err != nil {
 		return "", fmt.Errorf("replay %s: %w", runID, err)
 	}
 	if a.flows[old.Flow] == nil {
 		return "", fmt.Errorf("replay %s: flow %q is not bound to this app", runID, old.Flow)
 	}
-	run, err := a.journal.CreateRun(ctx, driver.Run{ID: token.RunID(), Flow: old.Flow, Input: old.Input,
-		Tenant: old.Tenant, Principal: old.Principal, ReplayOf: old.ID}, 0)
-	if err != nil {
+	if fromStep < 1 || fromStep > len(steps)+1 {
+		return "", fmt.Errorf("replay %s from step %d: %w: the run saved %d steps, so a replay may start from step 1 to %d", runID, fromStep, ErrBadStep, len(steps), len(steps)+1)
+	}
+	run := driver.Run{ID: token.RunID(), Flow: old.Flow, Input: old.Input,
+		Tenant: old.Tenant, Principal: old.Principal, ReplayOf: old.ID}
+	if fromStep == 1 {
+		if _, err := a.journal.CreateRun(ctx, run, 0); err != nil {
+			return "", fmt.Errorf("replay %s: %w", runID, err)
+		}
+		a.wake()
+		return run.ID, nil
+	}
+	// Create the run held, copy the steps it reuses, then release it for
+	// the scheduler: until then no one else can take it, and if this
+	// process dies meanwhile, the run is picked up once its lease lapses
+	// (with the steps copied so far: the rest run again, as after any cut).
+	owner := token.Owner()
+	run.Owner = owner
+	if _, err := a.journal.CreateRun(ctx, run, a.cfg.Lease); err != nil {
 		return "", fmt.Errorf("replay %s: %w", runID, err)
+	}
+	ctx = context.WithoutCancel(ctx)
+	for _, st := range steps[:fromStep-1] {
+		st.Attempts = 0 // this run never ran it
+		if err := a.journal.SaveStep(ctx, run.ID, owner, st); err != nil {
+			return "", fmt.Errorf("replay %s from step %d: copy step %d: %w", runID, fromStep, st.Seq, err)
+		}
+	}
+	if err := a.journal.FinishRun(ctx, run.ID, owner, driver.Finish{Status: driver.RunRunning, WakeAt: time.Now()}); err != nil {
+		return "", fmt.Errorf("replay %s from step %d: release the new run: %w", runID, fromStep, err)
 	}
 	a.wake()
 	return run.ID, nil
 }
+
 
 // Journal returns the app's journal (nil when the driver keeps none), for
 // tools that list and show runs (package admin).
