@@ -123,7 +123,9 @@ func TestRequiredNeedsAnInferredQualifyingEffect(t *testing.T) {
 	app := oke.New(oke.Config{SweepInterval: -1, Logger: quiet()})
 	t.Cleanup(func() { app.Close(context.Background()) })
 	app.Handle(oke.POST("/r"), oke.NewFlow("contract.required", oke.Options{Idempotency: oke.Required},
-		func(ctx context.Context, in amountIn, fx *oke.Fx) (oke.Response[int64], error) { return oke.OK(in.Amount), nil }))
+		func(ctx context.Context, in amountIn, fx *oke.Fx) (oke.Response[int64], error) {
+			return oke.OK(in.Amount), nil
+		}))
 	err := app.Start(context.Background())
 	if err == nil || !strings.Contains(err.Error(), `flow "contract.required"`) || !strings.Contains(err.Error(), "Required") {
 		t.Fatalf("Start: %v", err)

@@ -236,7 +236,7 @@ type flow struct {
 	// contract is "fresh", "stale" or "missing" (App.Start), with what is
 	// stale, and source is the contract's FILE:LINE.
 	contract, contractProblem, source string
-	metrics  *flowMetrics
+	metrics                           *flowMetrics
 }
 
 // Handler is implemented by every flow kind (*Flow, *StreamFlow, *LiveFlow)

@@ -330,7 +330,6 @@ func (a *App) ReplayFrom(ctx context.Context, runID string, fromStep int) (strin
 	return run.ID, nil
 }
 
-
 // Journal returns the app's journal (nil when the driver keeps none), for
 // tools that list and show runs (package admin).
 func (a *App) Journal() driver.Journal { return a.journal }
