@@ -35,6 +35,7 @@ type metrics struct {
 	claim      *prometheus.HistogramVec
 	notStored  *prometheus.CounterVec
 	down       *prometheus.CounterVec
+	waiting    *prometheus.GaugeVec
 }
 
 func newMetrics() *metrics {
@@ -62,7 +63,11 @@ func newMetrics() *metrics {
 		Name: "oke_unavailable_total",
 		Help: "Every 503 a flow's route answered, keyed or not, by error code: StoreUnavailable (nothing ran), Unavailable (ran, changed nothing), OutcomeUnknown (may have run), ShuttingDown.",
 	}, []string{"flow", "code"})
-	m.reg.MustRegister(m.executions, m.outcomes, m.claim, m.notStored, m.down,
+	m.waiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "oke_idempotency_waiting",
+		Help: "Requests held right now by Prefer: wait until their key's first request finishes.",
+	}, []string{"flow"})
+	m.reg.MustRegister(m.executions, m.outcomes, m.claim, m.notStored, m.down, m.waiting,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -76,6 +81,7 @@ type flowMetrics struct {
 	notStored  prometheus.Counter
 	down       map[string]prometheus.Counter
 	downVec    *prometheus.CounterVec
+	waiting    prometheus.Gauge
 	name       string
 }
 
@@ -95,6 +101,7 @@ func (m *metrics) forFlow(name string) *flowMetrics {
 		notStored:  m.notStored.WithLabelValues(name),
 		down:       make(map[string]prometheus.Counter, len(unavailableCodes)),
 		downVec:    m.down,
+		waiting:    m.waiting.WithLabelValues(name),
 		name:       name,
 	}
 	for _, c := range unavailableCodes {

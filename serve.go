@@ -197,15 +197,42 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	a.serveClaimed(ctx, f, in, canon, id, driver.Key{Tenant: id.Tenant, Principal: id.Principal, Flow: f.name, Key: key}, fp, ttl, w)
+	k := keyed{key: driver.Key{Tenant: id.Tenant, Principal: id.Principal, Flow: f.name, Key: key}, fp: fp, ttl: ttl,
+		waitCtx: r.Context(), wait: preferWait(r)}
+	a.serveClaimed(ctx, f, in, canon, id, k, w)
+}
+
+// keyed is what a keyed request claims: its key's row, fingerprint and TTL,
+// and how long it may wait (Prefer: wait) for a request with the key that
+// is in progress, while its client is there (waitCtx).
+type keyed struct {
+	key     driver.Key
+	fp      string
+	ttl     time.Duration
+	waitCtx context.Context
+	wait    time.Duration
+}
+
+// await holds the request while its key is in progress, if it asked to
+// (Prefer: wait), and says so in Preference-Applied.
+func (a *App) await(f *flow, k keyed, dec idem.Decision, err error, w http.ResponseWriter) idem.Decision {
+	if err != nil {
+		return dec
+	}
+	dec, held := a.awaitKey(k.waitCtx, f, k.key, k.fp, k.wait, dec)
+	if held {
+		w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(k.wait/time.Second)))
+	}
+	return dec
 }
 
 // serveClaimed runs the claim state machine for one keyed request.
-func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, id Identity, key driver.Key, fp string, ttl time.Duration, w http.ResponseWriter) {
+func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, id Identity, k keyed, w http.ResponseWriter) {
 	m := f.metrics
+	key, fp, ttl := k.key, k.fp, k.ttl
 	if f.claim == ClaimInTx { // never Durable: checkOptions refuses it
 		if _, ok := a.cfg.Driver.(driver.TxClaimer); ok {
-			a.serveDeferred(ctx, f, in, id, key, fp, ttl, w)
+			a.serveDeferred(ctx, f, in, id, k, w)
 			return
 		}
 	}
@@ -216,6 +243,7 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 	}
 	dec, err := a.engine.Begin(ctx, key, fp, ttl, runID)
 	m.claim.Observe(time.Since(start).Seconds())
+	dec = a.await(f, k, dec, err, w)
 	if !a.answerClaim(f, dec, err, w) {
 		return
 	}
@@ -293,12 +321,17 @@ func (a *App) answerClaim(f *flow, dec idem.Decision, err error, w http.Response
 // comes first. A claim that is not the request's stops the flow at that
 // effect, and the request is answered as it would have been had the claim
 // come first.
-func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, key driver.Key, fp string, ttl time.Duration, w http.ResponseWriter) {
-	d := a.engine.Defer(ctx, key, fp, ttl, true)
+func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, k keyed, w http.ResponseWriter) {
+	d := a.engine.Defer(ctx, k.key, k.fp, k.ttl, true)
 	fx := &Fx{app: a, flow: f, identity: id, claim: d}
 	res, _, runErr := a.callUnary(ctx, f, in, fx)
 	dec, err := d.Decide()
 	f.metrics.claim.Observe(d.Took().Seconds())
+	if dec.Outcome == idem.InProgress {
+		// The flow's transaction never began; end it before waiting.
+		fx.takeTx().Rollback()
+		dec = a.await(f, k, dec, err, w)
+	}
 	if !a.answerClaim(f, dec, err, w) {
 		// The flow's transaction, if it opened one, never began: the
 		// claim went ahead of its BEGIN (or was made before it).
@@ -393,6 +426,7 @@ func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res 
 			a.writeUnavailable(w, f, true, ErrOutcomeUnknown.WithCause(err))
 			return
 		}
+		a.done.done(claim.Key)
 		writeResult(w, res, false)
 		return
 	}
@@ -409,6 +443,7 @@ func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res 
 		a.writeUnavailable(w, f, true, ErrOutcomeUnknown.WithCause(err))
 		return
 	}
+	a.done.done(claim.Key)
 	writeResult(w, res, false)
 }
 

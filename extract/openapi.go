@@ -91,7 +91,7 @@ func buildOpenAPI(res *Result, sg *schemaGen) *openAPIDoc {
 				"IdempotencyKeyRequired": idempotencyKeyParam(true),
 				"Prefer": map[string]any{
 					"name": "Prefer", "in": "header", "required": false,
-					"description": "RFC 7240 wait=N: how many seconds (at most 60; more is read as 60) the caller is willing to wait for a request still in progress under the same key. Planned (DESIGN.md section 10): today's server ignores it and answers 409 IdempotencyInProgress at once; a server that honors it answers with Preference-Applied: wait=N.",
+					"description": "RFC 7240 wait=N: how many seconds (at most 60; more is read as 60) the caller is willing to wait for a request still in progress under the same key. The server then holds the request until that request finishes and answers its stored response (Idempotent-Replayed: true), or until N seconds pass and answers 409 IdempotencyInProgress with Retry-After; either way with Preference-Applied: wait=N. Without it, a key in progress is 409 at once.",
 					"schema":      map[string]any{"type": "string", "pattern": `^wait=[0-9]+$`},
 				},
 			},
@@ -99,6 +99,10 @@ func buildOpenAPI(res *Result, sg *schemaGen) *openAPIDoc {
 				"IdempotentReplayed": map[string]any{
 					"description": "true when the response is the stored answer of an earlier request with the same Idempotency-Key.",
 					"schema":      map[string]any{"type": "string", "enum": []any{"true"}},
+				},
+				"PreferenceApplied": map[string]any{
+					"description": "RFC 7240: wait=N when the server held the request (Prefer: wait=N) while its key's first request ran.",
+					"schema":      map[string]any{"type": "string", "pattern": `^wait=[0-9]+$`},
 				},
 				"RetryAfter": map[string]any{
 					"description": "Seconds to wait before retrying (at least 1).",
@@ -172,12 +176,14 @@ func errorContent() map[string]any {
 
 func errorResponses() map[string]any {
 	retry := map[string]any{"Retry-After": map[string]any{"$ref": "#/components/headers/RetryAfter"}}
+	held := map[string]any{"Retry-After": map[string]any{"$ref": "#/components/headers/RetryAfter"},
+		"Preference-Applied": map[string]any{"$ref": "#/components/headers/PreferenceApplied"}}
 	return map[string]any{
 		"BadRequest":   map[string]any{"description": "The input (or the Idempotency-Key) is invalid: MalformedJSON, UnknownField, DuplicateField, InvalidInput, ValidationFailed, IdempotencyKeyMissing, IdempotencyKeyInvalid. Nothing was stored.", "content": errorContent()},
 		"Unauthorized": map[string]any{"description": "The gate refused the credentials.", "content": errorContent()},
 		"Forbidden":    map[string]any{"description": "The gate refused the call.", "content": errorContent()},
-		"InProgress": map[string]any{"description": "IdempotencyInProgress: a request with this key is still running; retry after Retry-After seconds.",
-			"headers": retry, "content": errorContent()},
+		"InProgress": map[string]any{"description": "IdempotencyInProgress: a request with this key is still running (after the wait a Prefer: wait asked for, if any); retry after Retry-After seconds.",
+			"headers": held, "content": errorContent()},
 		"KeyReused":   map[string]any{"description": "IdempotencyKeyReused: this key was used with a different request.", "content": errorContent()},
 		"Internal":    map[string]any{"description": "InternalError: the flow failed.", "content": errorContent()},
 		"Unavailable": map[string]any{"description": "StoreUnavailable (the request did not run), OutcomeUnknown (it may have run: retry with the same key) or Unavailable; retry after Retry-After seconds.", "headers": retry, "content": errorContent()},
@@ -288,6 +294,7 @@ func operation(res *Result, sg *schemaGen, f *Flow, b Binding, method, id string
 			headers := map[string]any{}
 			if b.Honored {
 				headers["Idempotent-Replayed"] = map[string]any{"$ref": "#/components/headers/IdempotentReplayed"}
+				headers["Preference-Applied"] = map[string]any{"$ref": "#/components/headers/PreferenceApplied"}
 			}
 			if st == 201 {
 				headers["Location"] = map[string]any{"$ref": "#/components/headers/Location"}

@@ -49,6 +49,7 @@ var httpRules = []rowRule{
 	{"ReplayHasStoredStatusBodyTypeLocationAndReplayedHeader", testReplayShape},
 	{"ReplayNeverCarriesCookiesOrOtherHeaders", testReplayNoCookies},
 	{"StillRunningIs409WithRetryAfter", testInProgress},
+	{"PreferWaitGetsTheFirstRequestsStoredAnswer", testPreferWait},
 	{"NonJSONResponseIsNotStoredAndRowDeleted", testRawNotStored},
 	{"FailureBeforeAnyEffectDeletesRow", testFailBefore},
 	{"FailureAfterEachNonReadEffectStores500", testFailAfter},
@@ -732,6 +733,76 @@ func testInProgress(t *testing.T, d driver.Driver) {
 	if got := idem.RetryAfter(300 * time.Millisecond); got != time.Second {
 		t.Fatalf("Retry-After of a lease about to end: %v, want at least 1s", got)
 	}
+}
+
+// testPreferWait: a request that sends "Prefer: wait=N" while its key's
+// first request runs is held until that request finishes, and gets its
+// stored answer (Idempotent-Replayed, Preference-Applied: wait=N) instead of
+// 409; the flow runs once. Without the header the answer is still 409, and
+// a wait that ends first answers 409 too.
+func testPreferWait(t *testing.T, d driver.Driver) {
+	release := make(chan struct{})
+	started := make(chan struct{})
+	h := newHarness(t, d, oke.Config{Lease: hold}, func(h *harness, app *oke.App) {
+		app.Handle(oke.POST("/slow"), oke.NewFlow("t.wait", oke.Options{},
+			func(ctx context.Context, in chargeIn, fx *oke.Fx) (oke.Response[int64], error) {
+				n := h.counter("t.wait").Add(1)
+				fx.Raw(ctx, "write", func(context.Context) error { return nil })
+				if n == 1 {
+					close(started)
+					<-release
+				}
+				return oke.Created(n, "/slow/1"), nil
+			}))
+	})
+	first := make(chan *httptest.ResponseRecorder)
+	go func() { first <- h.req("POST", "/slow", body, "Idempotency-Key", key1) }()
+	waitFor(t, "the flow to start", started)
+	wantCode(t, "without Prefer: wait", h.req("POST", "/slow", body, "Idempotency-Key", key1), 409, "IdempotencyInProgress")
+	short := h.req("POST", "/slow", body, "Idempotency-Key", key1, "Prefer", "wait=1")
+	wantCode(t, "a wait that ends before the first request", short, 409, "IdempotencyInProgress")
+	if short.Header().Get("Preference-Applied") != "wait=1" || short.Header().Get("Retry-After") == "" {
+		t.Fatalf("an expired wait: headers %v", short.Header())
+	}
+	held := make(chan *httptest.ResponseRecorder)
+	go func() { held <- h.req("POST", "/slow", body, "Idempotency-Key", key1, "Prefer", "respond-async, wait=100") }()
+	// Release the first request only once the second is being held.
+	eventually(t, "the second request to be held", func() bool { return waiting(t, h.app, "t.wait") == 1 })
+	close(release)
+	w := waitFor(t, "the held request", held)
+	f := waitFor(t, "the first request", first)
+	if f.Code != 201 || replayed(f) {
+		t.Fatalf("first: %d replayed=%v", f.Code, replayed(f))
+	}
+	if w.Code != 201 || !replayed(w) || w.Body.String() != f.Body.String() || w.Header().Get("Location") != "/slow/1" {
+		t.Fatalf("the held request: %d replayed=%v %s, want the first's stored answer %s", w.Code, replayed(w), w.Body, f.Body)
+	}
+	if got := w.Header().Get("Preference-Applied"); got != "wait=60" {
+		t.Fatalf("Preference-Applied %q, want wait=60 (a wait above 60 s is 60)", got)
+	}
+	wantRuns(t, h, "t.wait", 1)
+}
+
+// waiting is the app's oke_idempotency_waiting gauge of flow.
+func waiting(t *testing.T, app *oke.App, flow string) float64 {
+	t.Helper()
+	mfs, err := app.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "oke_idempotency_waiting" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "flow" && l.GetValue() == flow {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 func testRawNotStored(t *testing.T, d driver.Driver) {

@@ -1,0 +1,154 @@
+package oke
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/idem"
+)
+
+// Waiting for the answer (RFC 7240 "Prefer: wait=N"). A request whose key is
+// in progress gets 409 IdempotencyInProgress with Retry-After — spec 004's
+// answer, and still the answer without the header. With "Prefer: wait=N" the
+// app instead holds the request until the first request with the key
+// finishes, and answers its stored response (Idempotent-Replayed: true), or
+// until N seconds pass (then the 409 as usual). It answers
+// "Preference-Applied: wait=N" when it held the request.
+
+// maxWait caps Prefer: wait (RFC 7240 lets the server choose; 60 s is
+// DESIGN.md's bound).
+const maxWait = 60 * time.Second
+
+// preferWait reads "Prefer: wait=N" (seconds; above 60 means 60) from r; 0
+// when absent or malformed.
+func preferWait(r *http.Request) time.Duration {
+	for _, v := range r.Header.Values("Prefer") {
+		for _, p := range strings.Split(v, ",") {
+			p = strings.TrimSpace(p)
+			name, val, ok := strings.Cut(p, "=")
+			if !ok || !strings.EqualFold(strings.TrimSpace(name), "wait") {
+				continue
+			}
+			val = strings.Trim(strings.TrimSpace(val), `"`)
+			n, err := strconv.ParseUint(val, 10, 32)
+			if err != nil || n == 0 {
+				return 0
+			}
+			return min(time.Duration(n)*time.Second, maxWait)
+		}
+	}
+	return 0
+}
+
+// completions wakes the requests of this process that wait for a key to
+// complete: a completion here is seen at once; one in another process is
+// seen by polling the row.
+type completions struct {
+	waiting atomic.Int64 // waiters right now; completions cost nothing when 0
+	mu      sync.Mutex
+	byKey   map[driver.Key]*keyWaiters
+}
+
+type keyWaiters struct {
+	ch chan struct{}
+	n  int // waiters of ch
+}
+
+// watch returns a channel closed when key completes in this process, and a
+// function to call when done waiting (it forgets the key once its last
+// waiter is done).
+func (c *completions) watch(key driver.Key) (<-chan struct{}, func()) {
+	c.waiting.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byKey == nil {
+		c.byKey = make(map[driver.Key]*keyWaiters)
+	}
+	kw, ok := c.byKey[key]
+	if !ok {
+		kw = &keyWaiters{ch: make(chan struct{})}
+		c.byKey[key] = kw
+	}
+	kw.n++
+	return kw.ch, func() {
+		c.waiting.Add(-1)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if kw.n--; kw.n == 0 && c.byKey[key] == kw {
+			delete(c.byKey, key)
+		}
+	}
+}
+
+// done tells the waiters of key, if any, that its row changed.
+func (c *completions) done(key driver.Key) {
+	if c.waiting.Load() == 0 {
+		return
+	}
+	c.mu.Lock()
+	kw, ok := c.byKey[key]
+	if ok {
+		delete(c.byKey, key)
+	}
+	c.mu.Unlock()
+	if ok {
+		close(kw.ch)
+	}
+}
+
+// waitPoll bounds how long a waiting request goes without reading the row:
+// the first reads come quickly, then every waitPollMax.
+const (
+	waitPollMin = 20 * time.Millisecond
+	waitPollMax = 250 * time.Millisecond
+)
+
+// awaitKey holds a request whose key is in progress (dec) for up to wait,
+// reading the key's row when this process completes it and every few
+// hundred milliseconds otherwise (another process's completion). It returns
+// the decision to answer: the replay once the row is completed, 422 if the
+// key went to another request, else dec (409) when the time is up or the
+// client left. held reports whether it held the request at all.
+func (a *App) awaitKey(ctx context.Context, f *flow, key driver.Key, fp string, wait time.Duration, dec idem.Decision) (idem.Decision, bool) {
+	if wait <= 0 || dec.Outcome != idem.InProgress {
+		return dec, false
+	}
+	f.metrics.waiting.Inc()
+	defer f.metrics.waiting.Dec()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	poll := waitPollMin
+	for {
+		changed, stop := a.done.watch(key)
+		t := time.NewTimer(poll)
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-deadline.C:
+			t.Stop()
+			stop()
+			return dec, true
+		case <-ctx.Done():
+			t.Stop()
+			stop()
+			return dec, true
+		}
+		t.Stop()
+		stop()
+		poll = min(2*poll, waitPollMax)
+		now, ok, err := a.engine.Current(context.WithoutCancel(ctx), key, fp)
+		if err != nil || !ok {
+			continue // unreadable, or no row yet (a claim held by a transaction): keep waiting
+		}
+		if now.Outcome == idem.Replay || now.Outcome == idem.Reused {
+			return now, true
+		}
+		dec = now // still running: its latest Retry-After
+	}
+}
