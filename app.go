@@ -110,7 +110,7 @@ type App struct {
 	engine  idem.Engine
 	journal driver.Journal // nil when the driver keeps no journal
 	sched   journal.Scheduler
-	done    completions // wakes requests that wait for a key (Prefer: wait)
+	done    completions     // wakes requests that wait for a key (Prefer: wait)
 	leases  *lease.Pool     // renews claims' and runs' leases; closed by Close
 	base    context.Context // cancelled when Close gives up waiting
 	cancel  context.CancelFunc

@@ -765,7 +765,9 @@ func testPreferWait(t *testing.T, d driver.Driver) {
 		t.Fatalf("an expired wait: headers %v", short.Header())
 	}
 	held := make(chan *httptest.ResponseRecorder)
-	go func() { held <- h.req("POST", "/slow", body, "Idempotency-Key", key1, "Prefer", "respond-async, wait=100") }()
+	go func() {
+		held <- h.req("POST", "/slow", body, "Idempotency-Key", key1, "Prefer", "respond-async, wait=100")
+	}()
 	// Release the first request only once the second is being held.
 	eventually(t, "the second request to be held", func() bool { return waiting(t, h.app, "t.wait") == 1 })
 	close(release)
