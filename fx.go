@@ -116,7 +116,8 @@ func (fx *Fx) hasNonRead() bool { return fx.effects.Load()&nonReadMask != 0 }
 
 // Fail returns a declared failure for the flow to return: the client sees
 // status, code and message; under an Idempotency-Key it is stored and
-// replayed as that failure (not as a 500).
+// replayed as that failure (not as a 500). It is oke.Fail, at hand where the
+// flow has fx (a Gate, which has none, uses oke.Fail).
 //
 //	return oke.Response[Charge]{}, fx.Fail(402, "PaymentDeclined", "The card was declined.")
 func (fx *Fx) Fail(status int, code, message string) error { return Fail(status, code, message) }

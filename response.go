@@ -38,12 +38,13 @@ func NoContent[T any]() Response[T] {
 	return Response[T]{Status: http.StatusNoContent, noContent: true}
 }
 
-// Raw answers with a body the flow encoded itself. A JSON content type
+// RawResponse answers with a body the flow encoded itself (not to be confused
+// with Fx.Raw, an effect). A JSON content type
 // (application/json or a +json type) is a buffered JSON envelope and is
 // stored like any response; any other content type is sent live and not
 // stored — under an Idempotency-Key its row is deleted, so the same key may
 // run the flow again.
-func Raw[T any](status int, contentType string, body []byte) Response[T] {
+func RawResponse[T any](status int, contentType string, body []byte) Response[T] {
 	return Response[T]{Status: status, raw: body, rawType: contentType}
 }
 

@@ -510,7 +510,7 @@ func (fd *finder) returnStatuses(fn *ssa.Function, set map[int]bool, depth int) 
 					set[202] = true
 				case "NoContent":
 					set[204] = true
-				case "Raw":
+				case "RawResponse":
 					if c, ok := x.Call.Args[0].(*ssa.Const); ok && c.Value != nil && c.Value.Kind() == constant.Int {
 						if n, ok := constant.Int64Val(c.Value); ok && n >= 200 && n < 300 {
 							set[int(n)] = true

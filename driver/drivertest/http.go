@@ -813,12 +813,12 @@ func testRawNotStored(t *testing.T, d driver.Driver) {
 			func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[struct{}], error) {
 				n := h.counter("t.csv").Add(1)
 				fx.Raw(ctx, "touch", func(context.Context) error { return nil })
-				return oke.Raw[struct{}](200, "text/csv", []byte(fmt.Sprintf("n\n%d\n", n))), nil
+				return oke.RawResponse[struct{}](200, "text/csv", []byte(fmt.Sprintf("n\n%d\n", n))), nil
 			}))
 		app.Handle(oke.POST("/json"), oke.NewFlow("t.rawjson", oke.Options{},
 			func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[struct{}], error) {
 				h.counter("t.rawjson").Add(1)
-				return oke.Raw[struct{}](200, "application/problem+json", []byte(`{"ok":true}`)), nil
+				return oke.RawResponse[struct{}](200, "application/problem+json", []byte(`{"ok":true}`)), nil
 			}))
 	})
 	for i := 1; i <= 2; i++ {
