@@ -43,10 +43,27 @@
 //
 // The header is honored when the request is HTTP with a method other than
 // GET (QUERY counts; so does the RPC binding), the flow has a non-read
-// effect (write, emit, send, call, fetch, ask, embed or raw — a flow that
-// declares no Effects is assumed to have one), the flow is not a stream or
-// live feed, and its mode is not Off. Otherwise the header is ignored.
-// In-process calls (Call) have no request and never honor it.
+// effect (write, emit, send, call, fetch, ask, embed or raw), the flow is
+// not a stream or live feed, and its mode is not Off. Otherwise the header
+// is ignored. In-process calls (Call) have no request and never honor it.
+//
+// What a flow does is read from its code: `oke extract` (run it with go
+// generate) infers every flow's effects, transitively, checks its options
+// (an unparseable TTL, Required on a flow that cannot honor the header, and
+// more fail it, naming the flow and the fix), and writes the flow's
+// contract, an OpenAPI document, and a Go file that registers the contract
+// with the app (RegisterContract). A flow whose contract is missing or
+// stale is logged at Start and falls back to Options.Effects (undeclared:
+// assumed to write).
+//
+// How a keyed request claims its key is Idempotency.Claim: ClaimFirst (a
+// row with a lease, before the function runs), or ClaimInTx (held by the
+// flow's transaction, one commit per request, on driver/postgres);
+// ClaimAuto, the default, picks ClaimInTx when the contract shows that
+// every non-read effect of the flow is a statement in Fx.Tx. Every strategy
+// answers by the same table. A request whose key is in progress may send
+// "Prefer: wait=N" to be held until the first request's stored answer
+// instead of getting 409.
 //
 // The scope of a key is tenant + principal + flow, from the Gate. The
 // fingerprint of a request is a SHA-256 of the flow name and the decoded,
