@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -115,8 +116,9 @@ func runServe(ctx context.Context, name string, args []string, stdout, stderr io
 func runVersion(_ context.Context, name string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	js := fs.Bool("json", false, "print the versions as JSON")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s\n\nPrints the version of oke and of the Go toolchain that built it.\n", name)
+		fmt.Fprintf(fs.Output(), "Usage: %s [-json]\n\nPrints the version of oke and of the Go toolchain that built it.\n", name)
 	}
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)
@@ -124,6 +126,11 @@ func runVersion(_ context.Context, name string, args []string, stdout, stderr io
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
 		return 2
+	}
+	if *js {
+		b, _ := json.Marshal(map[string]string{"oke": version(), "go": runtime.Version(), "os": runtime.GOOS, "arch": runtime.GOARCH})
+		fmt.Fprintf(stdout, "%s\n", b)
+		return 0
 	}
 	fmt.Fprintf(stdout, "oke %s (%s %s/%s)\n", version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return 0

@@ -66,6 +66,9 @@ func TestVersionFlag(t *testing.T) {
 	if code, stdout, _ := run("version"); code != 0 || !strings.HasPrefix(stdout, "oke v1.2.3 (go") {
 		t.Fatalf("exit %d, stdout %q", code, stdout)
 	}
+	if code, stdout, _ := run("version", "-json"); code != 0 || !strings.HasPrefix(stdout, `{"arch":`) || !strings.Contains(stdout, `"oke":"v1.2.3"`) {
+		t.Fatalf("version -json: exit %d, stdout %q", code, stdout)
+	}
 }
 
 // TestBuildVersion: `oke version` prints the module version, else the VCS
