@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib" // and the "pgx" database/sql driver
+	"go.uber.org/goleak"
 )
 
 // DefaultURL is the server used when OKE_TEST_DATABASE_URL is not set.
@@ -178,4 +179,19 @@ func WithParam(dsn, key, value string) string {
 
 func isURL(dsn string) bool {
 	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// Main runs a package's tests (for TestMain), then closes the shared admin
+// connection and fails the run if any test left a goroutine running (a
+// lease ticker, a scheduler, a listener, a pool's goroutines).
+func Main(m *testing.M) {
+	code := m.Run()
+	Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on a successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
