@@ -1,13 +1,6 @@
 package client
 
-import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
-	"net/http"
-	"reflect"
-)
+import "context"
 
 // Call sends in as JSON with method to path and decodes a 2xx JSON answer
 // into Out. For GET and HEAD nothing is sent as a body: in must be the zero
@@ -21,34 +14,7 @@ import (
 // An error decoding a 2xx body means the server did the work: do not resend
 // with a new key. Resend with Meta.IdempotencyKey to get the stored answer.
 func Call[In, Out any](ctx context.Context, c *Client, method, path string, in In, opts ...CallOption) (Out, Meta, error) {
-	var out Out
-	var body []byte
-	if method == http.MethodGet || method == http.MethodHead {
-		if !reflect.ValueOf(&in).Elem().IsZero() {
-			return out, Meta{}, fmt.Errorf("oke client: %s %s: a %s request has no body, but the input is not empty; pass parameters with client.Query or client.PathParam", method, path, method)
-		}
-	} else {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return out, Meta{}, fmt.Errorf("oke client: %s %s: encode request: %w", method, path, err)
-		}
-		body = b
-	}
-	r, err := c.prepare(method, path, body, opts)
-	if err != nil {
-		return out, Meta{}, err
-	}
-	resp, err := c.send(ctx, r)
-	if err != nil {
-		return out, resp.Meta, err
-	}
-	if len(bytes.TrimSpace(resp.Body)) == 0 {
-		return out, resp.Meta, nil
-	}
-	if err := json.Unmarshal(resp.Body, &out); err != nil {
-		return out, resp.Meta, fmt.Errorf("oke client: %s %s: %d answer: decode body: %w", r.method, r.path, resp.Status, err)
-	}
-	return out, resp.Meta, nil
+	return Invoke[In, Out](ctx, c, Operation{Method: method, Path: path}, in, opts...)
 }
 
 // Endpoint is a typed route of an API, declared once and called many times:

@@ -127,6 +127,13 @@ type Meta struct {
 	Attempts int
 	// Location is the response's Location header, e.g. "/charges/ch_1".
 	Location string
+	// Waited is true when the server held the last attempt while an
+	// earlier call with the same key ran: the attempt asked with Prefer:
+	// wait=N (see [Retry].PreferWait) and the answer says
+	// Preference-Applied: wait=N. With IdempotentReplayed it means the
+	// answer is the first call's, delivered when that call finished rather
+	// than after a Retry-After sleep.
+	Waited bool
 	// Header holds all response headers of the last attempt.
 	Header http.Header
 }
@@ -135,6 +142,8 @@ type Meta struct {
 type Response struct {
 	Meta
 	Body []byte
+
+	raw *http.Response // Stream's 2xx answer, its body unread
 }
 
 // CallOption configures one call.
@@ -228,19 +237,25 @@ func Header(name, value string) CallOption {
 
 // request is one logical call, ready to send as many times as needed.
 type request struct {
+	flow   string // the operation's flow, for errors; "" for Call and Do
 	method string
 	path   string // expanded path, no query: for errors
 	url    string
 	header http.Header
 	body   []byte
 	retry  Retry
+	stream bool // Stream: a 2xx body is handed over unread
 }
+
+// prefix is what the request's errors start with after "oke client: ".
+func (r *request) prefix() string { return flowPrefix(r.flow) }
 
 // prepare checks a call and builds what every attempt sends. Nothing is sent
 // if it fails.
-func (c *Client) prepare(method, path string, body []byte, opts []CallOption) (*request, error) {
+func (c *Client) prepare(op Operation, body []byte, opts []CallOption, stream bool) (*request, error) {
+	method, path := op.Method, op.Path
 	if method == "" || strings.ContainsAny(method, " \t\r\n/") {
-		return nil, fmt.Errorf("oke client: invalid method %q", method)
+		return nil, fmt.Errorf("oke client: %sinvalid method %q", flowPrefix(op.Flow), method)
 	}
 	var cc callConfig
 	for _, o := range opts {
@@ -250,18 +265,21 @@ func (c *Client) prepare(method, path string, body []byte, opts []CallOption) (*
 		return nil, err
 	}
 	if cc.conflict {
-		return nil, errors.New("oke client: conflicting Key/NoKey options")
+		return nil, fmt.Errorf("oke client: %sconflicting Key/NoKey options", flowPrefix(op.Flow))
 	}
 	expanded, err := expandPath(path, cc.params)
 	if err != nil {
+		if op.Flow != "" {
+			err = fmt.Errorf("%s: %w", op.Flow, err)
+		}
 		return nil, err
 	}
 	hasBody := method != http.MethodGet && method != http.MethodHead
 	if !hasBody && len(body) > 0 {
-		return nil, fmt.Errorf("oke client: %s %s: a %s request has no body; pass parameters with client.Query", method, expanded, method)
+		return nil, fmt.Errorf("oke client: %s%s %s: a %s request has no body; pass parameters with client.Query", flowPrefix(op.Flow), method, expanded, method)
 	}
 
-	r := &request{method: method, path: expanded, header: c.header.Clone(), retry: c.retry}
+	r := &request{flow: op.Flow, method: method, path: expanded, header: c.header.Clone(), retry: c.retry, stream: stream}
 	for k, vs := range cc.header {
 		r.header[k] = vs
 	}
@@ -280,21 +298,28 @@ func (c *Client) prepare(method, path string, body []byte, opts []CallOption) (*
 	var key string
 	switch cc.mode {
 	case keyGiven:
+		if op.Key == KeyIgnored {
+			return nil, fmt.Errorf("oke client: %s %s: flow %s does not honor the Idempotency-Key header (a GET, a flow that only reads, a stream, a live feed or Idempotency: Off), so the server would ignore the key and it would protect nothing: drop client.Key", method, expanded, op.Flow)
+		}
 		if err := ValidateKey(cc.key); err != nil {
 			return nil, err
 		}
 		key = cc.key
+	case keyNone:
+		if op.Key == KeyRequired {
+			return nil, &keyError{reason: fmt.Sprintf("%s %s: flow %s requires an Idempotency-Key, so client.NoKey() is refused: drop it (a fresh key is sent) or pass the call's key with client.Key", method, expanded, op.Flow), missing: true}
+		}
 	case keyAuto:
-		if hasBody {
+		if op.Key == KeyRequired || op.Key == KeyAuto && hasBody {
 			key = NewKey()
 		}
 	}
 	if key != "" {
 		r.header.Set(HeaderIdempotencyKey, key)
-	} else if !idempotentMethod(method) {
+	} else if !idempotentMethod(method) && !op.ReadOnly {
 		r.retry.MaxAttempts = 1 // no key: a second POST could run twice
 	}
-	if r.header.Get("Accept") == "" {
+	if r.header.Get("Accept") == "" && !stream {
 		r.header.Set("Accept", "application/json")
 	}
 	if hasBody {
@@ -309,7 +334,9 @@ func (c *Client) prepare(method, path string, body []byte, opts []CallOption) (*
 	return r, nil
 }
 
-// expandPath fills {name} segments from params.
+// expandPath fills {name} segments from params. A {name...} wildcard's
+// value may hold slashes: each segment is escaped on its own. {$} (a
+// ServeMux pattern's "end of path") is dropped.
 func expandPath(path string, params map[string]string) (string, error) {
 	if !strings.HasPrefix(path, "/") {
 		return "", fmt.Errorf("oke client: path %q must start with /", path)
@@ -331,14 +358,28 @@ func expandPath(path string, params map[string]string) (string, error) {
 			return "", fmt.Errorf("oke client: path %q: unmatched {", path)
 		}
 		name := rest[i+1 : i+j]
+		b.WriteString(rest[:i])
+		rest = rest[i+j+1:]
+		if name == "$" {
+			continue
+		}
+		wild := strings.HasSuffix(name, "...")
+		name = strings.TrimSuffix(name, "...")
 		v, ok := params[name]
 		if !ok {
 			return "", fmt.Errorf("oke client: path %q: no PathParam for {%s}", path, name)
 		}
 		used[name] = true
-		b.WriteString(rest[:i])
-		b.WriteString(url.PathEscape(v))
-		rest = rest[i+j+1:]
+		if !wild {
+			b.WriteString(url.PathEscape(v))
+			continue
+		}
+		for k, seg := range strings.Split(v, "/") {
+			if k > 0 {
+				b.WriteByte('/')
+			}
+			b.WriteString(url.PathEscape(seg))
+		}
 	}
 	for name := range params {
 		if !used[name] {
@@ -358,7 +399,7 @@ func expandPath(path string, params map[string]string) (string, error) {
 // attempts made. Do returns a nil Response only when nothing was sent: a bad
 // path, option or key.
 func (c *Client) Do(ctx context.Context, method, path string, body []byte, opts ...CallOption) (*Response, error) {
-	r, err := c.prepare(method, path, body, opts)
+	r, err := c.prepare(Operation{Method: method, Path: path}, body, opts, false)
 	if err != nil {
 		return nil, err
 	}
@@ -366,33 +407,59 @@ func (c *Client) Do(ctx context.Context, method, path string, body []byte, opts 
 }
 
 // send runs the attempts of one prepared call.
+//
+// A retry of a 409 IdempotencyInProgress carries Prefer: wait=N (unless
+// Retry.PreferWait turns it off, or too little time is left): a server
+// that holds it answers once the first call with the key finishes (its
+// stored answer) or N has passed. So after a 409 the next attempt is sent
+// after the backoff only, not after Retry-After — unless that 409 answered
+// an attempt that already asked to wait and the server did not hold it
+// (no Preference-Applied): then the server does not hold requests, and its
+// Retry-After is honoured.
 func (c *Client) send(ctx context.Context, r *request) (*Response, error) {
 	meta := Meta{IdempotencyKey: r.header.Get(HeaderIdempotencyKey)}
 	if err := ctx.Err(); err != nil {
-		return &Response{Meta: meta}, fmt.Errorf("oke client: %s %s: not sent: %w", r.method, r.path, err)
+		return &Response{Meta: meta}, fmt.Errorf("oke client: %s%s %s: not sent: %w", r.prefix(), r.method, r.path, err)
 	}
+	prefer := 0 // the next attempt's Prefer: wait=N; 0 for none
 	for attempt := 1; ; attempt++ {
 		meta.Attempts = attempt
-		resp, err := c.attempt(ctx, r, meta)
+		resp, err := c.attempt(ctx, r, meta, prefer)
+		sentPrefer := prefer > 0
+		prefer = 0
 		var wait time.Duration
+		inProgress := false
 		if err != nil {
 			if ctx.Err() != nil { // the context ended mid-request
 				return resp, c.stopped(r, ctx.Err(), err)
 			}
-			err = fmt.Errorf("oke client: %s %s: attempt %d: %w", r.method, r.path, attempt, err)
+			err = fmt.Errorf("oke client: %s%s %s: attempt %d: %w", r.prefix(), r.method, r.path, attempt, err)
 		} else if resp.Status < 200 || resp.Status > 299 {
 			e := newError(r.method, r.path, resp.Meta, resp.Body, c.now())
+			e.Flow = r.flow
 			if !e.Retryable() {
 				return resp, e
 			}
 			err, wait = e, e.RetryAfter
+			inProgress = e.Code == CodeInProgress
 		} else {
 			return resp, nil
 		}
 		if attempt >= r.retry.MaxAttempts {
 			return resp, err
 		}
-		wait = max(wait, backoff(attempt, r.retry.BaseDelay, r.retry.MaxDelay, c.rand))
+		backoffWait := backoff(attempt, r.retry.BaseDelay, r.retry.MaxDelay, c.rand)
+		if inProgress {
+			// Ask the server to hold the retry, unless it just showed it
+			// does not (it ignored this attempt's Prefer).
+			if n := c.preferWait(ctx, r.retry, backoffWait); n > 0 {
+				prefer = n
+				if !sentPrefer || resp.Meta.Waited {
+					wait = 0 // no Retry-After sleep: the server holds the retry instead
+				}
+			}
+		}
+		wait = max(wait, backoffWait)
 		if dl, ok := ctx.Deadline(); ok && c.now().Add(wait).After(dl) {
 			return resp, c.stopped(r, context.DeadlineExceeded,
 				fmt.Errorf("next attempt in %s is past the context deadline: %w", wait, err))
@@ -406,13 +473,14 @@ func (c *Client) send(ctx context.Context, r *request) (*Response, error) {
 // stopped is the error of a call cut off by its context: it wraps both the
 // context's error and the last attempt's error.
 func (c *Client) stopped(r *request, ctxErr, last error) error {
-	return fmt.Errorf("oke client: %s %s: stopped: %w; last attempt: %w", r.method, r.path, ctxErr, last)
+	return fmt.Errorf("oke client: %s%s %s: stopped: %w; last attempt: %w", r.prefix(), r.method, r.path, ctxErr, last)
 }
 
-// attempt sends the request once and reads the whole answer. A non-nil
-// error means no complete response arrived (the Response then carries only
-// meta).
-func (c *Client) attempt(ctx context.Context, r *request, meta Meta) (*Response, error) {
+// attempt sends the request once and reads the whole answer (for a stream's
+// 2xx, only its head). prefer, when positive, is sent as Prefer: wait=N. A
+// non-nil error means no complete response arrived (the Response then
+// carries only meta).
+func (c *Client) attempt(ctx context.Context, r *request, meta Meta, prefer int) (*Response, error) {
 	var body io.Reader
 	if r.body != nil {
 		body = bytes.NewReader(r.body) // sets GetBody: redirects and the Transport can rewind it too
@@ -422,18 +490,26 @@ func (c *Client) attempt(ctx context.Context, r *request, meta Meta) (*Response,
 		return &Response{Meta: meta}, err
 	}
 	req.Header = r.header.Clone()
+	if prefer > 0 {
+		req.Header.Set(HeaderPrefer, addWait(req.Header.Get(HeaderPrefer), prefer))
+	}
 	hr, err := c.http.Do(req)
 	if err != nil {
 		return &Response{Meta: meta}, err
 	}
-	defer hr.Body.Close()
-	data, err := io.ReadAll(hr.Body)
-	if err != nil {
-		return &Response{Meta: meta}, fmt.Errorf("read response body: %w", err)
-	}
+	sent := meta
 	meta.Status = hr.StatusCode
 	meta.Header = hr.Header
 	meta.Location = hr.Header.Get("Location")
 	meta.IdempotentReplayed = strings.EqualFold(hr.Header.Get(HeaderReplayed), "true")
+	meta.Waited = prefer > 0 && waitApplied(hr.Header.Values(HeaderPreferenceApplied))
+	if r.stream && hr.StatusCode >= 200 && hr.StatusCode <= 299 {
+		return &Response{Meta: meta, raw: hr}, nil
+	}
+	defer hr.Body.Close()
+	data, err := io.ReadAll(hr.Body)
+	if err != nil {
+		return &Response{Meta: sent}, fmt.Errorf("read response body: %w", err)
+	}
 	return &Response{Meta: meta, Body: data}, nil
 }

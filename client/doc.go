@@ -27,6 +27,19 @@
 // with [Query] and [PathParam]. [Client.Do] is the untyped layer beneath:
 // bytes in, status, headers and bytes out.
 //
+// # Generated clients
+//
+// `oke gen client` writes a package with one method per route of an app's
+// flows, from the flows' own types (docs/client.md):
+//
+//	api, err := paymentsclient.New("http://127.0.0.1:8080", client.WithRetry(client.Retry{MaxAttempts: 5}))
+//	ch, meta, err := api.Payments.Charge(ctx, app.ChargeIn{Amount: 1000, Currency: "usd"})
+//	got, _, err := api.Payments.Get(ctx, app.GetIn{ID: ch.ID})
+//
+// Each method is an [Operation] — the route, and the flow's key rule from
+// its contract ([KeyRequired], [KeyAuto], [KeyIgnored]) — called with
+// [Invoke], or [Stream] for a streamed body or a live feed.
+//
 // # Idempotency keys: one per logical call
 //
 // Every call whose method is not GET or HEAD (POST, PUT, PATCH, DELETE,
@@ -55,7 +68,9 @@
 // body bytes:
 //
 //   - 409 IdempotencyInProgress — the first call with this key is still
-//     running — after the server's Retry-After;
+//     running — asking the server to hold the retry until that call
+//     finishes (Prefer: wait=N, below), or after the server's Retry-After
+//     when it does not hold requests;
 //   - network errors, where no answer arrived;
 //   - 5xx answers, unless the answer was a replay (a stored 500 stays 500).
 //
@@ -72,6 +87,20 @@
 //
 //	errors.Is(err, context.DeadlineExceeded) // true
 //	errors.Is(err, client.ErrInProgress)     // true if the last answer was that 409
+//
+// # Waiting on the server: Prefer: wait=N
+//
+// Retry-After on a 409 IdempotencyInProgress is the time left on the first
+// call's lease — up to 30 s — however soon that call ends. So the retry of a
+// 409 goes out after the backoff only, with Prefer: wait=N (RFC 7240): a
+// server that supports it holds the request until the first call finishes
+// and answers its stored response (Idempotent-Replayed: true), or answers
+// 409 again after N seconds; either way with Preference-Applied: wait=N,
+// which the client reports as [Meta].Waited. A server that does not hold
+// answers 409 at once without Preference-Applied, and the client then waits
+// its Retry-After. N is [Retry].PreferWait (default and most 60 s), kept a
+// second inside ctx's deadline and the http.Client's Timeout; a negative
+// PreferWait sends no Prefer at all.
 //
 // Meta.Attempts counts the attempts. (net/http's Transport may, on its own,
 // resend a request carrying an Idempotency-Key when a reused keep-alive

@@ -74,6 +74,7 @@ type Error struct {
 	// running call's lease ends.
 	RetryAfter time.Duration
 
+	Flow   string // the flow called, e.g. "payments.charge"; "" for Call, Endpoint and Do
 	Method string // request method, e.g. "POST"
 	Path   string // request path with path parameters filled in, without the query
 
@@ -83,6 +84,10 @@ type Error struct {
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("oke client: ")
+	if e.Flow != "" {
+		b.WriteString(e.Flow)
+		b.WriteString(": ")
+	}
 	if e.Method != "" {
 		b.WriteString(e.Method)
 		b.WriteByte(' ')

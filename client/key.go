@@ -14,10 +14,15 @@ const (
 )
 
 // HeaderIdempotencyKey and HeaderReplayed are the header names of the
-// idempotency contract.
+// idempotency contract; HeaderPrefer and HeaderPreferenceApplied those of
+// RFC 7240, with which a retry asks the server to hold it while the first
+// call with its key runs (Prefer: wait=N) and the server says it did
+// (Preference-Applied: wait=N).
 const (
-	HeaderIdempotencyKey = "Idempotency-Key"
-	HeaderReplayed       = "Idempotent-Replayed"
+	HeaderIdempotencyKey    = "Idempotency-Key"
+	HeaderReplayed          = "Idempotent-Replayed"
+	HeaderPrefer            = "Prefer"
+	HeaderPreferenceApplied = "Preference-Applied"
 )
 
 // NewKey returns a fresh random Idempotency-Key: a version 4 UUID drawn from
@@ -50,26 +55,38 @@ func NewKey() string {
 // client runs it on every key passed with [Key] before anything is sent.
 func ValidateKey(key string) error {
 	if n := len(key); n < MinKeyLen || n > MaxKeyLen {
-		return &keyError{fmt.Sprintf("it is %d bytes long, want %d–%d printable ASCII characters", n, MinKeyLen, MaxKeyLen)}
+		return &keyError{reason: fmt.Sprintf("it is %d bytes long, want %d–%d printable ASCII characters", n, MinKeyLen, MaxKeyLen)}
 	}
 	for i := 0; i < len(key); i++ {
 		if c := key[i]; c < 0x20 || c > 0x7e {
-			return &keyError{fmt.Sprintf("byte %d is %#02x, not printable ASCII (0x20–0x7E)", i, c)}
+			return &keyError{reason: fmt.Sprintf("byte %d is %#02x, not printable ASCII (0x20–0x7E)", i, c)}
 		}
 	}
 	if key[0] == ' ' || key[len(key)-1] == ' ' {
-		return &keyError{"it starts or ends with a space, which HTTP strips from header values"}
+		return &keyError{reason: "it starts or ends with a space, which HTTP strips from header values"}
 	}
 	return nil
 }
 
 // keyError is a key rejected on the client, before sending. It matches
-// ErrKeyInvalid (the same rule the server applies) but is not an *Error:
-// no response exists.
-type keyError struct{ reason string }
+// ErrKeyInvalid (the same rule the server applies), or, when missing,
+// ErrKeyMissing (a flow that requires a key called with NoKey), but is not
+// an *Error: no response exists.
+type keyError struct {
+	reason  string
+	missing bool
+}
 
 func (e *keyError) Error() string {
+	if e.missing {
+		return "oke client: " + e.reason
+	}
 	return "oke client: invalid Idempotency-Key: " + e.reason
 }
 
-func (e *keyError) Is(target error) bool { return target == ErrKeyInvalid }
+func (e *keyError) Is(target error) bool {
+	if e.missing {
+		return target == ErrKeyMissing
+	}
+	return target == ErrKeyInvalid
+}

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -15,7 +16,9 @@ import (
 //
 // What is retried, always with the call's one Idempotency-Key and an
 // identical body:
-//   - 409 IdempotencyInProgress, after Retry-After;
+//   - 409 IdempotencyInProgress: at once, asking the server to hold the
+//     retry until the first call finishes (Prefer: wait=N, see PreferWait),
+//     or after Retry-After when the server does not hold requests;
 //   - network errors (no response: refused, reset, closed connection);
 //   - 5xx, unless the response was a replay (Idempotent-Replayed: true): a
 //     replayed 500 is the stored answer for that key and will not change.
@@ -42,6 +45,21 @@ import (
 // The context bounds everything. The client stops as soon as ctx ends, and
 // does not start a wait that would end after ctx's deadline; either way the
 // error wraps both the context error and the last attempt's error.
+//
+// Waiting on the server. Retry-After on a 409 IdempotencyInProgress is the
+// time left on the first call's lease (up to 30 s by default), however soon
+// that call ends. So a retry of such a 409 is sent after the backoff only,
+// with the header Prefer: wait=N (RFC 7240): a server that supports it holds
+// the request until the first call with the key finishes, then answers its
+// stored response (Idempotent-Replayed: true), or, after N seconds, answers
+// 409 again; either way it says Preference-Applied: wait=N, and
+// [Meta].Waited is true. A server that does not hold requests answers 409
+// at once without Preference-Applied: the client then waits its Retry-After
+// before the next attempt, as it would without Prefer. N is PreferWait in
+// whole seconds, at most 60, and kept a second short of what is left of
+// ctx's deadline (after the backoff) and of the http.Client's Timeout; when
+// that leaves less than a second no Prefer is sent and Retry-After is
+// honoured.
 type Retry struct {
 	// MaxAttempts is the most attempts per call, the first one included.
 	// 0 or 1 means no retries.
@@ -52,12 +70,21 @@ type Retry struct {
 	// MaxDelay caps the backoff ceiling. 0 means 10s. It does not cap a
 	// server's Retry-After.
 	MaxDelay time.Duration
+	// PreferWait is the longest a retry of a 409 IdempotencyInProgress
+	// asks the server to hold it (Prefer: wait=N). 0 means
+	// MaxPreferWait (60s, the most a server holds; more is read as 60s).
+	// Otherwise at least 1s, or negative: no Prefer header is sent, and
+	// every 409 is retried after its Retry-After.
+	PreferWait time.Duration
 }
 
 // Defaults for the zero fields of Retry.
 const (
 	DefaultBaseDelay = 100 * time.Millisecond
 	DefaultMaxDelay  = 10 * time.Second
+	// MaxPreferWait is the longest wait a Prefer: wait=N asks for (and
+	// PreferWait's default): oke's server holds a request at most 60s.
+	MaxPreferWait = 60 * time.Second
 )
 
 // normalize fills defaults and rejects nonsense.
@@ -77,7 +104,68 @@ func (r Retry) normalize() (Retry, error) {
 	if r.MaxDelay < r.BaseDelay {
 		return r, errors.New("oke client: Retry.MaxDelay is shorter than Retry.BaseDelay")
 	}
+	switch {
+	case r.PreferWait == 0:
+		r.PreferWait = MaxPreferWait
+	case r.PreferWait > MaxPreferWait:
+		r.PreferWait = MaxPreferWait // the server reads more as 60s anyway
+	case r.PreferWait > 0 && r.PreferWait < time.Second:
+		return r, fmt.Errorf("oke client: Retry.PreferWait %s is under a second, but Prefer: wait=N counts whole seconds; give at least 1s, or a negative value to send no Prefer", r.PreferWait)
+	}
 	return r, nil
+}
+
+// preferWait is N for the Prefer: wait=N of the next attempt, which will
+// be sent after wait: r.PreferWait in whole seconds, kept a second short of
+// the time left before ctx's deadline and of the http.Client's Timeout, so
+// that the server's answer arrives before the client gives up on it. 0
+// means send none.
+func (c *Client) preferWait(ctx context.Context, r Retry, wait time.Duration) int {
+	if r.PreferWait <= 0 {
+		return 0
+	}
+	limit := r.PreferWait
+	if dl, ok := ctx.Deadline(); ok {
+		limit = min(limit, dl.Sub(c.now().Add(wait))-time.Second)
+	}
+	if t := c.http.Timeout; t > 0 {
+		limit = min(limit, t-time.Second)
+	}
+	if limit < time.Second {
+		return 0
+	}
+	return int(limit / time.Second)
+}
+
+// addWait returns the Prefer header value prefer with wait=n added, unless
+// the caller's own Prefer (set with Header) already has a wait.
+func addWait(prefer string, n int) string {
+	if prefer == "" {
+		return "wait=" + strconv.Itoa(n)
+	}
+	for _, p := range strings.Split(prefer, ",") {
+		name, _, _ := strings.Cut(strings.TrimSpace(p), "=")
+		if strings.EqualFold(strings.TrimSpace(name), "wait") {
+			return prefer
+		}
+	}
+	return prefer + ", wait=" + strconv.Itoa(n)
+}
+
+// waitApplied reports whether Preference-Applied values name wait (RFC
+// 7240: "wait=N", among other preferences separated by commas, names
+// case-insensitive).
+func waitApplied(values []string) bool {
+	for _, v := range values {
+		for _, p := range strings.Split(v, ",") {
+			name, _, _ := strings.Cut(strings.TrimSpace(p), "=")
+			name, _, _ = strings.Cut(name, ";")
+			if strings.EqualFold(strings.TrimSpace(name), "wait") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // backoff returns the wait before retry n (n ≥ 1): a duration in [c/2, c]

@@ -194,6 +194,8 @@ func TestNetworkErrorGivesUpWithWrappedError(t *testing.T) {
 	}
 }
 
+// With Prefer: wait off (PreferWait < 0), a 409 is retried after its
+// Retry-After. (retry_wait_test.go has the retries that ask to wait.)
 func TestInProgressRetriedAfterRetryAfter(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -201,9 +203,9 @@ func TestInProgressRetriedAfterRetryAfter(t *testing.T) {
 		policy     Retry
 		want       time.Duration
 	}{
-		{"Retry-After longer than backoff", "3", Retry{MaxAttempts: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}, 3 * time.Second},
-		{"Retry-After beyond MaxDelay is still honoured", "30", Retry{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond}, 30 * time.Second},
-		{"backoff longer than Retry-After wins", "1", Retry{MaxAttempts: 3, BaseDelay: 4 * time.Second, MaxDelay: 8 * time.Second}, 3 * time.Second},
+		{"Retry-After longer than backoff", "3", Retry{MaxAttempts: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, PreferWait: -1}, 3 * time.Second},
+		{"Retry-After beyond MaxDelay is still honoured", "30", Retry{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond, PreferWait: -1}, 30 * time.Second},
+		{"backoff longer than Retry-After wins", "1", Retry{MaxAttempts: 3, BaseDelay: 4 * time.Second, MaxDelay: 8 * time.Second, PreferWait: -1}, 3 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -227,7 +229,7 @@ func TestInProgressRetriedAfterRetryAfter(t *testing.T) {
 // sleep. It checks the path end to end, not the time taken.
 func TestInProgressRetriedAfterRealRetryAfter(t *testing.T) {
 	busy := envelope(http.StatusConflict, CodeInProgress, ErrInProgress.Message, "Retry-After", "1")
-	f := setup(t, script(busy, created), WithRetry(Retry{MaxAttempts: 2, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}))
+	f := setup(t, script(busy, created), WithRetry(Retry{MaxAttempts: 2, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, PreferWait: -1}))
 	f.c.sleep = sleepCtx
 	_, meta, err := post.Call(context.Background(), f.c, in1000)
 	if err != nil || meta.Attempts != 2 || meta.Status != http.StatusCreated {
@@ -398,6 +400,7 @@ func TestRetryPolicyValidated(t *testing.T) {
 		{MaxAttempts: -1},
 		{MaxAttempts: 3, BaseDelay: -time.Second},
 		{MaxAttempts: 3, BaseDelay: time.Second, MaxDelay: time.Millisecond},
+		{MaxAttempts: 3, PreferWait: 500 * time.Millisecond},
 	}
 	for _, r := range bad {
 		if _, err := New("http://x.test", WithRetry(r)); err == nil {
@@ -408,7 +411,13 @@ func TestRetryPolicyValidated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Retry{MaxAttempts: 4, BaseDelay: DefaultBaseDelay, MaxDelay: DefaultMaxDelay}); c.retry != want {
+	if want := (Retry{MaxAttempts: 4, BaseDelay: DefaultBaseDelay, MaxDelay: DefaultMaxDelay, PreferWait: MaxPreferWait}); c.retry != want {
 		t.Errorf("retry = %+v, want defaults filled: %+v", c.retry, want)
+	}
+	for in, want := range map[time.Duration]time.Duration{-1: -1, time.Second: time.Second, 90 * time.Second: MaxPreferWait} {
+		c, err := New("http://x.test", WithRetry(Retry{MaxAttempts: 2, PreferWait: in}))
+		if err != nil || c.retry.PreferWait != want {
+			t.Errorf("PreferWait %v: got %v (err %v), want %v", in, c.retry.PreferWait, err, want)
+		}
 	}
 }

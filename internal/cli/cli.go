@@ -34,6 +34,7 @@ func commands() []command {
 		{"migrate", "create or update oke's tables in Postgres (-postgres DSN)", runMigrate},
 		{"vet", "check durable flows for effects, clock and randomness outside steps (docs/vet.md)", runVet},
 		{"extract", "infer the flows' effects, check their options, write the contract and OpenAPI", runExtract},
+		{"gen", "generate code from the flows: gen client writes a typed Go client (docs/client.md)", runGen},
 		{"version", "print the version of oke", runVersion},
 		{"help", "show help for oke or for a command", runHelp},
 	}
