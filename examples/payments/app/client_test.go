@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/okengine/oke/client"
 	"github.com/okengine/oke/examples/payments/app"
@@ -129,6 +130,40 @@ func TestClientInProgressWithoutRetries(t *testing.T) {
 	again, meta, err := api.Demo.Slow(ctx, app.SlowIn{Ms: 1500}, client.Key(key))
 	if err != nil || !meta.IdempotentReplayed || again != got.out {
 		t.Fatalf("after the run: %+v, meta %+v, err %v; want a replay of %+v", again, meta, err, got.out)
+	}
+	if n := e.count("slow_rows"); n != 1 {
+		t.Errorf("%d slow rows, want 1", n)
+	}
+}
+
+// With retries on, a second call under the key of a call still running (a
+// 1.5 s POST /slow) is held by the server (Prefer: wait, which the client
+// sends on its retry of the 409) and gets the first call's stored answer,
+// replayed — not a 409, and without waiting out Retry-After. The slow
+// write happens once.
+func TestClientRetryWaitsForTheAnswer(t *testing.T) {
+	e := setup(t)
+	api, err := paymentsclient.New(e.url, client.WithRetry(client.Retry{MaxAttempts: 5, BaseDelay: time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	key := client.NewKey()
+	first := make(chan app.Slow, 1)
+	go func() {
+		out, _, err := api.Demo.Slow(ctx, app.SlowIn{Ms: 1500}, client.Key(key))
+		if err != nil {
+			t.Errorf("first call: %v", err)
+		}
+		first <- out
+	}()
+	waitFor(t, func() bool { return e.executions("demo.slow") >= 1 }) // it has claimed the key
+	second, meta, err := api.Demo.Slow(ctx, app.SlowIn{Ms: 1500}, client.Key(key))
+	if err != nil || !meta.IdempotentReplayed || !meta.Waited || meta.Attempts != 2 {
+		t.Fatalf("second call: meta %+v, err %v; want a replay after one held retry", meta, err)
+	}
+	if got := <-first; got != second {
+		t.Fatalf("the held retry got %+v, the first call %+v", second, got)
 	}
 	if n := e.count("slow_rows"); n != 1 {
 		t.Errorf("%d slow rows, want 1", n)
