@@ -230,7 +230,7 @@ func (d *Driver) GetRun(ctx context.Context, id string) (driver.Run, []driver.St
 
 // ListRuns implements driver.Journal, in bytewise ID order (ascending, or
 // descending with f.Desc). The statement holds only the predicates f sets,
-// so each filter's plan is its own (a generic "$n = ” OR …" plan would
+// so each filter's plan is its own (a generic plan of "$n is empty OR …" would
 // hide the indexes): pages walk the primary key from the cursor (keyset,
 // never OFFSET), or oke_runs_flow, oke_runs_tenant or oke_runs_replay_of
 // when that filter is set (migrations 001 and 010).
