@@ -102,7 +102,7 @@ func Handler(a *oke.App, auth Auth) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Referrer-Policy", "same-origin") // not no-referrer: with it a browser sends Origin: null on the login form's POST
 		if tokenAuth != nil && r.URL.Path == "/login" && r.Method == http.MethodPost {
 			serveLogin(tokenAuth, w, r)
 			return
