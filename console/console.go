@@ -6,7 +6,7 @@
 // tests rely on, and the security model.
 //
 // The script builds every element with document.createElement, textContent
-// and setAttribute — never innerHTML — so nothing the app stored (a flow's
+// and setAttribute — never through the HTML parser — so nothing the app stored (a flow's
 // input, a stored body) can become markup or script; the page's
 // Content-Security-Policy (set by package admin) allows scripts only from
 // the handler itself, none inline.

@@ -1,6 +1,6 @@
 // The oke console. It reads the JSON admin API beside this page and builds
-// every element with createElement, textContent and setAttribute: never
-// innerHTML, so nothing stored (an input, a stored body, an error) can
+// every element with createElement, textContent and setAttribute, never
+// through the HTML parser, so nothing stored (an input, a stored body, an error) can
 // become markup. Pages are hash routes: #/flows, #/runs?…, #/runs/ID,
 // #/idempotency?….
 "use strict";
