@@ -41,7 +41,14 @@ func (a *App) Cancel(ctx context.Context, runID string) (driver.Run, error) {
 	if a.journal == nil {
 		return driver.Run{}, fmt.Errorf("cancel %s: %w", runID, ErrNotDurable)
 	}
-	c, ok := a.journal.(driver.RunCanceller)
+	return CancelRun(ctx, a.journal, runID)
+}
+
+// CancelRun is App.Cancel on a journal of its own, for tools that open a
+// store without an app (oke runs cancel -data DIR). The run's flow need not
+// be bound.
+func CancelRun(ctx context.Context, j driver.Journal, runID string) (driver.Run, error) {
+	c, ok := j.(driver.RunCanceller)
 	if !ok {
 		return driver.Run{}, fmt.Errorf("cancel %s: %w", runID, ErrCannotCancel)
 	}

@@ -467,8 +467,10 @@ func (a *api) deleteRow(w http.ResponseWriter, r *http.Request) {
 }
 
 // sweep serves POST /idempotency/sweep: deletes the expired rows in batches
-// of ?batch= (default 1000), each its own driver call, and answers how many
-// rows and batches.
+// of ?batch= (default 1000), each its own driver call (so the store is held
+// for one batch at a time), at most ?limit= rows when given (the CLI sweeps
+// one batch per request, to show its progress), and answers how many rows
+// it deleted and in how many batches.
 func (a *api) sweep(w http.ResponseWriter, r *http.Request) {
 	batch := sweepBatch
 	if s := r.URL.Query().Get("batch"); s != "" {
@@ -479,16 +481,29 @@ func (a *api) sweep(w http.ResponseWriter, r *http.Request) {
 		}
 		batch = n
 	}
+	limit := 0
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			oke.WriteError(w, badRequest("limit must be a whole number of rows, at least 1, got %q.", s))
+			return
+		}
+		limit = n
+	}
 	total, batches := 0, 0
 	for {
-		n, err := a.d.Sweep(r.Context(), batch)
-		total += n
+		n := batch
+		if limit > 0 {
+			n = min(n, limit-total)
+		}
+		got, err := a.d.Sweep(r.Context(), n)
+		total += got
 		batches++
 		if err != nil {
 			oke.WriteError(w, storeError(fmt.Errorf("sweep after %d rows: %w", total, err)))
 			return
 		}
-		if n < batch {
+		if got < n || (limit > 0 && total >= limit) {
 			break
 		}
 	}
