@@ -128,8 +128,19 @@ func ArtifactDir(t *testing.T) string {
 	return t.TempDir()
 }
 
-// Screenshot writes a PNG of the tab's viewport to dir/name.png.
+// Screenshot writes a PNG of the whole page to dir/name.png.
 func Screenshot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	png := Get(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
+	p := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatalf("write %s: %v", p, err)
+	}
+	t.Logf("screenshot: %s", p)
+}
+
+// ScreenshotViewport writes a PNG of what the window shows to dir/name.png.
+func ScreenshotViewport(t *testing.T, ctx context.Context, dir, name string) {
 	t.Helper()
 	png := Get(t, ctx, "screenshot "+name, chromedp.CaptureScreenshot())
 	p := filepath.Join(dir, name+".png")

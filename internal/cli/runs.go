@@ -341,14 +341,14 @@ scheduler runs due runs on start).`, stderr, &t)
 		return printJSON(stdout, stderr, name, map[string]any{"id": id, "replayOf": pos[0], "fromStep": from})
 	}
 	fmt.Fprintln(stdout, id)
-	what := "replays"
+	what := id + " replays " + pos[0]
 	if from > 1 {
-		what = fmt.Sprintf("replays from step %d (reusing steps 1–%d of)", from, from-1)
+		what += fmt.Sprintf(" from step %d (steps 1–%d reused)", from, from-1)
 	}
 	if t.data != "" {
-		fmt.Fprintf(stderr, "%s %s %s. No app holds %s now, so the new run waits: it is picked up when an app next opens the folder.\n", id, what, pos[0], t.data)
+		fmt.Fprintf(stderr, "%s. No app holds %s now, so the new run waits: it is picked up when an app next opens the folder.\n", what, t.data)
 	} else {
-		fmt.Fprintf(stderr, "%s %s %s; the app runs it now (see: oke runs show %s).\n", id, what, pos[0], id)
+		fmt.Fprintf(stderr, "%s; the app runs it now (see: oke runs show %s).\n", what, id)
 	}
 	return 0
 }

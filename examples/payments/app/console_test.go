@@ -96,6 +96,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("payments.charge's why: %q, want the INSERT that makes it write", why)
 	}
 	browsertest.Screenshot(t, ctx, shots, "flows")
+	browsertest.ScreenshotViewport(t, ctx, shots, "flows-top")
 
 	// Runs: the pipeline run is listed, completed.
 	browsertest.Do(t, ctx, "open the runs page", chromedp.Click(chromedp.CSS(`[data-nav="runs"]`)),
