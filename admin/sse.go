@@ -28,6 +28,9 @@ const maxStream = 2 * time.Minute
 // changes (and once at the start).
 func (a *api) stream(w http.ResponseWriter, r *http.Request, event string, read func(ctx context.Context) (any, *oke.Error)) {
 	rc := http.NewResponseController(w)
+	// A server's write timeout would cut the stream short: the stream ends
+	// on its own after maxStream. (A server that cannot set it leaves it.)
+	_ = rc.SetWriteDeadline(time.Now().Add(maxStream + 30*time.Second))
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
