@@ -114,12 +114,13 @@ func Get[T any](t *testing.T, ctx context.Context, what string, a chromedp.Actio
 	return v
 }
 
-// ArtifactDir is where screenshots go: $OKE_TEST_ARTIFACTS/<test name> when
+// ArtifactDir is where screenshots go: $OKE_TEST_ARTIFACTS/<test name> (a
+// folder per subtest) when
 // that is set, else a temporary folder of the test.
 func ArtifactDir(t *testing.T) string {
 	t.Helper()
 	if d := os.Getenv("OKE_TEST_ARTIFACTS"); d != "" {
-		dir := filepath.Join(d, filepath.Base(t.Name()))
+		dir := filepath.Join(d, filepath.FromSlash(t.Name()))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatalf("artifacts folder: %v", err)
 		}

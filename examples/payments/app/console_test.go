@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/okengine/oke/admin"
+	"github.com/okengine/oke/examples/payments/app"
 	"github.com/okengine/oke/internal/browsertest"
 )
 
@@ -27,7 +28,8 @@ const xss = `<script>window.__xss=1;document.title="XSS"</script><img src=x oner
 // replay from step 3 reuses steps 1 and 2 (the pipeline's execution counts
 // prove it); an idempotency row is found by its key, its body revealed, and
 // deleted; a <script> in a flow's input and in a stored body does not run.
-// It writes a screenshot of each page (browsertest.ArtifactDir).
+// It writes a screenshot of each page (browsertest.ArtifactDir). It runs on
+// the file driver, and again with -postgres.
 func TestConsoleInABrowser(t *testing.T) {
 	contract, err := os.ReadFile("../oke.contract.json")
 	if err != nil {
@@ -36,7 +38,15 @@ func TestConsoleInABrowser(t *testing.T) {
 	if err := admin.RegisterContract(contract); err != nil {
 		t.Fatal(err)
 	}
-	e := setup(t, fastScheduler)
+	t.Run("file", func(t *testing.T) { consoleInABrowser(t, setup(t, fastScheduler)) })
+	t.Run("postgres", func(t *testing.T) {
+		consoleInABrowser(t, setup(t, fastScheduler, func(c *app.Config) {
+			c.Postgres, _ = demoDSN(t, newDatabase(t, demoConns))
+		}))
+	})
+}
+
+func consoleInABrowser(t *testing.T, e *env) {
 	ctx := browsertest.New(t)
 	shots := browsertest.ArtifactDir(t)
 
