@@ -340,6 +340,8 @@
       notice.replaceChildren(el("div", { class: "notice", "data-cancelled": "", text: "Cancelled: the run failed with 409 RunCancelled." }));
     });
 
+    // What the user typed survives a redraw (a live update).
+    let fromValue = "";
     const render = (r) => {
       body.replaceChildren();
       const facts = el("dl", { class: "facts" });
@@ -369,8 +371,10 @@
       }
       // Actions.
       const steps = r.steps || [];
-      const fromStep = el("input", { type: "number", min: 1, max: steps.length + 1, value: Math.min(2, steps.length + 1), "data-input": "from-step", class: "mono" });
+      const fromStep = el("input", { type: "number", min: 1, max: steps.length + 1, value: fromValue || Math.min(2, steps.length + 1), "data-input": "from-step", class: "mono" });
       fromStep.style.width = "4.5rem";
+      fromStep.addEventListener("input", () => { fromValue = fromStep.value; });
+      fromStep.addEventListener("change", () => { fromValue = fromStep.value; });
       const actions = el("div", { class: "actions" },
         el("button", { "data-action": "replay", onclick: () => replay(1), text: "Replay" }),
         el("span", { class: "muted", text: "or replay from step" }), fromStep,

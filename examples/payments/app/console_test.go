@@ -145,8 +145,11 @@ func consoleInABrowser(t *testing.T, e *env) {
 		chromedp.WaitVisible(chromedp.CSS(`[data-replay="`+first+`"]`)))
 
 	// Replay from step 3: steps 1 and 2 are reused, step 3 runs again.
+	// As a person types it: the input event tells the page (a live
+	// redraw keeps what was typed).
 	fromStep := chromedp.Steps(
-		chromedp.SetValue(chromedp.CSS(`[data-input="from-step"]`), "3"),
+		chromedp.Evaluate[chromedp.Void](`(() => { const i = document.querySelector('[data-input="from-step"]');
+			i.value = "3"; i.dispatchEvent(new Event("input", {bubbles: true})); })()`),
 		chromedp.Click(chromedp.CSS(`[data-action="replay-from"]`)))
 	second := replayed("replay from step 3", fromStep)
 	if got := e.do("GET", "/pipeline/console", "").Body; !strings.Contains(string(got), `[{"step":1,"executions":2},{"step":2,"executions":2},{"step":3,"executions":3}]`) {
