@@ -1,7 +1,9 @@
-// Package admin serves the admin surface of an oke app: a JSON API over its
-// journal runs (list, show with steps, replay) and its Idempotency-Key rows
-// (with their stored responses), and the console's login, behind a gate
-// (Auth) that is never optional.
+// Package admin serves the admin surface of an oke app: the console (package
+// console: flows, runs, a run's steps, idempotency rows) and the JSON API
+// it uses over the app's journal runs (list with filters, show with steps,
+// replay, replay from a step, cancel, batches, live updates) and its
+// Idempotency-Key rows (look up, reveal a stored body, delete, sweep),
+// behind a gate (Auth) that is never optional.
 //
 //	app.HandleHTTP("/_oke/", http.StripPrefix("/_oke",
 //		admin.Handler(app, admin.Token(os.Getenv("OKE_ADMIN_TOKEN")))))
@@ -11,31 +13,48 @@
 package admin
 
 import (
-	"errors"
-	"html/template"
+	"bytes"
+	"fmt"
+	"io/fs"
+	"mime"
 	"net/http"
-	"strconv"
+	"path"
+	"time"
 
 	"github.com/okengine/oke"
+	"github.com/okengine/oke/console"
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/internal/httpx"
 )
 
-// Handler serves the admin surface of an oke app: a small JSON API over the app's
-// journal and idempotency rows, for the CLI and consoles.
+// Handler serves the admin surface of an oke app: the console (HTML, for
+// browsers) and the JSON admin API it and the CLI use.
 //
-//	GET  /runs?flow=&status=&after=&limit=   runs in ID order
-//	GET  /runs/{id}                          one run with its steps
-//	POST /runs/{id}/replay                   start a new run from its input
-//	GET  /idempotency?limit=                 idempotency rows
-//	GET  /flows                              the flows' contract
-//	POST /login, POST /logout                the console's session (AdminToken)
+//	GET    /                          the console (a browser), else the API's index
+//	GET    /ui/{file}                 the console's script and style sheet
+//	GET    /flows                     the flows' contract, with the idempotency pill
+//	GET    /runs?flow=&status=&tenant=&createdAfter=&createdBefore=&replayOf=&after=&before=&order=&limit=
+//	                                  a page of runs (keyset: after/before an ID), and the next cursor
+//	GET    /runs/events?…             the same page, live (Server-Sent Events)
+//	GET    /runs/{id}                 one run: steps, timing, replays
+//	GET    /runs/{id}/events          the same, live (SSE)
+//	POST   /runs/{id}/replay?fromStep=N   a new run from its input (reusing steps 1..N-1)
+//	POST   /runs/{id}/cancel          fail a sleeping or waiting run (App.Cancel)
+//	POST   /runs/replay, /runs/cancel a batch: {"ids":[…]} or the runs the filters select
+//	GET    /idempotency?key=&tenant=&principal=&flow=&limit=   rows (bodies hidden)
+//	GET    /idempotency/row?tenant=&principal=&flow=&key=[&reveal=1]   one row
+//	DELETE /idempotency/row?tenant=&principal=&flow=&key=      delete a row
+//	POST   /idempotency/sweep         delete the expired rows, in batches
+//	POST   /login, POST /logout       the console's session (Token)
 //
 // Every request must pass auth (401 otherwise, as the JSON error envelope),
 // and a state-changing one (POST, PUT, PATCH, DELETE) whose Origin or
 // Sec-Fetch-Site says it comes from another site is 403: a page elsewhere
 // cannot make a logged-in browser replay runs. A browser that asks for the
-// HTML page at / without a session gets the login form (with Token).
+// HTML page at / without a session gets the login form (with Token). Every
+// error is the JSON envelope. The console's pages carry a strict
+// Content-Security-Policy (scripts from the handler only, none inline) and
+// X-Frame-Options: DENY; see docs/console.md.
 //
 // Handler panics when auth is nil: the admin surface is never served
 // without a gate. Pass InsecureNoAuth to opt out, by name.
@@ -48,98 +67,42 @@ func Handler(a *oke.App, auth Auth) http.Handler {
 		panic("admin.Handler: nil Auth: the admin surface shows stored responses and replays runs, so it needs a gate; pass admin.Token(token) (or an admin.AuthFunc of your own), or admin.InsecureNoAuth where something in front of the app authenticates every request")
 	}
 	tokenAuth, _ := auth.(*tokenAuth)
-	j := a.Journal()
+	x := &api{app: a, j: a.Journal(), d: a.Driver(), poll: 500 * time.Millisecond}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { httpx.NotFound(mux, w, r) })
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		if wantsHTML(r) {
-			writeAdminIndex(w, mountPrefix(r), tokenAuth != nil)
+			serveConsole(w, r, tokenAuth != nil)
 			return
 		}
-		httpx.WriteJSON(w, http.StatusOK, map[string]any{"api": []string{"GET /runs", "GET /runs/{id}", "POST /runs/{id}/replay", "GET /idempotency", "GET /flows"}})
+		httpx.WriteJSON(w, http.StatusOK, map[string]any{"api": []string{
+			"GET /flows", "GET /runs", "GET /runs/events", "GET /runs/{id}", "GET /runs/{id}/events",
+			"POST /runs/{id}/replay", "POST /runs/{id}/cancel", "POST /runs/replay", "POST /runs/cancel",
+			"GET /idempotency", "GET /idempotency/row", "DELETE /idempotency/row", "POST /idempotency/sweep"}})
 	})
+	mux.HandleFunc("GET /ui/{file}", serveAsset)
 	if tokenAuth != nil {
 		mux.HandleFunc("POST /logout", serveLogout)
 	}
-	mux.HandleFunc("GET /runs", func(w http.ResponseWriter, r *http.Request) {
-		if j == nil {
-			oke.WriteError(w, oke.ErrNotFound.WithMessage("This app's driver keeps no journal."))
-			return
-		}
-		q := r.URL.Query()
-		f := driver.RunFilter{After: q.Get("after"), Flow: q.Get("flow")}
-		if s := q.Get("status"); s != "" {
-			st, ok := parseStatus(s)
-			if !ok {
-				oke.WriteError(w, &oke.Error{Status: 400, Code: oke.CodeInvalidInput, Message: "status must be running, sleeping, completed or failed"})
-				return
-			}
-			f.Status = []driver.RunStatus{st}
-		}
-		limit, _ := strconv.Atoi(q.Get("limit"))
-		if limit <= 0 || limit > 1000 {
-			limit = 100
-		}
-		runs, err := j.ListRuns(r.Context(), f, limit)
-		if err != nil {
-			oke.WriteError(w, oke.ErrStoreUnavailable.WithCause(err))
-			return
-		}
-		out := make([]RunView, len(runs))
-		for i, run := range runs {
-			out[i] = ViewRun(run, nil)
-		}
-		httpx.WriteJSON(w, http.StatusOK, map[string]any{"runs": out})
-	})
-	mux.HandleFunc("GET /runs/{id}", func(w http.ResponseWriter, r *http.Request) {
-		if j == nil {
-			oke.WriteError(w, oke.ErrNotFound.WithMessage("This app's driver keeps no journal."))
-			return
-		}
-		run, steps, err := j.GetRun(r.Context(), r.PathValue("id"))
-		if errors.Is(err, driver.ErrNotFound) {
-			oke.WriteError(w, oke.ErrNotFound.WithMessage("No run has id %q.", r.PathValue("id")))
-			return
-		}
-		if err != nil {
-			oke.WriteError(w, oke.ErrStoreUnavailable.WithCause(err))
-			return
-		}
-		httpx.WriteJSON(w, http.StatusOK, ViewRun(run, steps))
-	})
-	mux.HandleFunc("POST /runs/{id}/replay", func(w http.ResponseWriter, r *http.Request) {
-		id, err := a.Replay(r.Context(), r.PathValue("id"))
-		if errors.Is(err, driver.ErrNotFound) {
-			oke.WriteError(w, oke.ErrNotFound.WithMessage("No run has id %q.", r.PathValue("id")))
-			return
-		}
-		if err != nil {
-			oke.WriteError(w, &oke.Error{Status: http.StatusConflict, Code: "ReplayFailed", Message: err.Error()})
-			return
-		}
-		httpx.WriteJSON(w, http.StatusAccepted, map[string]string{"id": id, "replayOf": r.PathValue("id")})
-	})
-	mux.HandleFunc("GET /idempotency", func(w http.ResponseWriter, r *http.Request) {
-		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-		if limit <= 0 || limit > 1000 {
-			limit = 100
-		}
-		rows, err := a.Driver().List(r.Context(), driver.Key{}, limit)
-		if err != nil {
-			oke.WriteError(w, oke.ErrStoreUnavailable.WithCause(err))
-			return
-		}
-		out := make([]RowView, len(rows))
-		for i, row := range rows {
-			out[i] = ViewRow(row)
-		}
-		httpx.WriteJSON(w, http.StatusOK, map[string]any{"rows": out})
-	})
-	mux.HandleFunc("GET /flows", func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, map[string]any{"flows": a.Flows()})
-	})
+	mux.HandleFunc("GET /flows", x.flows)
+	mux.HandleFunc("GET /runs", x.listRuns)
+	mux.HandleFunc("GET /runs/events", x.runsEvents)
+	mux.HandleFunc("GET /runs/{id}", x.getRun)
+	mux.HandleFunc("GET /runs/{id}/events", x.runEvents)
+	mux.HandleFunc("POST /runs/{id}/replay", x.replay)
+	mux.HandleFunc("POST /runs/{id}/cancel", x.cancel)
+	mux.HandleFunc("POST /runs/replay", x.batch("replay"))
+	mux.HandleFunc("POST /runs/cancel", x.batch("cancel"))
+	mux.HandleFunc("GET /idempotency", x.listRows)
+	mux.HandleFunc("GET /idempotency/row", x.getRow)
+	mux.HandleFunc("DELETE /idempotency/row", x.deleteRow)
+	mux.HandleFunc("POST /idempotency/sweep", x.sweep)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "no-store")
+		h := w.Header()
+		h.Set("Cache-Control", "no-store")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin") // not no-referrer: with it a browser sends Origin: null on the login form's POST
 		if tokenAuth != nil && r.URL.Path == "/login" && r.Method == http.MethodPost {
 			serveLogin(tokenAuth, w, r)
 			return
@@ -156,28 +119,42 @@ func Handler(a *oke.App, auth Auth) http.Handler {
 	})
 }
 
-// writeAdminIndex is the admin surface's page for a logged-in browser.
-func writeAdminIndex(w http.ResponseWriter, prefix string, session bool) {
+// consoleCSP is the console's Content-Security-Policy: its script and style
+// sheet come from the admin handler, nothing runs inline, it talks only to
+// its own origin, and no other page may frame it.
+const consoleCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// serveConsole writes the console's page (console.Index) for a logged-in
+// browser. session says whether it shows a Log out button.
+func serveConsole(w http.ResponseWriter, r *http.Request, session bool) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
-	h.Set("X-Frame-Options", "DENY")
-	adminIndex.Execute(w, struct {
-		Prefix  string
-		Session bool
-	}{prefix, session})
+	h.Set("Content-Security-Policy", consoleCSP)
+	page := console.Index
+	if !session {
+		page = bytes.Replace(page, []byte(`data-session="1"`), []byte(`data-session="0"`), 1)
+	}
+	w.Write(page)
 }
 
-var adminIndex = template.Must(template.New("index").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>oke · admin</title>
-<style>body{font:15px system-ui,sans-serif;max-width:40rem;margin:8vh auto;padding:0 1rem;color:#1b1f24}</style></head>
-<body><h1>oke admin</h1><p>The JSON admin API of this app:</p><ul>
-<li><a href="{{.Prefix}}/flows" data-nav="flows">flows</a></li>
-<li><a href="{{.Prefix}}/runs" data-nav="runs">runs</a></li>
-<li><a href="{{.Prefix}}/idempotency" data-nav="idempotency">idempotency rows</a></li></ul>
-{{if .Session}}<form method="post" action="{{.Prefix}}/logout"><button type="submit" data-action="logout">Log out</button></form>{{end}}
-</body></html>
-`))
+// serveAsset serves a file of the console (console.Assets).
+func serveAsset(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	b, err := fs.ReadFile(console.Assets, name)
+	if err != nil {
+		httpx.WriteEnvelope(w, http.StatusNotFound, "NotFound", fmt.Sprintf("The console has no file %q.", name), 0)
+		return
+	}
+	ct := mime.TypeByExtension(path.Ext(name))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	h := w.Header()
+	h.Set("Content-Type", ct)
+	h.Set("Content-Security-Policy", consoleCSP)
+	w.Write(b)
+}
 
 func parseStatus(s string) (driver.RunStatus, bool) {
 	for _, st := range []driver.RunStatus{driver.RunRunning, driver.RunSleeping, driver.RunCompleted, driver.RunFailed} {

@@ -30,6 +30,30 @@ type RunView struct {
 	StepCount  int         `json:"stepCount"` // saved steps (also in listings, which carry no Steps)
 	Steps      []StepView  `json:"steps,omitempty"`
 	Next       *NextView   `json:"next,omitempty"` // unfinished runs: the step after the saved ones
+	// Replays are the runs that replay this one (GET /runs/{id} only; the
+	// first 50, oldest first).
+	Replays []string `json:"replays,omitempty"`
+	// Timing splits the run's time (GET /runs/{id} only).
+	Timing *TimingView `json:"timing,omitempty"`
+}
+
+// TimingView is where a run's time went, derived from its steps' times:
+//
+//   - QueueMs: from its creation to the start of its first step (waiting
+//     for the scheduler to pick it up), when this run ran that step;
+//   - RunMs: the steps' own durations, added up;
+//   - WaitMs: the gaps between one step's end and the next one's start —
+//     asleep, parked for a retry, or waiting to be picked up after a lapse;
+//   - TotalMs: from its creation to its end (finished runs only; 0 for
+//     the others).
+//
+// Steps copied by a replay from step N (their times are the original
+// run's) count in none of them.
+type TimingView struct {
+	QueueMs float64 `json:"queueMs"`
+	RunMs   float64 `json:"runMs"`
+	WaitMs  float64 `json:"waitMs"`
+	TotalMs float64 `json:"totalMs"`
 }
 
 // NextView is the step an unfinished run takes next, after its saved ones:
@@ -54,6 +78,14 @@ type StepView struct {
 	StartedAt  time.Time `json:"startedAt"`
 	FinishedAt time.Time `json:"finishedAt"`
 	Millis     float64   `json:"ms"`
+	// WaitMs is the gap before the step started: since the previous step
+	// finished, or, for the first, since the run was created (its queue
+	// time). Zero within one execution; a sleep, a retry or a pick-up
+	// after a lapse shows here.
+	WaitMs float64 `json:"waitMs"`
+	// Copied is set on the steps a replay from step N copied from the run
+	// it replays (Attempts 0: this run never ran them).
+	Copied bool `json:"copied,omitempty"`
 }
 
 // StoredView is a stored response.
@@ -81,13 +113,40 @@ func ViewRun(r driver.Run, steps []driver.Step) RunView {
 	if !r.Status.Finished() {
 		v.Next = &NextView{Seq: v.StepCount + 1, Attempts: r.NextAttempts}
 	}
-	for _, s := range steps {
-		v.Steps = append(v.Steps, StepView{Seq: s.Seq, Name: s.Name, Result: rawJSON(s.Result), Failure: rawJSON(s.Failure),
-			Attempts: s.Attempts, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt,
-			Millis: float64(s.FinishedAt.Sub(s.StartedAt).Microseconds()) / 1000})
+	if steps == nil {
+		return v
 	}
+	v.Steps = []StepView{}
+	t := &TimingView{}
+	prev := r.CreatedAt
+	first := true
+	for _, s := range steps {
+		sv := StepView{Seq: s.Seq, Name: s.Name, Result: rawJSON(s.Result), Failure: rawJSON(s.Failure),
+			Attempts: s.Attempts, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt,
+			Millis: ms(s.FinishedAt.Sub(s.StartedAt)), Copied: r.ReplayOf != "" && s.Attempts == 0}
+		if !sv.Copied {
+			if gap := s.StartedAt.Sub(prev); gap > 0 && !s.StartedAt.IsZero() {
+				sv.WaitMs = ms(gap)
+				if first {
+					t.QueueMs = sv.WaitMs
+				} else {
+					t.WaitMs += sv.WaitMs
+				}
+			}
+			t.RunMs += sv.Millis
+			first = false
+			prev = s.FinishedAt
+		}
+		v.Steps = append(v.Steps, sv)
+	}
+	if r.Status.Finished() {
+		t.TotalMs = ms(r.UpdatedAt.Sub(r.CreatedAt))
+	}
+	v.Timing = t
 	return v
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func viewStored(r *driver.Response) *StoredView {
 	if r == nil {
@@ -113,21 +172,50 @@ func rawJSON(b []byte) any {
 }
 
 // RowView is an idempotency row as the admin API shows it.
+//
+// A stored body may hold personal data, so listings and look-ups hide it:
+// Response then has no Body, BodyHidden is set and BodyBytes says how big it
+// is. GET /idempotency/row?…&reveal=1 shows it.
 type RowView struct {
 	Tenant    string      `json:"tenant"`
 	Principal string      `json:"principal"`
 	Flow      string      `json:"flow"`
 	Key       string      `json:"key"`
-	State     string      `json:"state"`
+	State     string      `json:"state"` // running or completed, as stored
 	RunID     string      `json:"runId,omitempty"`
 	ExpiresAt time.Time   `json:"expiresAt"`
 	CreatedAt time.Time   `json:"createdAt"`
 	Response  *StoredView `json:"response,omitempty"`
+	// Expired: the row no longer protects its key (its TTL passed and no
+	// live lease holds it) and waits for a sweep; the next claim of the key
+	// replaces it. Computed on the server's clock, as are the times left.
+	Expired bool `json:"expired"`
+	// LeaseLeftMs: a running row's lease left (0 once it lapsed).
+	LeaseLeftMs *int64 `json:"leaseLeftMs,omitempty"`
+	// TTLLeftMs: time until the row expires (0 once it has).
+	TTLLeftMs  int64 `json:"ttlLeftMs"`
+	BodyHidden bool  `json:"bodyHidden,omitempty"`
+	BodyBytes  int   `json:"bodyBytes,omitempty"`
 }
 
-// ViewRow turns an idempotency row into a RowView.
-func ViewRow(row driver.Row) RowView {
-	return RowView{Tenant: row.Key.Tenant, Principal: row.Key.Principal, Flow: row.Key.Flow, Key: row.Key.Key,
+// ViewRow turns an idempotency row into a RowView, stored body included,
+// with its times left at the present time.
+func ViewRow(row driver.Row) RowView { return viewRow(row, time.Now(), true) }
+
+// ViewRowHidden is ViewRow without the stored body, as listings show it.
+func ViewRowHidden(row driver.Row, now time.Time) RowView { return viewRow(row, now, false) }
+
+func viewRow(row driver.Row, now time.Time, reveal bool) RowView {
+	v := RowView{Tenant: row.Key.Tenant, Principal: row.Key.Principal, Flow: row.Key.Flow, Key: row.Key.Key,
 		State: row.State.String(), RunID: row.RunID, ExpiresAt: row.ExpiresAt, CreatedAt: row.CreatedAt,
-		Response: viewStored(row.Response)}
+		Response: viewStored(row.Response), Expired: row.State != 0 && row.Expired(now),
+		TTLLeftMs: max(row.ExpiresAt.Sub(now).Milliseconds(), 0)}
+	if row.State == driver.Running {
+		left := max(row.LeaseUntil.Sub(now).Milliseconds(), 0)
+		v.LeaseLeftMs = &left
+	}
+	if v.Response != nil && !reveal && row.Response != nil && len(row.Response.Body) > 0 {
+		v.Response.Body, v.BodyHidden, v.BodyBytes = nil, true, len(row.Response.Body)
+	}
+	return v
 }

@@ -225,6 +225,35 @@ type Driver interface {
 	Close() error
 }
 
+// RowDeleter is optional on a Driver: it deletes one row whatever its
+// state, for an operator (the admin surface, oke idempotency delete). A
+// deleted Running row's holder is fenced out: its Renew, Complete and
+// Release fail with ErrNotOwner. The next request with the key runs as
+// new. This interface is not stable yet.
+type RowDeleter interface {
+	// Delete deletes the row with key. ErrNotFound if there is none.
+	// Durable when it returns.
+	Delete(ctx context.Context, key Key) error
+}
+
+// RowFinder is optional on a Driver: it finds the rows of one
+// Idempotency-Key across scopes, for an operator looking a key up (the
+// admin surface, oke idempotency show). A driver without it is searched
+// with List. This interface is not stable yet.
+type RowFinder interface {
+	// FindRows returns up to limit rows (zero or less: no limit) whose
+	// Idempotency-Key is key.Key, in key order (KeyLess), expired or not;
+	// each of key.Tenant, key.Principal and key.Flow that is not empty
+	// narrows them to that scope part.
+	FindRows(ctx context.Context, key Key, limit int) ([]Row, error)
+}
+
+// MatchKey reports whether row key k is one FindRows(want) returns.
+func MatchKey(k, want Key) bool {
+	return k.Key == want.Key && (want.Tenant == "" || k.Tenant == want.Tenant) &&
+		(want.Principal == "" || k.Principal == want.Principal) && (want.Flow == "" || k.Flow == want.Flow)
+}
+
 // KeyLess orders keys for List: tenant, principal, flow, key.
 func KeyLess(a, b Key) bool {
 	if a.Tenant != b.Tenant {

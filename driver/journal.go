@@ -16,6 +16,11 @@ var (
 	ErrDuplicate = errors.New("driver: a run with this dedupe key exists")
 	// ErrStepOrder: SaveStep was given a step whose Seq is not the next one.
 	ErrStepOrder = errors.New("driver: step out of order")
+	// ErrRunHeld: CancelRun found the run held by a live lease (an
+	// execution is running it now).
+	ErrRunHeld = errors.New("driver: run is held by a live lease")
+	// ErrRunFinished: CancelRun found the run finished already.
+	ErrRunFinished = errors.New("driver: run has finished")
 )
 
 // RunStatus is where a journal run is in its life.
@@ -130,11 +135,70 @@ type Finish struct {
 	Error  string    // RunFailed
 }
 
-// RunFilter narrows ListRuns.
+// RunFilter narrows ListRuns. Every field set narrows the list further
+// (they combine with AND); the zero RunFilter lists every run.
+//
+// After and Before are keyset cursors: a console pages through a large
+// journal with After (ascending) or Before with Desc (newest first), never
+// with an offset, so every page costs the same however deep it is.
 type RunFilter struct {
-	After  string      // IDs after this one (exclusive), in ID order
+	After  string      // IDs after this one (exclusive)
+	Before string      // IDs before this one (exclusive)
 	Flow   string      // only this flow
 	Status []RunStatus // only these statuses
+	Tenant string      // only runs of this tenant
+	// ReplayOf: only runs that replay this run (Run.ReplayOf).
+	ReplayOf string
+	// CreatedAfter and CreatedBefore bound Run.CreatedAt to the half-open
+	// range [CreatedAfter, CreatedBefore); a zero time leaves that end open.
+	CreatedAfter  time.Time
+	CreatedBefore time.Time
+	// Desc lists in descending ID order (run IDs made by oke sort by
+	// creation time, so: newest first); the default is ascending.
+	Desc bool
+}
+
+// Match reports whether r passes f's filters other than the cursors
+// (After, Before), for drivers that filter in Go (memory, file).
+func (f *RunFilter) Match(r *Run) bool {
+	switch {
+	case f.Flow != "" && r.Flow != f.Flow,
+		f.Tenant != "" && r.Tenant != f.Tenant,
+		f.ReplayOf != "" && r.ReplayOf != f.ReplayOf,
+		!f.CreatedAfter.IsZero() && r.CreatedAt.Before(f.CreatedAfter),
+		!f.CreatedBefore.IsZero() && !r.CreatedAt.Before(f.CreatedBefore):
+		return false
+	}
+	if len(f.Status) > 0 {
+		for _, s := range f.Status {
+			if s == r.Status {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// InRange reports whether id lies between f's cursors (After, Before).
+func (f *RunFilter) InRange(id string) bool {
+	return (f.After == "" || id > f.After) && (f.Before == "" || id < f.Before)
+}
+
+// RunCanceller is optional on a Journal: it cancels a run that no
+// execution is running now. The admin surface's Cancel (oke's
+// App.Cancel) needs it. This interface is not stable yet.
+type RunCanceller interface {
+	// CancelRun ends run id as RunFailed with result and msg (Run.Result,
+	// Run.Error), and clears its owner, in one atomic step — but only while
+	// the run is unfinished and no live lease holds it: sleeping, or
+	// waiting to be picked up (unowned, parked for a retry, or its holder's
+	// lease lapsed). A holder whose lease lapsed is fenced out by it: its
+	// later SaveStep or FinishRun fails with ErrNotOwner. It returns the
+	// run as cancelled. Otherwise it changes nothing and returns
+	// ErrRunHeld (a live lease holds the run: its execution is running it
+	// now), ErrRunFinished, or ErrNotFound. Durable when it returns.
+	CancelRun(ctx context.Context, id string, result Response, msg string) (Run, error)
 }
 
 // Journal is the storage contract of durable execution: runs, their saved

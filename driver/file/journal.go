@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,8 @@ type journal struct {
 	replaying bool
 
 	runs     map[string]*jrun
+	byID     []*jrun            // every run in ID order, and removed ones (gone) until tidied
+	gone     int                // runs in byID that were removed
 	dedupe   map[string]*jrun   // DedupeKey → run
 	claims   map[string]*jclaim // business key → holder
 	due      dueHeap            // every run that is not finished, by when it is due
@@ -49,6 +52,7 @@ type jrun struct {
 	claims  []string       // business keys the run holds
 	due     int64          // Unix ns from which AcquireRun takes it (unfinished runs)
 	idx     int            // index in journal.due; -1 when finished
+	gone    bool           // removed (retention); still in journal.byID until it is tidied
 	durable uint64         // last write that must be durable before the run is shown
 
 	// Bytes of its records that a compaction would keep (see liveBytes).
@@ -179,6 +183,7 @@ func (f *frontier) Pop() any {
 // addRun inserts e, whose head is the size of its run record.
 func (j *journal) addRun(e *jrun) {
 	j.runs[e.run.ID] = e
+	j.indexRun(e)
 	if k := e.run.DedupeKey; k != "" {
 		j.dedupe[k] = e
 	}
@@ -193,6 +198,26 @@ func (j *journal) addRun(e *jrun) {
 	}
 	e.due = dueAt(&e.run)
 	heap.Push(&j.due, e)
+}
+
+// indexRun puts e in byID. Runs made by oke come in ID order (their IDs
+// begin with the time), so this is mostly an append. While the log is
+// replayed at Open, runs are appended as they come, and sorted once at the
+// end.
+func (j *journal) indexRun(e *jrun) {
+	n := len(j.byID)
+	if j.replaying || n == 0 || j.byID[n-1].run.ID < e.run.ID {
+		j.byID = append(j.byID, e)
+		return
+	}
+	i := sort.Search(n, func(k int) bool { return j.byID[k].run.ID > e.run.ID })
+	j.byID = slices.Insert(j.byID, i, e)
+}
+
+// tidyIndex drops removed runs from byID.
+func (j *journal) tidyIndex() {
+	j.byID = slices.DeleteFunc(j.byID, func(e *jrun) bool { return e.gone })
+	j.gone = 0
 }
 
 // moved re-sorts e in the due heap after its lease or WakeAt changed.
@@ -255,6 +280,11 @@ func (j *journal) addClaim(e *jrun, key string, seq uint64, size int) {
 // removeRun forgets e, its steps, its dedupe key and its claims (retention).
 func (j *journal) removeRun(e *jrun) {
 	delete(j.runs, e.run.ID)
+	e.gone = true
+	j.gone++
+	if j.gone > 1024 && j.gone > len(j.byID)/2 {
+		j.tidyIndex()
+	}
 	if k := e.run.DedupeKey; k != "" && j.dedupe[k] == e {
 		delete(j.dedupe, k)
 	}
@@ -288,6 +318,8 @@ func (j *journal) open(dir string, ck *checkpoint, cfg config, ro bool) error {
 		return err
 	}
 	j.replaying = false
+	j.tidyIndex()
+	slices.SortFunc(j.byID, func(a, b *jrun) int { return strings.Compare(a.run.ID, b.run.ID) })
 	for _, e := range j.runs {
 		e.starts = nil // an older oke's counts of steps that never became next
 		if e.run.Status.Finished() {
@@ -459,7 +491,7 @@ func (j *journal) close() error {
 		return nil
 	}
 	err := j.closeLog()
-	j.runs, j.dedupe, j.claims, j.due, j.done = nil, nil, nil, nil, nil
+	j.runs, j.byID, j.dedupe, j.claims, j.due, j.done = nil, nil, nil, nil, nil, nil
 	return err
 }
 
@@ -631,7 +663,10 @@ func (d *Driver) GetRun(ctx context.Context, id string) (driver.Run, []driver.St
 	return run, steps, nil
 }
 
-// ListRuns implements driver.Journal. A limit < 1 lists every match.
+// ListRuns implements driver.Journal. A limit < 1 lists every match. It
+// walks the runs in ID order (journal.byID) from the cursor, so a page
+// costs what it visits: its runs, and the runs the filters skip on the way,
+// whatever the number of runs before the cursor.
 func (d *Driver) ListRuns(ctx context.Context, f driver.RunFilter, limit int) ([]driver.Run, error) {
 	j := &d.jr
 	j.mu.Lock()
@@ -639,24 +674,39 @@ func (d *Driver) ListRuns(ctx context.Context, f driver.RunFilter, limit int) ([
 		j.mu.Unlock()
 		return nil, err
 	}
-	var match []*jrun
-	for id, e := range j.runs {
-		if (f.After != "" && id <= f.After) || (f.Flow != "" && e.run.Flow != f.Flow) ||
-			(len(f.Status) > 0 && !slices.Contains(f.Status, e.run.Status)) {
-			continue
-		}
-		match = append(match, e)
-	}
-	slices.SortFunc(match, func(a, b *jrun) int { return strings.Compare(a.run.ID, b.run.ID) })
-	if limit > 0 && len(match) > limit {
-		match = match[:limit]
-	}
-	out := make([]driver.Run, len(match))
+	var out []driver.Run
 	var seq uint64
-	for i, e := range match {
-		out[i] = copyRun(&e.run)
-		out[i].Steps = len(e.steps)
+	visit := func(e *jrun) bool {
+		if e.gone || !f.Match(&e.run) {
+			return true
+		}
+		r := copyRun(&e.run)
+		r.Steps = len(e.steps)
+		out = append(out, r)
 		seq = max(seq, e.durable)
+		return limit < 1 || len(out) < limit
+	}
+	ids := j.byID
+	if f.Desc {
+		i := len(ids)
+		if f.Before != "" {
+			i = sort.Search(len(ids), func(k int) bool { return ids[k].run.ID >= f.Before })
+		}
+		for i--; i >= 0 && (f.After == "" || ids[i].run.ID > f.After); i-- {
+			if !visit(ids[i]) {
+				break
+			}
+		}
+	} else {
+		i := 0
+		if f.After != "" {
+			i = sort.Search(len(ids), func(k int) bool { return ids[k].run.ID > f.After })
+		}
+		for ; i < len(ids) && (f.Before == "" || ids[i].run.ID < f.Before); i++ {
+			if !visit(ids[i]) {
+				break
+			}
+		}
 	}
 	j.mu.Unlock()
 	if err := j.waitDurable(seq); err != nil {

@@ -217,7 +217,8 @@ func (d *Driver) GetRun(ctx context.Context, id string) (driver.Run, []driver.St
 	return copyRun(&e.run), e.copySteps(), nil
 }
 
-// ListRuns implements driver.Journal.
+// ListRuns implements driver.Journal. It filters every run, then sorts the
+// matches: the memory driver is for tests, not for 100 000 runs.
 func (d *Driver) ListRuns(ctx context.Context, f driver.RunFilter, limit int) ([]driver.Run, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -226,20 +227,14 @@ func (d *Driver) ListRuns(ctx context.Context, f driver.RunFilter, limit int) ([
 	}
 	var out []driver.Run
 	for id, e := range d.runs {
-		if f.After != "" && id <= f.After {
-			continue
-		}
-		if f.Flow != "" && e.run.Flow != f.Flow {
-			continue
-		}
-		if len(f.Status) > 0 && !slices.Contains(f.Status, e.run.Status) {
+		if !f.InRange(id) || !f.Match(&e.run) {
 			continue
 		}
 		r := copyRun(&e.run)
 		r.Steps = e.nsteps
 		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	sort.Slice(out, func(i, j int) bool { return (out[i].ID < out[j].ID) != f.Desc })
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}

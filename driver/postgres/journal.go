@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -227,20 +228,62 @@ func (d *Driver) GetRun(ctx context.Context, id string) (driver.Run, []driver.St
 	return r, steps, nil
 }
 
-// ListRuns implements driver.Journal, in bytewise ID order.
+// ListRuns implements driver.Journal, in bytewise ID order (ascending, or
+// descending with f.Desc). The statement holds only the predicates f sets,
+// so each filter's plan is its own (a generic plan of "$n is empty OR …" would
+// hide the indexes): pages walk the primary key from the cursor (keyset,
+// never OFFSET), or oke_runs_flow, oke_runs_tenant or oke_runs_replay_of
+// when that filter is set (migrations 001 and 010).
 func (d *Driver) ListRuns(ctx context.Context, f driver.RunFilter, limit int) ([]driver.Run, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
-	statuses := make([]int16, len(f.Status))
-	for i, s := range f.Status {
-		statuses[i] = int16(s)
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
 	}
-	rows, err := d.pool.Query(ctx, d.sql(`SELECT `+runColumns("r")+`,
+	if f.After != "" {
+		where = append(where, "r.id > "+arg(f.After))
+	}
+	if f.Before != "" {
+		where = append(where, "r.id < "+arg(f.Before))
+	}
+	if f.Flow != "" {
+		where = append(where, "r.flow = "+arg(f.Flow))
+	}
+	if f.Tenant != "" {
+		where = append(where, "r.tenant = "+arg(f.Tenant))
+	}
+	if f.ReplayOf != "" {
+		where = append(where, "r.replay_of = "+arg(f.ReplayOf))
+	}
+	if len(f.Status) > 0 {
+		statuses := make([]int16, len(f.Status))
+		for i, s := range f.Status {
+			statuses[i] = int16(s)
+		}
+		where = append(where, "r.status = ANY("+arg(statuses)+"::smallint[])")
+	}
+	if !f.CreatedAfter.IsZero() {
+		where = append(where, "r.created_at >= "+arg(f.CreatedAfter))
+	}
+	if !f.CreatedBefore.IsZero() {
+		where = append(where, "r.created_at < "+arg(f.CreatedBefore))
+	}
+	q := `SELECT ` + runColumns("r") + `,
 			(SELECT count(*) FROM {s}.oke_steps s WHERE s.run_id = r.id)
-		FROM {s}.oke_runs r
-		WHERE r.id > $1 AND ($2 = '' OR r.flow = $2) AND (cardinality($3::smallint[]) = 0 OR r.status = ANY($3))
-		ORDER BY r.id LIMIT $4`), f.After, f.Flow, statuses, limitArg(limit))
+		FROM {s}.oke_runs r`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY r.id"
+	if f.Desc {
+		q += " DESC"
+	}
+	q += " LIMIT " + arg(limitArg(limit))
+	rows, err := d.pool.Query(ctx, d.sql(q), args...)
 	if err != nil {
 		return nil, d.wrap("list runs", err)
 	}

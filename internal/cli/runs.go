@@ -31,22 +31,30 @@ const whereHelp = `Where it reads:
 func runsUsage(w io.Writer) {
 	io.WriteString(w, `Usage:
 
-  oke runs ls     [-addr URL | -data DIR] [-flow NAME] [-status S] [-after ID] [-limit N] [-json]
+  oke runs ls     [-addr URL | -data DIR] [-flow NAME] [-status S] [-tenant T]
+                  [-created-after TIME] [-created-before TIME] [-after ID | -before ID]
+                  [-newest] [-limit N] [-json]
   oke runs show   [-addr URL | -data DIR] [-json] ID
-  oke runs replay [-addr URL | -data DIR] ID
+  oke runs replay [-addr URL | -data DIR] [-from-step N] [-json] ID
+  oke runs cancel [-addr URL | -data DIR] [-json] ID
 
-Lists, shows and replays the journal runs of durable flows: one run per
-execution of a flow with oke.Options{Durable: true}, with the saved result
-of each step.
+Lists, shows, replays and cancels the journal runs of durable flows: one run
+per execution of a flow with oke.Options{Durable: true}, with the saved
+result of each step.
 
-  ls      one line per run, oldest first: id, flow, status, attempts (how
-          many times the run was picked up), created, and its saved steps
+  ls      one line per run, oldest first (-newest: newest first): id, flow,
+          status, attempts (how many times the run was picked up), created,
+          and its saved steps; pages with -after (or -before with -newest)
   show    one run: its input, status, result, and each saved step with its
           attempts, result and timing (-json: the admin API's JSON)
-  replay  starts a new run of the same flow with the same input, in which
-          every step runs again (a replay is a new run), and prints its id.
-          With -addr the app runs it at once; with -data it is picked up
-          when an app next opens the folder.
+  replay  starts a new run of the same flow with the same input and prints
+          its id. Every step runs again (a replay is a new run), or, with
+          -from-step N, steps 1..N-1 give back the old run's saved results
+          and N onwards run. With -addr the app runs it at once; with -data
+          it is picked up when an app next opens the folder.
+  cancel  fails a run that no execution holds now — sleeping, or waiting
+          to be picked up — with 409 RunCancelled: its later steps never
+          run. A run running now is refused: cancel it again when it parks.
 
 `+whereHelp+`
 Run 'oke runs <command> -h' for a command's flags.
@@ -69,8 +77,10 @@ func runRuns(ctx context.Context, name string, args []string, stdout, stderr io.
 		return runsShow(ctx, name+" show", args[1:], stdout, stderr)
 	case "replay":
 		return runsReplay(ctx, name+" replay", args[1:], stdout, stderr)
+	case "cancel":
+		return runsCancel(ctx, name+" cancel", args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "%s: unknown command %q (want ls, show or replay)\n", name, args[0])
+	fmt.Fprintf(stderr, "%s: unknown command %q (want ls, show, replay or cancel)\n", name, args[0])
 	return 2
 }
 
@@ -104,12 +114,20 @@ func parse(fs *flag.FlagSet, args []string, want int, stderr io.Writer) ([]strin
 		if want == 0 {
 			fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), pos[0])
 		} else {
-			fmt.Fprintf(stderr, "%s: want %d run id, got %d arguments\n", fs.Name(), want, len(pos))
+			fmt.Fprintf(stderr, "%s: want %d %s, got %d arguments\n", fs.Name(), want, argName(fs.Name()), len(pos))
 		}
 		fs.Usage()
 		return nil, 2, false
 	}
 	return pos, 0, true
+}
+
+// argName is what a command's one argument is.
+func argName(cmd string) string {
+	if strings.Contains(cmd, "idempotency") {
+		return "Idempotency-Key"
+	}
+	return "run id"
 }
 
 // fail reports err and returns the exit code: 2 for a usage mistake, else 1.
@@ -124,27 +142,44 @@ func fail(stderr io.Writer, name string, err error) int {
 
 func runsLs(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
 	var (
-		t   target
-		f   runFilter
-		js  bool
-		err error
+		t             target
+		f             runFilter
+		js            bool
+		err           error
+		after, before string
 	)
-	fs := newFlags(name, "[-addr URL | -data DIR] [-flow NAME] [-status S] [-after ID] [-limit N] [-json]",
-		"Lists journal runs, oldest first: id, flow, status, attempts, created, saved steps.", stderr, &t)
+	fs := newFlags(name, "[-addr URL | -data DIR] [-flow NAME] [-status S] [-tenant T] [-created-after TIME] [-created-before TIME] [-after ID | -before ID] [-newest] [-limit N] [-json]",
+		"Lists journal runs, oldest first (-newest: newest first): id, flow, status, attempts, created, saved steps.", stderr, &t)
 	fs.StringVar(&f.flow, "flow", "", "only runs of this flow (`NAME`, e.g. demo.pipeline)")
-	fs.StringVar(&f.status, "status", "", "only runs in this `status`: running, sleeping, completed or failed")
-	fs.StringVar(&f.after, "after", "", "only runs after this run `ID` (the next page)")
+	fs.StringVar(&f.status, "status", "", "only runs in this `status`: running, sleeping, completed or failed (or several, comma-separated)")
+	fs.StringVar(&f.tenant, "tenant", "", "only runs of this `tenant`")
+	fs.StringVar(&after, "created-after", "", "only runs created at or after this `TIME` (RFC 3339, e.g. 2026-01-02T15:04:05Z)")
+	fs.StringVar(&before, "created-before", "", "only runs created before this `TIME` (RFC 3339)")
+	fs.StringVar(&f.after, "after", "", "only runs after this run `ID` (the next page, oldest first)")
+	fs.StringVar(&f.before, "before", "", "only runs before this run `ID` (the next page with -newest)")
+	fs.BoolVar(&f.desc, "newest", false, "newest first")
 	fs.IntVar(&f.limit, "limit", 100, "list at most `N` runs (1–1000)")
 	fs.BoolVar(&js, "json", false, "print the runs as JSON")
 	if _, code, ok := parse(fs, args, 0, stderr); !ok {
 		return code
 	}
+	for _, tf := range []struct {
+		flag, v string
+		dst     *time.Time
+	}{{"-created-after", after, &f.createdAfter}, {"-created-before", before, &f.createdBefore}} {
+		if tf.v == "" {
+			continue
+		}
+		if *tf.dst, err = time.Parse(time.RFC3339Nano, tf.v); err != nil {
+			return fail(stderr, name, &usageError{fmt.Errorf("%s must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", tf.flag, tf.v)})
+		}
+	}
 	if f.limit < 1 || f.limit > 1000 {
 		return fail(stderr, name, &usageError{fmt.Errorf("-limit must be between 1 and 1000, got %d", f.limit)})
 	}
-	if f.status != "" {
-		if _, ok := parseStatus(f.status); !ok {
-			return fail(stderr, name, &usageError{fmt.Errorf("-status must be running, sleeping, completed or failed, got %q", f.status)})
+	for _, st := range strings.Split(f.status, ",") {
+		if _, ok := parseStatus(strings.TrimSpace(st)); f.status != "" && !ok {
+			return fail(stderr, name, &usageError{fmt.Errorf("-status must be running, sleeping, completed or failed (or several, comma-separated), got %q", st)})
 		}
 	}
 	src, err := t.open(true)
@@ -173,7 +208,11 @@ func runsLs(ctx context.Context, name string, args []string, stdout, stderr io.W
 	}
 	tw.Flush()
 	if len(runs) == f.limit {
-		fmt.Fprintf(stderr, "(%d runs shown; the next ones with -after %s)\n", len(runs), runs[len(runs)-1].ID)
+		cursor := "-after"
+		if f.desc {
+			cursor = "-newest -before"
+		}
+		fmt.Fprintf(stderr, "(%d runs shown; the next ones with %s %s)\n", len(runs), cursor, runs[len(runs)-1].ID)
 	}
 	return 0
 }
@@ -268,12 +307,63 @@ func printRun(w io.Writer, r admin.RunView) {
 }
 
 func runsReplay(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	var t target
-	fs := newFlags(name, "[-addr URL | -data DIR] ID",
-		`Starts a new run of the run's flow with the same input, in which every step
-runs again (a replay is a new run), and prints the new run's id. With -addr the
-app runs it at once; with -data it is picked up when an app next opens the
-folder (its scheduler runs due runs on start).`, stderr, &t)
+	var (
+		t    target
+		from int
+		js   bool
+	)
+	fs := newFlags(name, "[-addr URL | -data DIR] [-from-step N] [-json] ID",
+		`Starts a new run of the run's flow with the same input and prints the new
+run's id. Every step runs again (a replay is a new run); with -from-step N,
+steps 1..N-1 give back the old run's saved results (they do not run again)
+and step N onwards run. Steps count from 1. With -addr the app runs it at
+once; with -data it is picked up when an app next opens the folder (its
+scheduler runs due runs on start).`, stderr, &t)
+	fs.IntVar(&from, "from-step", 1, "reuse the saved results of steps 1..`N`-1 and run step N onwards (1: every step runs)")
+	fs.BoolVar(&js, "json", false, `print {"id": …, "replayOf": …, "fromStep": …} as JSON`)
+	pos, code, ok := parse(fs, args, 1, stderr)
+	if !ok {
+		return code
+	}
+	if from < 1 {
+		return fail(stderr, name, &usageError{fmt.Errorf("-from-step counts from 1, got %d", from)})
+	}
+	src, err := t.open(false)
+	if err != nil {
+		return fail(stderr, name, err)
+	}
+	defer src.close()
+	id, err := src.replay(ctx, pos[0], from)
+	if err != nil {
+		return fail(stderr, name, err)
+	}
+	if js {
+		return printJSON(stdout, stderr, name, map[string]any{"id": id, "replayOf": pos[0], "fromStep": from})
+	}
+	fmt.Fprintln(stdout, id)
+	what := id + " replays " + pos[0]
+	if from > 1 {
+		what += fmt.Sprintf(" from step %d (steps 1–%d reused)", from, from-1)
+	}
+	if t.data != "" {
+		fmt.Fprintf(stderr, "%s. No app holds %s now, so the new run waits: it is picked up when an app next opens the folder.\n", what, t.data)
+	} else {
+		fmt.Fprintf(stderr, "%s; the app runs it now (see: oke runs show %s).\n", what, id)
+	}
+	return 0
+}
+
+func runsCancel(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	var (
+		t  target
+		js bool
+	)
+	fs := newFlags(name, "[-addr URL | -data DIR] [-json] ID",
+		`Cancels a run that no execution holds now — one that sleeps, or waits to
+be picked up — by failing it with the 409 RunCancelled envelope: its later
+steps never run. A run that is running now is refused; cancel it again when
+it parks (sleeps, waits for a retry, or its lease lapses).`, stderr, &t)
+	fs.BoolVar(&js, "json", false, "print the cancelled run as JSON")
 	pos, code, ok := parse(fs, args, 1, stderr)
 	if !ok {
 		return code
@@ -283,94 +373,14 @@ folder (its scheduler runs due runs on start).`, stderr, &t)
 		return fail(stderr, name, err)
 	}
 	defer src.close()
-	id, err := src.replay(ctx, pos[0])
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	fmt.Fprintln(stdout, id)
-	if t.data != "" {
-		fmt.Fprintf(stderr, "%s replays %s. No app holds %s now, so the new run waits: it is picked up when an app next opens the folder.\n", id, pos[0], t.data)
-	} else {
-		fmt.Fprintf(stderr, "%s replays %s; the app runs it now (see: oke runs show %s).\n", id, pos[0], id)
-	}
-	return 0
-}
-
-func idempotencyUsage(w io.Writer) {
-	io.WriteString(w, `Usage:
-
-  oke idempotency ls [-addr URL | -data DIR] [-limit N] [-json]
-
-Lists the Idempotency-Key rows: scope (tenant, principal, flow), key, state
-(running or completed), the stored status, the journal run a durable flow's
-row links, and when the row expires.
-
-`+whereHelp)
-}
-
-// runIdempotency is `oke idempotency`.
-func runIdempotency(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		idempotencyUsage(stderr)
-		return 2
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		idempotencyUsage(stderr)
-		return 0
-	case "ls", "list":
-	default:
-		fmt.Fprintf(stderr, "%s: unknown command %q (want ls)\n", name, args[0])
-		return 2
-	}
-	name += " ls"
-	var (
-		t     target
-		limit int
-		js    bool
-	)
-	fs := newFlags(name, "[-addr URL | -data DIR] [-limit N] [-json]", "Lists the Idempotency-Key rows in key order.", stderr, &t)
-	fs.IntVar(&limit, "limit", 100, "list at most `N` rows (1–1000)")
-	fs.BoolVar(&js, "json", false, "print the rows as JSON")
-	if _, code, ok := parse(fs, args[1:], 0, stderr); !ok {
-		return code
-	}
-	if limit < 1 || limit > 1000 {
-		return fail(stderr, name, &usageError{fmt.Errorf("-limit must be between 1 and 1000, got %d", limit)})
-	}
-	src, err := t.open(true)
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	defer src.close()
-	rows, err := src.listRows(ctx, limit)
+	run, err := src.cancel(ctx, pos[0])
 	if err != nil {
 		return fail(stderr, name, err)
 	}
 	if js {
-		if rows == nil {
-			rows = []admin.RowView{}
-		}
-		return printJSON(stdout, stderr, name, map[string]any{"rows": rows})
+		return printJSON(stdout, stderr, name, run)
 	}
-	if len(rows) == 0 {
-		fmt.Fprintln(stdout, "no rows")
-		return 0
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tPRINCIPAL\tFLOW\tKEY\tSTATE\tSTATUS\tRUN\tEXPIRES")
-	for _, r := range rows {
-		status := "-"
-		if r.Response != nil {
-			status = fmt.Sprint(r.Response.Status)
-		}
-		run := r.RunID
-		if run == "" {
-			run = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Tenant, r.Principal, r.Flow, r.Key, r.State, status, run, stamp(r.ExpiresAt))
-	}
-	tw.Flush()
+	fmt.Fprintf(stdout, "cancelled %s: it is %s with 409 RunCancelled\n", run.ID, run.Status)
 	return 0
 }
 

@@ -269,7 +269,7 @@ func TestRunsAddr(t *testing.T) {
 			{"show takes one id", []string{"runs", "show", "-addr", d.url, "a", "b"}, 2, "want 1 run id"},
 			{"runs needs a command", []string{"runs"}, 2, "oke runs ls"},
 			{"an unknown runs command", []string{"runs", "rm"}, 2, `unknown command "rm"`},
-			{"an unknown idempotency command", []string{"idempotency", "sweep"}, 2, `unknown command "sweep"`},
+			{"an unknown idempotency command", []string{"idempotency", "frob"}, 2, `unknown command "frob"`},
 			{"a bad -addr", []string{"runs", "ls", "-addr", "ftp://x"}, 2, "-addr must be an http(s) URL"},
 			{"nobody listening", []string{"runs", "ls", "-addr", "127.0.0.1:1"}, 1, "is the app running there?"},
 			{"no admin API at the path", []string{"runs", "ls", "-addr", d.url + "/nope"}, 1, "NotFound"},
@@ -363,7 +363,7 @@ func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 func TestRunsHelp(t *testing.T) {
 	for _, args := range [][]string{{"help", "runs"}, {"runs", "-h"}} {
 		code, stdout, stderr := run(args...)
-		if code != 0 || !strings.Contains(stdout+stderr, "oke runs replay [-addr URL | -data DIR] ID") || !strings.Contains(stdout+stderr, "-data DIR") {
+		if code != 0 || !strings.Contains(stdout+stderr, "oke runs replay [-addr URL | -data DIR] [-from-step N] [-json] ID") || !strings.Contains(stdout+stderr, "-data DIR") {
 			t.Fatalf("%v: exit %d\n%s%s", args, code, stdout, stderr)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/okengine/oke"
 	"github.com/okengine/oke/admin"
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/file"
@@ -24,16 +25,32 @@ import (
 type source interface {
 	listRuns(ctx context.Context, f runFilter) ([]admin.RunView, error)
 	getRun(ctx context.Context, id string) (admin.RunView, error)
-	// replay starts a new run from run id's input and returns its ID.
-	replay(ctx context.Context, id string) (string, error)
+	// replay starts a new run from run id's input, reusing the saved
+	// results of its steps 1..from-1, and returns its ID.
+	replay(ctx context.Context, id string, from int) (string, error)
+	// cancel fails a sleeping or waiting run (oke.App.Cancel).
+	cancel(ctx context.Context, id string) (admin.RunView, error)
 	listRows(ctx context.Context, limit int) ([]admin.RowView, error)
+	// findRows returns the rows of key.Key in every scope that key's other
+	// fields (when not empty) allow, bodies hidden.
+	findRows(ctx context.Context, key driver.Key) ([]admin.RowView, error)
+	// getRow returns one row, its stored body only when reveal is set.
+	getRow(ctx context.Context, key driver.Key, reveal bool) (admin.RowView, error)
+	deleteRow(ctx context.Context, key driver.Key) error
+	// sweepBatch deletes up to n expired rows in one batch.
+	sweepBatch(ctx context.Context, n int) (int, error)
 	close() error
 }
 
 type runFilter struct {
-	flow, status, after string
-	limit               int
+	flow, status, after, before, tenant string
+	createdAfter, createdBefore         time.Time
+	desc                                bool
+	limit                               int
 }
+
+// errNoRow is returned for an idempotency row that does not exist.
+var errNoRow = errors.New("no such idempotency row")
 
 // errNoRun is returned for a run ID that does not exist.
 var errNoRun = errors.New("no such run")
@@ -108,7 +125,7 @@ func (s *httpSource) close() error { return nil }
 
 // call sends a request to the admin API and decodes a 2xx JSON answer into
 // out. An error envelope becomes an error carrying its message; 404 on a run
-// becomes errNoRun.
+// becomes errNoRun, on a row errNoRow.
 func (s *httpSource) call(ctx context.Context, method, path string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, s.base+path, nil)
 	if err != nil {
@@ -136,6 +153,9 @@ func (s *httpSource) call(ctx context.Context, method, path string, out any) err
 		if env.Error.Code == "NotFound" && strings.HasPrefix(path, "/runs/") {
 			return fmt.Errorf("%w: %s", errNoRun, env.Error.Message)
 		}
+		if env.Error.Code == "NotFound" && strings.HasPrefix(path, "/idempotency/row") {
+			return fmt.Errorf("%w: %s", errNoRow, env.Error.Message)
+		}
 		if resp.StatusCode == http.StatusUnauthorized {
 			fix := "pass the app's admin token with -token or $OKE_ADMIN_TOKEN (the demo logs the one it draws at start as \"admin token: …\", or takes -admin-token)"
 			if s.token != "" {
@@ -153,10 +173,19 @@ func (s *httpSource) call(ctx context.Context, method, path string, out any) err
 
 func (s *httpSource) listRuns(ctx context.Context, f runFilter) ([]admin.RunView, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"flow": f.flow, "status": f.status, "after": f.after} {
+	for k, v := range map[string]string{"flow": f.flow, "status": f.status, "after": f.after, "before": f.before, "tenant": f.tenant} {
 		if v != "" {
 			q.Set(k, v)
 		}
+	}
+	if !f.createdAfter.IsZero() {
+		q.Set("createdAfter", f.createdAfter.Format(time.RFC3339Nano))
+	}
+	if !f.createdBefore.IsZero() {
+		q.Set("createdBefore", f.createdBefore.Format(time.RFC3339Nano))
+	}
+	if f.desc {
+		q.Set("order", "desc")
 	}
 	q.Set("limit", strconv.Itoa(f.limit))
 	var out struct {
@@ -172,12 +201,65 @@ func (s *httpSource) getRun(ctx context.Context, id string) (admin.RunView, erro
 	return out, err
 }
 
-func (s *httpSource) replay(ctx context.Context, id string) (string, error) {
+func (s *httpSource) replay(ctx context.Context, id string, from int) (string, error) {
 	var out struct {
 		ID string `json:"id"`
 	}
-	err := s.call(ctx, "POST", "/runs/"+url.PathEscape(id)+"/replay", &out)
+	q := ""
+	if from > 1 {
+		q = "?fromStep=" + strconv.Itoa(from)
+	}
+	err := s.call(ctx, "POST", "/runs/"+url.PathEscape(id)+"/replay"+q, &out)
 	return out.ID, err
+}
+
+func (s *httpSource) cancel(ctx context.Context, id string) (admin.RunView, error) {
+	var out admin.RunView
+	err := s.call(ctx, "POST", "/runs/"+url.PathEscape(id)+"/cancel", &out)
+	return out, err
+}
+
+func keyQuery(k driver.Key) url.Values {
+	return url.Values{"tenant": {k.Tenant}, "principal": {k.Principal}, "flow": {k.Flow}, "key": {k.Key}}
+}
+
+func (s *httpSource) findRows(ctx context.Context, key driver.Key) ([]admin.RowView, error) {
+	q := url.Values{"key": {key.Key}, "limit": {"100"}}
+	for k, v := range map[string]string{"tenant": key.Tenant, "principal": key.Principal, "flow": key.Flow} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	var out struct {
+		Rows []admin.RowView `json:"rows"`
+	}
+	err := s.call(ctx, "GET", "/idempotency?"+q.Encode(), &out)
+	return out.Rows, err
+}
+
+func (s *httpSource) getRow(ctx context.Context, key driver.Key, reveal bool) (admin.RowView, error) {
+	q := keyQuery(key)
+	if reveal {
+		q.Set("reveal", "1")
+	}
+	var out struct {
+		Row admin.RowView `json:"row"`
+	}
+	err := s.call(ctx, "GET", "/idempotency/row?"+q.Encode(), &out)
+	return out.Row, err
+}
+
+func (s *httpSource) deleteRow(ctx context.Context, key driver.Key) error {
+	var out struct{}
+	return s.call(ctx, "DELETE", "/idempotency/row?"+keyQuery(key).Encode(), &out)
+}
+
+func (s *httpSource) sweepBatch(ctx context.Context, n int) (int, error) {
+	var out struct {
+		Deleted int `json:"deleted"`
+	}
+	err := s.call(ctx, "POST", "/idempotency/sweep?batch="+strconv.Itoa(n)+"&limit="+strconv.Itoa(n), &out)
+	return out.Deleted, err
 }
 
 func (s *httpSource) listRows(ctx context.Context, limit int) ([]admin.RowView, error) {
@@ -223,13 +305,16 @@ func openData(dir string, readOnly bool) (*dataSource, error) {
 func (s *dataSource) close() error { return s.d.Close() }
 
 func (s *dataSource) listRuns(ctx context.Context, f runFilter) ([]admin.RunView, error) {
-	rf := driver.RunFilter{After: f.after, Flow: f.flow}
+	rf := driver.RunFilter{After: f.after, Before: f.before, Flow: f.flow, Tenant: f.tenant,
+		CreatedAfter: f.createdAfter, CreatedBefore: f.createdBefore, Desc: f.desc}
 	if f.status != "" {
-		st, ok := parseStatus(f.status)
-		if !ok {
-			return nil, &usageError{fmt.Errorf("-status must be running, sleeping, completed or failed, got %q", f.status)}
+		for _, p := range strings.Split(f.status, ",") {
+			st, ok := parseStatus(strings.TrimSpace(p))
+			if !ok {
+				return nil, &usageError{fmt.Errorf("-status must be running, sleeping, completed or failed, got %q", p)}
+			}
+			rf.Status = append(rf.Status, st)
 		}
-		rf.Status = []driver.RunStatus{st}
 	}
 	runs, err := s.j.ListRuns(ctx, rf, f.limit)
 	if err != nil {
@@ -253,22 +338,94 @@ func (s *dataSource) getRun(ctx context.Context, id string) (admin.RunView, erro
 	return admin.ViewRun(run, steps), nil
 }
 
-// replay creates the new run unowned and due now, as App.Replay does; the
-// app's scheduler executes it when an app next opens the folder.
-func (s *dataSource) replay(ctx context.Context, id string) (string, error) {
-	old, _, err := s.j.GetRun(ctx, id)
+// replay creates the new run as App.ReplayFrom does: from step 1, unowned
+// and due now; from a later step, held by this tool while it copies the
+// steps it reuses, then released, due now. The app's scheduler executes it
+// when an app next opens the folder.
+func (s *dataSource) replay(ctx context.Context, id string, from int) (string, error) {
+	old, steps, err := s.j.GetRun(ctx, id)
 	if errors.Is(err, driver.ErrNotFound) {
 		return "", fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.dir)
 	}
 	if err != nil {
 		return "", err
 	}
-	run, err := s.j.CreateRun(ctx, driver.Run{ID: token.RunID(), Flow: old.Flow, Input: old.Input,
-		Tenant: old.Tenant, Principal: old.Principal, ReplayOf: old.ID}, 0)
-	if err != nil {
+	if from < 1 || from > len(steps)+1 {
+		return "", &usageError{fmt.Errorf("-from-step %d: run %s saved %d steps, so a replay may start from step 1 to %d", from, id, len(steps), len(steps)+1)}
+	}
+	run := driver.Run{ID: token.RunID(), Flow: old.Flow, Input: old.Input,
+		Tenant: old.Tenant, Principal: old.Principal, ReplayOf: old.ID}
+	if from == 1 {
+		if _, err := s.j.CreateRun(ctx, run, 0); err != nil {
+			return "", fmt.Errorf("replay %s: %w", id, err)
+		}
+		return run.ID, nil
+	}
+	owner := token.Owner()
+	run.Owner = owner
+	if _, err := s.j.CreateRun(ctx, run, time.Minute); err != nil {
 		return "", fmt.Errorf("replay %s: %w", id, err)
 	}
+	for _, st := range steps[:from-1] {
+		st.Attempts = 0 // the new run never ran it
+		if err := s.j.SaveStep(ctx, run.ID, owner, st); err != nil {
+			return "", fmt.Errorf("replay %s from step %d: copy step %d: %w", id, from, st.Seq, err)
+		}
+	}
+	if err := s.j.FinishRun(ctx, run.ID, owner, driver.Finish{Status: driver.RunRunning, WakeAt: time.Now()}); err != nil {
+		return "", fmt.Errorf("replay %s from step %d: release the new run: %w", id, from, err)
+	}
 	return run.ID, nil
+}
+
+func (s *dataSource) cancel(ctx context.Context, id string) (admin.RunView, error) {
+	run, err := oke.CancelRun(ctx, s.j, id)
+	if errors.Is(err, driver.ErrNotFound) {
+		return admin.RunView{}, fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.dir)
+	}
+	if err != nil {
+		return admin.RunView{}, err
+	}
+	return admin.ViewRun(run, nil), nil
+}
+
+func (s *dataSource) findRows(ctx context.Context, key driver.Key) ([]admin.RowView, error) {
+	rows, err := s.d.FindRows(ctx, key, 100)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	out := make([]admin.RowView, len(rows))
+	for i, r := range rows {
+		out[i] = admin.ViewRowHidden(r, now)
+	}
+	return out, nil
+}
+
+func (s *dataSource) getRow(ctx context.Context, key driver.Key, reveal bool) (admin.RowView, error) {
+	row, err := s.d.Get(ctx, key)
+	if errors.Is(err, driver.ErrNotFound) {
+		return admin.RowView{}, fmt.Errorf("%w in %s", errNoRow, s.dir)
+	}
+	if err != nil {
+		return admin.RowView{}, err
+	}
+	if reveal {
+		return admin.ViewRow(row), nil
+	}
+	return admin.ViewRowHidden(row, time.Now()), nil
+}
+
+func (s *dataSource) deleteRow(ctx context.Context, key driver.Key) error {
+	err := s.d.Delete(ctx, key)
+	if errors.Is(err, driver.ErrNotFound) {
+		return fmt.Errorf("%w in %s", errNoRow, s.dir)
+	}
+	return err
+}
+
+func (s *dataSource) sweepBatch(ctx context.Context, n int) (int, error) {
+	return s.d.Sweep(ctx, n)
 }
 
 func (s *dataSource) listRows(ctx context.Context, limit int) ([]admin.RowView, error) {
@@ -276,9 +433,10 @@ func (s *dataSource) listRows(ctx context.Context, limit int) ([]admin.RowView, 
 	if err != nil {
 		return nil, err
 	}
+	now := time.Now()
 	out := make([]admin.RowView, len(rows))
 	for i, r := range rows {
-		out[i] = admin.ViewRow(r)
+		out[i] = admin.ViewRowHidden(r, now)
 	}
 	return out, nil
 }

@@ -1,0 +1,67 @@
+package oke
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/okengine/oke/driver"
+)
+
+// ErrRunCancelled is the result a cancelled run keeps (App.Cancel), and what
+// a retry of the request that started it replays.
+var ErrRunCancelled = &Error{Status: http.StatusConflict, Code: "RunCancelled",
+	Message: "This run was cancelled by an operator before it finished."}
+
+// Errors of App.Cancel, besides driver.ErrNotFound.
+var (
+	// ErrRunRunning: an execution holds the run now (a live lease); it can
+	// be cancelled once it parks — sleeps, waits for a retry, or its
+	// holder's lease lapses.
+	ErrRunRunning = errors.New("oke: the run is running now; cancel it again when it parks (sleeps, waits for a retry, or its lease lapses)")
+	// ErrRunFinished: the run has completed or failed already.
+	ErrRunFinished = errors.New("oke: the run has finished; there is nothing to cancel")
+	// ErrCannotCancel: the app's journal driver has no CancelRun.
+	ErrCannotCancel = errors.New("oke: this app's journal driver cannot cancel runs (it does not implement driver.RunCanceller)")
+)
+
+// Cancel ends a durable run that no execution is running now — one that
+// sleeps, or waits to be picked up (enqueued, parked for a retry, or whose
+// holder's lease lapsed) — as failed, with the 409 RunCancelled envelope as
+// its result: its remaining steps never run, and a retry of the request
+// that started it gets that answer. A holder whose lease lapsed and that
+// comes back is fenced out (it can save nothing more). It returns the run
+// as cancelled.
+//
+// A run an execution holds right now is not cut off mid-step: Cancel
+// returns ErrRunRunning, and the run can be cancelled when it parks. A
+// finished run is ErrRunFinished; an unknown one driver.ErrNotFound.
+func (a *App) Cancel(ctx context.Context, runID string) (driver.Run, error) {
+	if a.journal == nil {
+		return driver.Run{}, fmt.Errorf("cancel %s: %w", runID, ErrNotDurable)
+	}
+	return CancelRun(ctx, a.journal, runID)
+}
+
+// CancelRun is App.Cancel on a journal of its own, for tools that open a
+// store without an app (oke runs cancel -data DIR). The run's flow need not
+// be bound.
+func CancelRun(ctx context.Context, j driver.Journal, runID string) (driver.Run, error) {
+	c, ok := j.(driver.RunCanceller)
+	if !ok {
+		return driver.Run{}, fmt.Errorf("cancel %s: %w", runID, ErrCannotCancel)
+	}
+	e := ErrRunCancelled
+	run, err := c.CancelRun(ctx, runID, driver.Response{Status: e.Status, ContentType: "application/json",
+		Body: envelopeBytes(e)}, "cancelled: "+e.Message)
+	switch {
+	case errors.Is(err, driver.ErrRunHeld):
+		return driver.Run{}, fmt.Errorf("cancel %s: %w", runID, ErrRunRunning)
+	case errors.Is(err, driver.ErrRunFinished):
+		return driver.Run{}, fmt.Errorf("cancel %s: %w", runID, ErrRunFinished)
+	case err != nil:
+		return driver.Run{}, fmt.Errorf("cancel %s: %w", runID, err)
+	}
+	return run, nil
+}
