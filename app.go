@@ -587,6 +587,11 @@ type FlowInfo struct {
 	Contract        string `json:"contract"`
 	ContractProblem string `json:"contractProblem,omitempty"`
 	Source          string `json:"source,omitempty"`
+	// Why gives, for each inferred effect, the call chains that led to it,
+	// and Steps a durable flow's constant step names, from a fresh
+	// contract.
+	Why   map[Effect][]string `json:"why,omitempty"`
+	Steps []string            `json:"steps,omitempty"`
 }
 
 // Flows describes the app's flows, sorted by name.
@@ -603,6 +608,7 @@ func (a *App) Flows() []FlowInfo {
 			switch {
 			case f.inferred != nil:
 				fi.Effects, fi.EffectsFrom = f.inferred, "contract"
+				fi.Why, fi.Steps = f.why, f.steps
 			case f.opts.Effects == nil:
 				fi.EffectsFrom = "undeclared"
 			}

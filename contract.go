@@ -55,6 +55,12 @@ type ContractFlow struct {
 	// transaction (one commit per request) without changing what any
 	// request sees.
 	TxOnly bool
+	// Steps are a durable flow's constant step names, in the order the
+	// code has them; Why gives, for each inferred effect, the call chains
+	// that led to it ("charges.go:41 fx.Store(db).Exec INSERT …"). Both
+	// are for people (the console); nothing decides on them.
+	Steps []string
+	Why   map[Effect][]string
 }
 
 // ContractIdempotency is a flow's Idempotency option as written.
@@ -207,6 +213,7 @@ func (a *App) useContracts() []string {
 		}
 		f.contract, f.contractProblem = "fresh", ""
 		f.inferred = append([]Effect{}, c.Effects...)
+		f.why, f.steps = c.Why, c.Steps
 		f.autoInTx = c.TxOnly && canHold && !a.cfg.ClaimFirst
 	}
 	if len(missing) > 0 {

@@ -236,6 +236,8 @@ type flow struct {
 	// contract is "fresh", "stale" or "missing" (App.Start), with what is
 	// stale, and source is the contract's FILE:LINE.
 	contract, contractProblem, source string
+	why                               map[Effect][]string // a fresh contract's
+	steps                             []string
 	metrics                           *flowMetrics
 }
 

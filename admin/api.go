@@ -515,15 +515,10 @@ const sweepBatch = 1000
 
 // --- flows -----------------------------------------------------------------------
 
-// FlowView is a flow as the console shows it: FlowInfo, and what the
-// registered contract (RegisterContract) adds.
+// FlowView is a flow as the console shows it: FlowInfo (with the why of
+// its effects and its steps, from its generated contract), and the pill.
 type FlowView struct {
 	oke.FlowInfo
-	// Why is, for each inferred effect, the call chains that led to it
-	// (from the generated contract; absent when none is registered).
-	Why map[string][]string `json:"why,omitempty"`
-	// Steps are a durable flow's constant step names, in order (contract).
-	Steps []string `json:"steps,omitempty"`
 	// Pill is the idempotency pill's text ("required · 24h"), set when a
 	// binding honors the Idempotency-Key header and the mode is auto or
 	// required.
@@ -535,9 +530,6 @@ func (a *api) flows(w http.ResponseWriter, r *http.Request) {
 	out := make([]FlowView, len(infos))
 	for i, fi := range infos {
 		v := FlowView{FlowInfo: fi}
-		if c, ok := registered(fi.Name); ok {
-			v.Why, v.Steps = c.Why, c.Steps
-		}
 		if fi.Honored && (fi.Mode == "auto" || fi.Mode == "required") {
 			v.Pill = fi.Mode + " · " + fi.TTL
 		}

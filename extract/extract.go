@@ -278,6 +278,8 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (Flow, genFlow, []Diagnostic)
 		Declared: fl.Declared,
 		Effects:  fl.Effects,
 		TxOnly:   txOnly,
+		Why:      fl.Why,
+		Steps:    fl.Steps,
 		Known:    f.opts.known,
 		Unknown:  strings.Join(f.opts.unknown, "; "),
 	}

@@ -31,8 +31,10 @@ type genFlow struct {
 	Bindings            []genBinding
 	Effects             []string
 	TxOnly              bool
-	Known               bool   // the options were read statically
-	Unknown             string // else: what was computed at run time
+	Why                 map[string][]string // for each inferred effect, the call chains that led to it
+	Steps               []string            // a durable flow's constant step names
+	Known               bool                // the options were read statically
+	Unknown             string              // else: what was computed at run time
 }
 
 type genBinding struct {
@@ -153,13 +155,17 @@ var effectConst = map[string]string{
 func effectsExpr(es []string) string {
 	parts := make([]string, len(es))
 	for i, e := range es {
-		if c, ok := effectConst[e]; ok {
-			parts[i] = "oke." + c
-		} else {
-			parts[i] = "oke.Effect(" + strconv.Quote(e) + ")"
-		}
+		parts[i] = effectExpr(e)
 	}
 	return "[]oke.Effect{" + strings.Join(parts, ", ") + "}"
+}
+
+// effectExpr is the Go expression of effect e: its oke constant.
+func effectExpr(e string) string {
+	if c, ok := effectConst[e]; ok {
+		return "oke." + c
+	}
+	return "oke.Effect(" + strconv.Quote(e) + ")"
 }
 
 // goFile renders oke_contract_gen.go for a package.
@@ -210,6 +216,28 @@ func goFile(p genPkg) ([]byte, error) {
 		fmt.Fprintf(&b, "\t\t\tEffects: %s,\n", effectsExpr(f.Effects))
 		if f.TxOnly {
 			b.WriteString("\t\t\tTxOnly:  true,\n")
+		}
+		if len(f.Steps) > 0 {
+			qs := make([]string, len(f.Steps))
+			for i, s := range f.Steps {
+				qs[i] = strconv.Quote(s)
+			}
+			fmt.Fprintf(&b, "\t\t\tSteps: []string{%s},\n", strings.Join(qs, ", "))
+		}
+		if len(f.Why) > 0 {
+			b.WriteString("\t\t\tWhy: map[oke.Effect][]string{\n")
+			for _, e := range f.Effects { // the stable order of the effects
+				chains, ok := f.Why[e]
+				if !ok {
+					continue
+				}
+				qs := make([]string, len(chains))
+				for i, c := range chains {
+					qs[i] = strconv.Quote(c)
+				}
+				fmt.Fprintf(&b, "\t\t\t\t%s: {%s},\n", effectExpr(e), strings.Join(qs, ", "))
+			}
+			b.WriteString("\t\t\t},\n")
 		}
 		b.WriteString("\t\t},\n")
 	}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/okengine/oke/admin"
 	"github.com/okengine/oke/examples/payments/app"
 	"github.com/okengine/oke/internal/browsertest"
 )
@@ -31,13 +29,6 @@ const xss = `<script>window.__xss=1;document.title="XSS"</script><img src=x oner
 // It writes a screenshot of each page (browsertest.ArtifactDir). It runs on
 // the file driver, and again with -postgres.
 func TestConsoleInABrowser(t *testing.T) {
-	contract, err := os.ReadFile("../oke.contract.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.RegisterContract(contract); err != nil {
-		t.Fatal(err)
-	}
 	t.Run("file", func(t *testing.T) { consoleInABrowser(t, setup(t, fastScheduler)) })
 	t.Run("postgres", func(t *testing.T) {
 		consoleInABrowser(t, setup(t, fastScheduler, func(c *app.Config) {

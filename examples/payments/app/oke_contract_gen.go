@@ -19,6 +19,9 @@ func init() {
 				{Kind: "http", Method: "POST", Path: "/bench/unprotected-charges"},
 			},
 			Effects: []oke.Effect{oke.EffectWrite},
+			Why: map[oke.Effect][]string{
+				oke.EffectWrite: {"examples/payments/app/charges.go:96 charge → examples/payments/app/charges.go:107 fx.Tx → tx.QueryRow INSERT INTO charges (amount, currency, tenant, principal) VALUES ($1, …"},
+			},
 		},
 		{
 			Name:        "demo.events",
@@ -50,6 +53,9 @@ func init() {
 				{Kind: "http", Method: "POST", Path: "/fail"},
 			},
 			Effects: []oke.Effect{oke.EffectWrite},
+			Why: map[oke.Effect][]string{
+				oke.EffectWrite: {"examples/payments/app/demo.go:130 fx.Store(s.db).Exec INSERT INTO fail_writes (stage) VALUES ($1)"},
+			},
 		},
 		{
 			Name:        "demo.note",
@@ -60,6 +66,10 @@ func init() {
 				{Kind: "http", Method: "POST", Path: "/notes"},
 			},
 			Effects: []oke.Effect{oke.EffectWrite, oke.EffectEmit},
+			Why: map[oke.Effect][]string{
+				oke.EffectWrite: {"examples/payments/app/demo.go:87 fx.Store(s.db).QueryRow INSERT INTO notes (text) VALUES ($1) RETURNING id, text, created_at"},
+				oke.EffectEmit:  {"examples/payments/app/demo.go:93 fx.Emit \"note.created\""},
+			},
 		},
 		{
 			Name:        "demo.pipeline",
@@ -71,6 +81,9 @@ func init() {
 				{Kind: "http", Method: "POST", Path: "/pipeline"},
 			},
 			Effects: []oke.Effect{oke.EffectWrite},
+			Why: map[oke.Effect][]string{
+				oke.EffectWrite: {"examples/payments/app/durable.go:58 oke.Step fmt.Sprintf(\"step %d\", i) → examples/payments/app/durable.go:63 fx.Store(s.db).QueryRow INSERT INTO pipeline_counts (tag, step, executions) VALUES ($1, $2, 1) …"},
+			},
 		},
 		{
 			Name:        "demo.pipelineLog",
@@ -82,6 +95,9 @@ func init() {
 				{Kind: "http", Method: "GET", Path: "/pipeline/{tag}"},
 			},
 			Effects: []oke.Effect{oke.EffectRead},
+			Why: map[oke.Effect][]string{
+				oke.EffectRead: {"examples/payments/app/durable.go:119 fx.Store(s.rdb).Query SELECT step, executions FROM pipeline_counts WHERE tag = $1 ORDER BY …"},
+			},
 		},
 		{
 			Name:        "demo.remind",
@@ -93,6 +109,11 @@ func init() {
 				{Kind: "http", Method: "POST", Path: "/reminders"},
 			},
 			Effects: []oke.Effect{oke.EffectWrite, oke.EffectEmit},
+			Steps:   []string{"schedule", "wait until due", "send"},
+			Why: map[oke.Effect][]string{
+				oke.EffectWrite: {"examples/payments/app/durable.go:181 oke.Step \"schedule\" → examples/payments/app/durable.go:184 fx.Store(s.db).QueryRow INSERT INTO reminders (recipient, delay_ms, due_at) VALUES ($1, $2, $3) …", "examples/payments/app/durable.go:198 oke.Step \"send\" → examples/payments/app/durable.go:199 fx.Store(s.db).Exec UPDATE reminders SET sent = 1, sent_at = $2 WHERE id = $1 AND sent = 0"},
+				oke.EffectEmit:  {"examples/payments/app/durable.go:198 oke.Step \"send\" → examples/payments/app/durable.go:204 fx.Emit \"reminder.sent\""},
+			},
 		},
 		{
 			Name:        "demo.reminders",
@@ -104,6 +125,9 @@ func init() {
 				{Kind: "http", Method: "GET", Path: "/reminders"},
 			},
 			Effects: []oke.Effect{oke.EffectRead},
+			Why: map[oke.Effect][]string{
+				oke.EffectRead: {"examples/payments/app/durable.go:235 fx.Store(s.rdb).Query SELECT id, recipient, sent FROM reminders ORDER BY id"},
+			},
 		},
 		{
 			Name:        "demo.slow",
@@ -114,6 +138,9 @@ func init() {
 				{Kind: "http", Method: "POST", Path: "/slow"},
 			},
 			Effects: []oke.Effect{oke.EffectWrite},
+			Why: map[oke.Effect][]string{
+				oke.EffectWrite: {"examples/payments/app/demo.go:47 fx.Store(s.db).QueryRow INSERT INTO slow_rows (ms) VALUES ($1) RETURNING id"},
+			},
 		},
 		{
 			Name:        "demo.webhook",
@@ -124,6 +151,10 @@ func init() {
 				{Kind: "webhook", Method: "POST", Path: "/webhooks/provider", Dedupe: "id"},
 			},
 			Effects: []oke.Effect{oke.EffectWrite, oke.EffectEmit},
+			Why: map[oke.Effect][]string{
+				oke.EffectWrite: {"examples/payments/app/demo.go:248 fx.Store(s.db).Exec INSERT INTO webhook_events (event_id, type, payload) VALUES ($1, $2, $3) …"},
+				oke.EffectEmit:  {"examples/payments/app/demo.go:260 fx.Emit \"webhook.received\""},
+			},
 		},
 		{
 			Name:        "demo.whoami",
@@ -146,6 +177,9 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectWrite},
 			TxOnly:  true,
+			Why: map[oke.Effect][]string{
+				oke.EffectWrite: {"examples/payments/app/charges.go:96 charge → examples/payments/app/charges.go:107 fx.Tx → tx.QueryRow INSERT INTO charges (amount, currency, tenant, principal) VALUES ($1, …"},
+			},
 		},
 		{
 			Name:        "payments.get",
@@ -157,6 +191,9 @@ func init() {
 				{Kind: "http", Method: "GET", Path: "/charges/{id}"},
 			},
 			Effects: []oke.Effect{oke.EffectRead},
+			Why: map[oke.Effect][]string{
+				oke.EffectRead: {"examples/payments/app/charges.go:161 fx.Store(s.rdb).QueryRow SELECT id, amount, currency, created_at FROM charges WHERE id = $1 AND …"},
+			},
 		},
 		{
 			Name:        "payments.getRefund",
@@ -168,6 +205,9 @@ func init() {
 				{Kind: "http", Method: "GET", Path: "/refunds/{id}"},
 			},
 			Effects: []oke.Effect{oke.EffectRead},
+			Why: map[oke.Effect][]string{
+				oke.EffectRead: {"examples/payments/app/refunds.go:204 s.readRefund → examples/payments/app/refunds.go:189 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
+			},
 		},
 		{
 			Name:        "payments.list",
@@ -179,6 +219,9 @@ func init() {
 				{Kind: "http", Method: "GET", Path: "/charges"},
 			},
 			Effects: []oke.Effect{oke.EffectRead},
+			Why: map[oke.Effect][]string{
+				oke.EffectRead: {"examples/payments/app/charges.go:129 fx.Store(s.rdb).Query SELECT id, amount, currency, created_at FROM charges WHERE tenant = $1 …", "examples/payments/app/charges.go:131 fx.Store(s.rdb).Query SELECT id, amount, currency, created_at FROM charges WHERE tenant = $1 …"},
+			},
 		},
 		{
 			Name:        "payments.refund",
@@ -190,6 +233,13 @@ func init() {
 				{Kind: "http", Method: "POST", Path: "/refunds"},
 			},
 			Effects: []oke.Effect{oke.EffectRead, oke.EffectWrite, oke.EffectEmit, oke.EffectFetch},
+			Steps:   []string{"look up the charge", "refund id", "call the provider", "write the refund", "emit refund.created"},
+			Why: map[oke.Effect][]string{
+				oke.EffectRead:  {"examples/payments/app/refunds.go:86 oke.Step \"look up the charge\" → examples/payments/app/refunds.go:91 fx.Store(s.rdb).QueryRow SELECT c.id, c.amount, c.currency, c.created_at, (SELECT r.id FROM …", "examples/payments/app/refunds.go:129 oke.Step \"write the refund\" → examples/payments/app/refunds.go:136 s.readRefund → examples/payments/app/refunds.go:189 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
+				oke.EffectWrite: {"examples/payments/app/refunds.go:129 oke.Step \"write the refund\" → examples/payments/app/refunds.go:131 st.Exec INSERT INTO refunds (id, charge_id, amount, provider_id) VALUES ($1, $2, …"},
+				oke.EffectEmit:  {"examples/payments/app/refunds.go:145 oke.Step \"emit refund.created\" → examples/payments/app/refunds.go:146 fx.Emit \"refund.created\""},
+				oke.EffectFetch: {"examples/payments/app/refunds.go:122 oke.Step \"call the provider\" → examples/payments/app/refunds.go:123 s.callProvider → examples/payments/app/refunds.go:166 fx.Fetch"},
+			},
 		},
 	}})
 }
