@@ -177,3 +177,36 @@ func (s *Server) getFlow() *oke.Flow[GetIn, Charge] {
 func chargeNotFound(id string) *oke.Error {
 	return oke.ErrNotFound.WithMessage("No charge has id %q.", id)
 }
+
+// QuoteIn is the body of POST /quotes: a charge to price.
+type QuoteIn = ChargeIn
+
+// Quote is what a charge would cost in fees, for the caller's tenant.
+type Quote struct {
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+	Fee      int64  `json:"fee"`     // in the currency's smallest unit
+	Charges  int64  `json:"charges"` // the tenant's charges so far: the volume its fee rate comes from
+}
+
+// quoteFlow is payments.quote, a POST that only reads: it prices a charge
+// from the tenant's volume of charges and writes nothing. It declares no
+// effects; oke extract infers [read] from its code, so the app ignores an
+// Idempotency-Key on it (a second body under the same key is a fresh
+// quote, not a 422).
+func (s *Server) quoteFlow() *oke.Flow[QuoteIn, Quote] {
+	return oke.NewFlow("payments.quote", oke.Options{
+		Description: "Price a charge (fees by the tenant's volume). Reads only: an Idempotency-Key is ignored.",
+	}, func(ctx context.Context, in QuoteIn, fx *oke.Fx) (oke.Response[Quote], error) {
+		q := Quote{Amount: in.Amount, Currency: in.Currency}
+		if err := fx.Store(s.rdb).QueryRow(ctx, `SELECT count(*) FROM charges WHERE tenant = $1`, fx.Identity().Tenant).Scan(&q.Charges); err != nil {
+			return oke.Response[Quote]{}, fmt.Errorf("count charges: %w", err)
+		}
+		bps := int64(290) // 2.9 %, less with volume
+		if q.Charges >= 100 {
+			bps = 250
+		}
+		q.Fee = (in.Amount*bps + 9_999) / 10_000
+		return oke.OK(q), nil
+	})
+}

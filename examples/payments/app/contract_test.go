@@ -44,3 +44,23 @@ func testContractIsFresh(t *testing.T, claimFirst bool) {
 		}
 	}
 }
+
+// TestHeaderFromWhatTheCodeDoes: issue 13 over HTTP. payments.quote is a
+// POST that only reads and declares no effects: oke extract inferred [read],
+// so the app ignores its Idempotency-Key — the same key with two bodies is
+// two live answers, not a 422. demo.note writes through a helper
+// (insertNote): extract followed the store into it, and the header is
+// honored — the second body under the key is a 422.
+func TestHeaderFromWhatTheCodeDoes(t *testing.T) {
+	e := setup(t)
+	key := newKey()
+	for _, amount := range []string{"1000", "2000"} {
+		r := e.do("POST", "/quotes", `{"amount":`+amount+`,"currency":"usd"}`, "Idempotency-Key", key)
+		r.want(t, 200, "")
+		if r.replayed() || !strings.Contains(string(r.Body), `"amount":`+amount) {
+			t.Fatalf("quote of %s under one key: %s (replayed %v), want a live quote", amount, r.Body, r.replayed())
+		}
+	}
+	e.do("POST", "/notes", `{"text":"a"}`, "Idempotency-Key", key).want(t, 201, "")
+	e.do("POST", "/notes", `{"text":"b"}`, "Idempotency-Key", key).want(t, 422, "IdempotencyKeyReused")
+}

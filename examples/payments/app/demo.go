@@ -76,6 +76,18 @@ type Note struct {
 // NoteTTL is how long demo.note keeps a stored response.
 const NoteTTL = "2s"
 
+// insertNote writes a note through st: a helper, so that oke extract
+// follows the store into it (demo.note's write is inferred through it).
+func insertNote(ctx context.Context, st *oke.Store, text string) (Note, error) {
+	var n Note
+	err := st.QueryRow(ctx, `INSERT INTO notes (text) VALUES ($1) RETURNING id, text, created_at`, text).
+		Scan(&n.ID, &n.Text, &n.CreatedAt)
+	if err != nil {
+		return Note{}, fmt.Errorf("insert note: %w", err)
+	}
+	return n, nil
+}
+
 // noteFlow is demo.note: it writes a note; its Idempotency-Key TTL is 2s, so
 // the same key runs it again once 2s have passed.
 func (s *Server) noteFlow() *oke.Flow[NoteIn, Note] {
@@ -83,12 +95,9 @@ func (s *Server) noteFlow() *oke.Flow[NoteIn, Note] {
 		Idempotency: oke.Idempotency{TTL: NoteTTL},
 		Description: "Write a note. A stored response lives 2s.",
 	}, func(ctx context.Context, in NoteIn, fx *oke.Fx) (oke.Response[Note], error) {
-		var n Note
-		err := fx.Store(s.db).QueryRow(ctx,
-			`INSERT INTO notes (text) VALUES ($1) RETURNING id, text, created_at`, in.Text).
-			Scan(&n.ID, &n.Text, &n.CreatedAt)
+		n, err := insertNote(ctx, fx.Store(s.db), in.Text)
 		if err != nil {
-			return oke.Response[Note]{}, fmt.Errorf("insert note: %w", err)
+			return oke.Response[Note]{}, err
 		}
 		if err := fx.Emit(ctx, "note.created", n); err != nil {
 			return oke.Response[Note]{}, err

@@ -36,7 +36,7 @@ func init() {
 		},
 		{
 			Name:        "demo.export",
-			Source:      "examples/payments/app/demo.go:173",
+			Source:      "examples/payments/app/demo.go:182",
 			Shape:       "stream",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -46,7 +46,7 @@ func init() {
 		},
 		{
 			Name:        "demo.fail",
-			Source:      "examples/payments/app/demo.go:123",
+			Source:      "examples/payments/app/demo.go:132",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -54,12 +54,12 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectWrite},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/demo.go:130 fx.Store(s.db).Exec INSERT INTO fail_writes (stage) VALUES ($1)"},
+				oke.EffectWrite: {"examples/payments/app/demo.go:139 fx.Store(s.db).Exec INSERT INTO fail_writes (stage) VALUES ($1)"},
 			},
 		},
 		{
 			Name:        "demo.note",
-			Source:      "examples/payments/app/demo.go:82",
+			Source:      "examples/payments/app/demo.go:94",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "2s", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -67,8 +67,8 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectWrite, oke.EffectEmit},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/demo.go:87 fx.Store(s.db).QueryRow INSERT INTO notes (text) VALUES ($1) RETURNING id, text, created_at"},
-				oke.EffectEmit:  {"examples/payments/app/demo.go:93 fx.Emit \"note.created\""},
+				oke.EffectWrite: {"examples/payments/app/demo.go:98 insertNote → examples/payments/app/demo.go:83 st.QueryRow INSERT INTO notes (text) VALUES ($1) RETURNING id, text, created_at"},
+				oke.EffectEmit:  {"examples/payments/app/demo.go:102 fx.Emit \"note.created\""},
 			},
 		},
 		{
@@ -144,7 +144,7 @@ func init() {
 		},
 		{
 			Name:        "demo.webhook",
-			Source:      "examples/payments/app/demo.go:245",
+			Source:      "examples/payments/app/demo.go:254",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -152,13 +152,13 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectWrite, oke.EffectEmit},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/demo.go:248 fx.Store(s.db).Exec INSERT INTO webhook_events (event_id, type, payload) VALUES ($1, $2, $3) …"},
-				oke.EffectEmit:  {"examples/payments/app/demo.go:260 fx.Emit \"webhook.received\""},
+				oke.EffectWrite: {"examples/payments/app/demo.go:257 fx.Store(s.db).Exec INSERT INTO webhook_events (event_id, type, payload) VALUES ($1, $2, $3) …"},
+				oke.EffectEmit:  {"examples/payments/app/demo.go:269 fx.Emit \"webhook.received\""},
 			},
 		},
 		{
 			Name:        "demo.whoami",
-			Source:      "examples/payments/app/demo.go:276",
+			Source:      "examples/payments/app/demo.go:285",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{},
@@ -221,6 +221,19 @@ func init() {
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
 				oke.EffectRead: {"examples/payments/app/charges.go:129 fx.Store(s.rdb).Query SELECT id, amount, currency, created_at FROM charges WHERE tenant = $1 …", "examples/payments/app/charges.go:131 fx.Store(s.rdb).Query SELECT id, amount, currency, created_at FROM charges WHERE tenant = $1 …"},
+			},
+		},
+		{
+			Name:        "payments.quote",
+			Source:      "examples/payments/app/charges.go:198",
+			Shape:       "unary",
+			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
+			Bindings: []oke.ContractBinding{
+				{Kind: "http", Method: "POST", Path: "/quotes"},
+			},
+			Effects: []oke.Effect{oke.EffectRead},
+			Why: map[oke.Effect][]string{
+				oke.EffectRead: {"examples/payments/app/charges.go:202 fx.Store(s.rdb).QueryRow SELECT count(*) FROM charges WHERE tenant = $1"},
 			},
 		},
 		{

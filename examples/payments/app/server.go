@@ -259,6 +259,7 @@ func (s *Server) routes() {
 		a.Handle(oke.POST(UnprotectedChargesPath), s.unprotectedChargeFlow())
 	}
 	a.Handle(oke.GET("/charges"), s.listFlow())
+	a.Handle(oke.POST("/quotes"), s.quoteFlow())
 	a.Handle(oke.GET("/charges/{id}"), s.getFlow())
 	a.Handle(oke.POST("/refunds"), s.refundFlow())
 	a.Handle(oke.GET("/refunds/{id}"), s.getRefundFlow())

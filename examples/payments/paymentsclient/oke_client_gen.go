@@ -292,6 +292,22 @@ func (f *PaymentsFlows) List(ctx context.Context, in app.ListIn, opts ...client.
 	}, struct{}{}, with(opts, client.QueryValue("limit", in.Limit))...)
 }
 
+// Quote calls payments.quote at POST /quotes: Price a charge (fees by the
+// tenant's volume). Reads only: an Idempotency-Key is ignored.
+//
+// Idempotency-Key: not honored (the flow only reads), so none is sent, and
+// client.Key fails the call before anything is sent. Retries (client.WithRetry)
+// apply all the same: the flow only reads.
+func (f *PaymentsFlows) Quote(ctx context.Context, in app.ChargeIn, opts ...client.CallOption) (app.Quote, client.Meta, error) {
+	return client.Invoke[app.ChargeIn, app.Quote](ctx, f.c, client.Operation{
+		Flow:     "payments.quote",
+		Method:   "POST",
+		Path:     "/quotes",
+		Key:      client.KeyIgnored,
+		ReadOnly: true,
+	}, in, opts...)
+}
+
 // Refund calls payments.refund at POST /refunds: Refund a charge in full, once,
 // durably: look up the charge, claim it, draw the refund id, call the provider,
 // write the refund, emit refund.created.
