@@ -60,7 +60,7 @@ var heldLookupSQL = `SELECT ` + prefixed("o") + `, now()
 // heldGuardSQL fails, with a division by zero, unless a claim of the key
 // with fingerprint $5 may go ahead: no row, or one claimSQL would replace.
 var heldGuardSQL = `SELECT 1 / (NOT EXISTS (SELECT 1 FROM {s}.oke_idempotency t WHERE ` + keyWhere + `
-	AND NOT (` + expiredSQL("t") + ` OR (t.state = 1 AND t.lease_until <= now() AND t.fingerprint = $5))))::int`
+	AND NOT (` + mayReplaceSQL("t", "$5") + `)))::int`
 
 // insertCompletedSQL stores the response of a held claim on a key that had
 // no row: the row is written completed, once. A unique violation means a
@@ -72,8 +72,12 @@ const insertCompletedSQL = `INSERT INTO {s}.oke_idempotency
 
 // replaceCompletedSQL stores the response of a held claim over the row the
 // lookup found (expired, or lapsed), or as a new row if the sweep deleted
-// that one since, and fails (division by zero) when the row changed.
-const replaceCompletedSQL = `WITH u AS (INSERT INTO {s}.oke_idempotency AS t
+// that one since, and fails (division by zero) when the row there now may
+// not be replaced by the claim (mayReplaceSQL at the transaction's now(),
+// the lookup's: the row the lookup found, unchanged, still may; a row that
+// a claim made without the lock wrote since has a lease or TTL from a
+// later now(), and may not).
+var replaceCompletedSQL = `WITH u AS (INSERT INTO {s}.oke_idempotency AS t
 		(tenant, principal, flow, idem_key, fingerprint, state, owner, expires_at, created_at, completed_at,
 		 resp_status, resp_content_type, resp_location, resp_body)
 	VALUES ($1, $2, $3, $4, $5, 2, '', now() + $6 * interval '1 microsecond', now(), now(), $7, $8, $9, $10)
@@ -82,7 +86,7 @@ const replaceCompletedSQL = `WITH u AS (INSERT INTO {s}.oke_idempotency AS t
 		expires_at = excluded.expires_at, created_at = excluded.created_at, completed_at = excluded.completed_at,
 		resp_status = excluded.resp_status, resp_content_type = excluded.resp_content_type,
 		resp_location = excluded.resp_location, resp_body = excluded.resp_body
-	WHERE t.state = $11 AND t.owner = $12 AND t.created_at = $13
+	WHERE ` + mayReplaceSQL("t", "excluded.fingerprint") + `
 	RETURNING 1) SELECT 1 / count(*) FROM u`
 
 // heldClaim is a claim the connection's open transaction holds.
@@ -105,7 +109,7 @@ func (h *heldClaim) completion(d *Driver, resp driver.Response, ttl time.Duratio
 	if h.prev == nil {
 		return d.sql(insertCompletedSQL), args
 	}
-	return d.sql(replaceCompletedSQL), append(args, int16(h.prev.State), h.prev.Owner, h.prev.CreatedAt)
+	return d.sql(replaceCompletedSQL), args
 }
 
 // lockKey is the advisory lock key of k: the first 64 bits of a SHA-256 of

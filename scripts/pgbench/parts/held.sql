@@ -7,4 +7,5 @@ SELECT 1 / pg_try_advisory_xact_lock(:key)::int;
 SELECT o.tenant, o.principal, o.flow, o.idem_key, o.fingerprint, o.state, o.owner, o.lease_until, o.expires_at, o.created_at, o.completed_at, o.resp_status, o.resp_content_type, o.resp_location, o.resp_body, o.run_id, now()
 	FROM (VALUES (1)) AS one LEFT JOIN oke.oke_idempotency o ON tenant = :tenant AND principal = :principal AND flow = :flow AND idem_key = :key;
 SELECT 1 / (NOT EXISTS (SELECT 1 FROM oke.oke_idempotency t WHERE tenant = :tenant AND principal = :principal AND flow = :flow AND idem_key = :key
-	AND NOT ((t.expires_at <= now() AND NOT (t.state = 1 AND t.lease_until > now())) OR (t.state = 1 AND t.lease_until <= now() AND t.fingerprint = :fp))))::int;
+	AND NOT ((t.expires_at <= now() AND NOT (t.state = 1 AND t.lease_until > now()))
+		OR (t.state = 1 AND t.lease_until <= now() AND t.fingerprint = :fp))))::int;
