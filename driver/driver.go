@@ -183,6 +183,13 @@ type ClaimResult struct {
 	// if it ends any other way, nothing of the claim remains. No lease is
 	// needed: the claim lasts as long as the transaction.
 	InTx bool
+	// Busy is set, with Claimed false, when another claim holds the key
+	// that the store cannot show as a row yet (one held by another
+	// transaction: TxClaimer) and no row decides the claim: Row is empty.
+	// BusySame says whether that claim's fingerprint is this request's.
+	// The driver reports the fact; what it means for the request (409 or
+	// 422) is the claim state machine's to say.
+	Busy, BusySame bool
 }
 
 // Driver is the storage contract. All methods are safe for concurrent use.

@@ -242,7 +242,7 @@ func (c *lazyConn) prepareAround(ctx context.Context, sds *claimedStatements, in
 	}
 	group := []stmt{{&st.claim, c.d.sql(claimCallSQL)}, {&st.guard, c.d.sql(guardSQL)}}
 	if inTx {
-		group = []stmt{{&st.lock, heldLockSQL}, {&st.lookup, c.d.sql(heldLookupSQL)}, {&st.heldGuard, c.d.sql(heldGuardSQL)}}
+		group = []stmt{{&st.lock, c.d.sql(heldLockSQL)}, {&st.lookup, c.d.sql(heldLookupSQL)}, {&st.heldGuard, c.d.sql(heldGuardSQL)}}
 	}
 	if last := group[len(group)-1]; *last.sd == nil || (*last.sd).SQL != last.sql {
 		for _, p := range group {

@@ -185,3 +185,25 @@ func TestClaimHeldByATransaction(t *testing.T) {
 		t.Errorf("Complete after another request took the key: %v, want ErrNotOwner", err)
 	}
 }
+
+// A key another transaction holds, with no row to show (driver.ClaimResult
+// Busy): the same request is still running (409, Retry-After 1 s), another
+// request under the key is 422 — the engine's answer from the driver's fact.
+func TestDecideBusy(t *testing.T) {
+	e := &Engine{Driver: memory.New()}
+	key := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "busy-key-000000000001"}
+	for _, tc := range []struct {
+		name  string
+		same  bool
+		want  Outcome
+		retry time.Duration
+	}{
+		{"same fingerprint: in progress", true, InProgress, time.Second},
+		{"other fingerprint: reused", false, Reused, 0},
+	} {
+		dec := e.decide(key, "", 0, 0, "fp", driver.ClaimResult{Busy: true, BusySame: tc.same, Now: time.Now()})
+		if dec.Outcome != tc.want || dec.RetryAfter != tc.retry || dec.Claim != nil {
+			t.Errorf("%s: %+v, want %s with Retry-After %v", tc.name, dec, tc.want, tc.retry)
+		}
+	}
+}
