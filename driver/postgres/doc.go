@@ -132,8 +132,9 @@
 // BEGIN, the statement, Sync — so the charge is two round trips, and a
 // request whose key is not its own is still one, its statement skipped by
 // the server. With the claim held by the transaction
-// (oke.Idempotency.ClaimInTx; ClaimRequest.InTx) the pipeline is an
-// advisory lock on the key, a lookup of its row and a guard ahead of the
+// (oke.Idempotency.ClaimInTx; ClaimRequest.InTx) the pipeline is the
+// advisory locks of the request and of its key, a lookup of its row and a
+// guard ahead of the
 // BEGIN, and the completion writes the row once, completed, before the
 // COMMIT: two round trips and one flushed commit for the charge (see
 // heldclaim.go). Per durable step: SaveStep — or, for a step writing through Fx.Tx,
