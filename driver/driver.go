@@ -155,10 +155,6 @@ type ClaimRequest struct {
 	// row keeps the run it already links (the same request resumes that
 	// run); RunID only fills in a row that links none.
 	RunID string
-	// InTx asks a TxClaimer (BeginClaimed) to hold the claim in the flow's
-	// transaction instead of committing it ahead: see TxClaimer. Claim
-	// ignores it.
-	InTx bool
 }
 
 // ClaimResult is the outcome of a claim.
@@ -178,7 +174,7 @@ type ClaimResult struct {
 	// Now is the store's clock at the claim.
 	Now time.Time
 	// InTx is set with Claimed when the claim is held by the flow's
-	// transaction (ClaimRequest.InTx): no row exists until that
+	// transaction (TxClaimer.BeginClaimed): no row exists until that
 	// transaction commits, with the response (TxDriver.CommitComplete);
 	// if it ends any other way, nothing of the claim remains. No lease is
 	// needed: the claim lasts as long as the transaction.

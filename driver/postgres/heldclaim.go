@@ -16,7 +16,7 @@ import (
 	"github.com/okengine/oke/driver"
 )
 
-// A claim held by the flow's transaction (driver.ClaimRequest.InTx,
+// A claim held by the flow's transaction (driver.TxClaimer,
 // oke.Idempotency.ClaimInTx) is made inside that transaction, in the round
 // trip of its first statement, and commits with it:
 //
@@ -58,7 +58,7 @@ import (
 // and no lease: the lock lasts exactly as long as the transaction, so a
 // request cut off leaves nothing to wait out.
 //
-// Mixed: an instance claiming the same key on its own (without InTx, e.g.
+// Mixed: an instance claiming the same key on its own (ClaimFirst, e.g.
 // during a deploy that turns ClaimInTx on) takes no lock, so both may run
 // the flow; the completion is what decides. insertCompletedSQL fails on the
 // other's row (a unique violation) and replaceCompletedSQL finds a row it
