@@ -322,7 +322,7 @@ func (a *App) answerClaim(f *flow, dec idem.Decision, err error, w http.Response
 // effect, and the request is answered as it would have been had the claim
 // come first.
 func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, k keyed, w http.ResponseWriter) {
-	d := a.engine.Defer(ctx, k.key, k.fp, k.ttl, true)
+	d := a.engine.Defer(ctx, k.key, k.fp, k.ttl)
 	fx := &Fx{app: a, flow: f, identity: id, claim: d}
 	res, _, runErr := a.callUnary(ctx, f, in, fx)
 	dec, err := d.Decide()

@@ -155,10 +155,6 @@ type ClaimRequest struct {
 	// row keeps the run it already links (the same request resumes that
 	// run); RunID only fills in a row that links none.
 	RunID string
-	// InTx asks a TxClaimer (BeginClaimed) to hold the claim in the flow's
-	// transaction instead of committing it ahead: see TxClaimer. Claim
-	// ignores it.
-	InTx bool
 }
 
 // ClaimResult is the outcome of a claim.
@@ -178,11 +174,18 @@ type ClaimResult struct {
 	// Now is the store's clock at the claim.
 	Now time.Time
 	// InTx is set with Claimed when the claim is held by the flow's
-	// transaction (ClaimRequest.InTx): no row exists until that
+	// transaction (TxClaimer.BeginClaimed): no row exists until that
 	// transaction commits, with the response (TxDriver.CommitComplete);
 	// if it ends any other way, nothing of the claim remains. No lease is
 	// needed: the claim lasts as long as the transaction.
 	InTx bool
+	// Busy is set, with Claimed false, when another claim holds the key
+	// that the store cannot show as a row yet (one held by another
+	// transaction: TxClaimer) and no row decides the claim: Row is empty.
+	// BusySame says whether that claim's fingerprint is this request's.
+	// The driver reports the fact; what it means for the request (409 or
+	// 422) is the claim state machine's to say.
+	Busy, BusySame bool
 }
 
 // Driver is the storage contract. All methods are safe for concurrent use.

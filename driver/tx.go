@@ -65,29 +65,28 @@ type ClaimTicket interface {
 	Done(res ClaimResult, err error) error
 }
 
-// TxClaimer is a TxDriver that can send an Idempotency-Key claim ahead of
-// a flow's transaction, in one round trip with its first statement
-// (oke.Idempotency.DeferClaim).
+// TxClaimer is a TxDriver that can hold an Idempotency-Key claim in a
+// flow's transaction, made in one round trip with its first statement
+// (oke.ClaimInTx).
 type TxClaimer interface {
 	TxDriver
-	// BeginClaimed is Begin with t's claim sent ahead of the transaction.
-	// With the first statement on conn the driver takes the claim (Take)
-	// and sends it, committed on its own, then the BEGIN and the
-	// statement, all in one round trip; the transaction begins, and the
-	// statement runs, only when the claim went to this request. The
-	// driver tells t the claim's result (Done) before it returns the
-	// statement's. When the claim did not go to this request, no
-	// transaction is open, and that statement and every later one on
+	// BeginClaimed is Begin with t's claim made in the transaction. With
+	// the first statement on conn the driver takes the claim (Take) and
+	// makes it inside the flow's transaction, ahead of the statement, in
+	// one round trip; the statement runs only when the claim went to this
+	// request. The driver tells t the claim's result (Done) before it
+	// returns the statement's. When the claim did not go to this request,
+	// no transaction is open, and that statement and every later one on
 	// conn return Done's error, except a COMMIT or ROLLBACK, which ends
 	// nothing and succeeds.
 	//
-	// When the ticket's request has InTx set, the driver may instead make
-	// the claim inside the flow's transaction, in the same round trip: it
-	// then reports ClaimResult.InTx, and no row exists until the
-	// transaction commits with the response (CommitComplete, which must
-	// then store the response whether or not a row exists). While the
-	// transaction is open, no other claim of the key may succeed; once it
-	// ends any other way, the key is free. A driver that cannot do this
-	// makes the claim as without InTx.
+	// A claim held this way is reported with ClaimResult.InTx, and no row
+	// exists until the transaction commits with the response
+	// (CommitComplete, which must then store the response whether or not
+	// a row exists). While the transaction is open, no other claim of the
+	// key may succeed, and another request's claim of it is Busy; once it
+	// ends any other way, the key is free. When the driver cannot hold it
+	// (for this connection or statement), it makes the claim as Claim
+	// does, on its own, and the transaction begins after it.
 	BeginClaimed(ctx context.Context, conn *sql.Conn, t ClaimTicket) error
 }

@@ -15,34 +15,30 @@ import (
 
 var _ driver.TxClaimer = (*Driver)(nil)
 
-// guardSQL fails, with a division by zero, unless owner holds the key: sent
-// behind a claim, it lets the flow's transaction begin only when the claim
-// went to the flow.
-const guardSQL = `SELECT 1 / count(*) FROM {s}.oke_idempotency WHERE ` + keyWhere + ` AND owner = $5 AND state = 1`
-
-// sendClaimed sends t's claim, the transaction's BEGIN and its first
-// statement in one pipeline, one round trip:
+// sendClaimed sends t's claim, held by the flow's transaction, the
+// transaction's BEGIN and its first statement in one pipeline, one round
+// trip (see heldclaim.go):
 //
-//	claim · Sync · guard · BEGIN · query · Sync
+//	lock · lookup · guard · BEGIN · query · Sync
 //
-// The claim commits on its own at the first Sync, as a claim made before
-// the flow ran would: other requests see the key running (409) while the
-// flow works. The guard fails unless the claim went to the flow's owner
-// token; the server then skips the BEGIN and the query (an error skips the
-// rest of a pipeline up to its next Sync), so no transaction opens and
-// nothing of the flow's runs. Otherwise the BEGIN turns the guard's implicit
-// transaction into the flow's, and the caller reads the query's results.
+// The guard fails unless the claim went to the flow; the server then skips
+// the BEGIN and the query (an error skips the rest of a pipeline up to its
+// next Sync), so no transaction opens and nothing of the flow's runs.
+// Otherwise the BEGIN turns the implicit transaction the claim's
+// statements opened into the flow's, and the caller reads the query's
+// results.
 //
 // sent is false when nothing was sent because the claim had been made
 // already and went to the flow, or was made here in a round trip of its
-// own: the caller then sends the statement with its BEGIN. The claim goes
-// on its own when the connection does not use prepared statements (pgx's
-// QueryExecModeCacheStatement or CacheDescribe), when query's arguments
-// start with a pgx query option, and when the connection already prepared
-// maxClaimPrepared statements to send behind a claim. Each statement is
-// prepared the first time a connection sends it this way (a round trip, as
-// pgx takes for any new statement); the ones ahead of the BEGIN only for
-// the kind of claim the connection sends (prepareAround).
+// own (not held: a claim as Claim makes it): the caller then sends the
+// statement with its BEGIN. The claim goes on its own when the connection
+// does not use prepared statements (pgx's QueryExecModeCacheStatement or
+// CacheDescribe), when query's arguments start with a pgx query option,
+// and when the connection already prepared maxClaimPrepared statements to
+// send behind a claim. Each statement is prepared the first time a
+// connection sends it this way (a round trip, as pgx takes for any new
+// statement); the claim's own statements once per connection
+// (prepareAround).
 func (c *lazyConn) sendClaimed(ctx context.Context, t driver.ClaimTicket, query string, args []any) (br begun, err error, sent bool) {
 	pc := c.Conn.Conn()
 	sds, pipelined, err := c.prepareClaimed(ctx, query, args)
@@ -70,72 +66,12 @@ func (c *lazyConn) sendClaimed(ctx context.Context, t driver.ClaimTicket, query 
 	if !pipelined {
 		return c.claimAlone(ctx, t, req)
 	}
-	if err := c.prepareAround(ctx, &sds, req.InTx); err != nil {
+	if err := c.prepareAround(ctx, &sds); err != nil {
 		// The connection could not prepare them: claim on the driver's
 		// pool, and send the statement with its BEGIN as usual.
 		return c.claimAlone(ctx, t, req)
 	}
-	if req.InTx {
-		return c.sendHeld(ctx, t, req, sds)
-	}
-
-	m := pc.TypeMap()
-	if err := c.claimArgs.Build(m, sds.claim, claimArgs(req)); err != nil {
-		return c.claimFailed(t, nil, fmt.Errorf("postgres: encode claim: %w", err))
-	}
-	pipe := pc.PgConn().StartPipeline(ctx)
-	pipe.SendQueryStatement(sds.claim, c.claimArgs.ParamValues, c.claimArgs.ParamFormats, c.claimArgs.ResultFormats)
-	pipe.SendPipelineSync()
-	k := req.Key
-	if err := c.claimArgs.Build(m, sds.guard, []any{k.Tenant, k.Principal, k.Flow, k.Key, req.Owner}); err != nil {
-		// Unsynced, the pipeline's Close closes the connection: the claim
-		// is not sent.
-		return c.claimFailed(t, pipe, fmt.Errorf("postgres: encode claim guard: %w", err))
-	}
-	pipe.SendQueryStatement(sds.guard, c.claimArgs.ParamValues, c.claimArgs.ParamFormats, c.claimArgs.ResultFormats)
-	pipe.SendQueryStatement(sds.begin, nil, nil, nil)
-	pipe.SendQueryStatement(sds.stmt, c.stmtArgs.ParamValues, c.stmtArgs.ParamFormats, c.stmtArgs.ResultFormats)
-	if err := pipe.Sync(); err != nil {
-		// The connection is closed; whether the claim reached the server
-		// is unknown (a row it made lapses with its lease).
-		return c.claimFailed(t, pipe, c.d.wrap("claim", err))
-	}
-
-	// The claim, then its Sync (also after the claim failed in the server:
-	// its error ends the first segment, whose Sync still answers).
-	res, decided, cerr := readClaim(pipe, m)
-	var pgErr *pgconn.PgError
-	if cerr == nil || errors.As(cerr, &pgErr) {
-		if err := readSync(pipe); cerr == nil {
-			cerr = err
-		}
-	}
-	if cerr != nil {
-		cerr = c.d.wrap("claim", cerr)
-	}
-	// The guard.
-	gerr := readClosed(pipe)
-	if cerr == nil && !decided {
-		// A concurrent claim won the key after the claim's snapshot (the
-		// guard refused): ask again, on its own.
-		pipe.Close()
-		return c.claimAlone(ctx, t, req)
-	}
-	if err := t.Done(res, cerr); err != nil {
-		// The guard passes only for the claim's owner, so the transaction
-		// began only if this is unreachable.
-		return c.endRefused(ctx, pipe, err)
-	}
-	c.pending = false
-	if gerr == nil {
-		gerr = readClosed(pipe) // the BEGIN
-	}
-	if gerr != nil {
-		// The flow holds the key, yet its transaction did not begin.
-		pipe.Close()
-		return nil, gerr, true
-	}
-	return c.readFirst(pipe, sds.stmt, m)
+	return c.sendHeld(ctx, t, req, sds)
 }
 
 // claimAlone makes t's claim in a round trip of its own and reports, as
@@ -185,8 +121,8 @@ func (c *lazyConn) endRefused(ctx context.Context, pipe *pgconn.Pipeline, err er
 // claimedStatements are the statements of sendClaimed, prepared on the
 // connection.
 type claimedStatements struct {
-	claim, guard, begin, stmt *pgconn.StatementDescription
-	lock, lookup, heldGuard   *pgconn.StatementDescription // sendHeld's
+	begin, stmt             *pgconn.StatementDescription
+	lock, lookup, heldGuard *pgconn.StatementDescription // the claim's
 }
 
 // prepareClaimed prepares the statements of sendClaimed on the connection,
@@ -230,20 +166,15 @@ func (c *lazyConn) prepareClaimed(ctx context.Context, query string, args []any)
 }
 
 // prepareAround prepares, once per connection (and driver schema), the
-// statements that go ahead of the BEGIN for a claim of the given kind —
-// the claim and its guard, or a held claim's lock, lookup and guard — and
-// adds them to sds.
-func (c *lazyConn) prepareAround(ctx context.Context, sds *claimedStatements, inTx bool) error {
+// claim's statements that go ahead of the BEGIN — its lock, lookup and
+// guard — and adds them to sds.
+func (c *lazyConn) prepareAround(ctx context.Context, sds *claimedStatements) error {
 	pc := c.Conn.Conn()
 	st := claimState(pc.PgConn())
-	type stmt struct {
+	group := []struct {
 		sd  **pgconn.StatementDescription
 		sql string
-	}
-	group := []stmt{{&st.claim, c.d.sql(claimCallSQL)}, {&st.guard, c.d.sql(guardSQL)}}
-	if inTx {
-		group = []stmt{{&st.lock, heldLockSQL}, {&st.lookup, c.d.sql(heldLookupSQL)}, {&st.heldGuard, c.d.sql(heldGuardSQL)}}
-	}
+	}{{&st.lock, c.d.sql(heldLockSQL)}, {&st.lookup, c.d.sql(heldLookupSQL)}, {&st.heldGuard, c.d.sql(heldGuardSQL)}}
 	if last := group[len(group)-1]; *last.sd == nil || (*last.sd).SQL != last.sql {
 		for _, p := range group {
 			var err error
@@ -253,7 +184,6 @@ func (c *lazyConn) prepareAround(ctx context.Context, sds *claimedStatements, in
 			}
 		}
 	}
-	sds.claim, sds.guard = st.claim, st.guard
 	sds.lock, sds.lookup, sds.heldGuard = st.lock, st.lookup, st.heldGuard
 	return nil
 }
@@ -263,8 +193,8 @@ func (c *lazyConn) prepareAround(ctx context.Context, sds *claimedStatements, in
 // its statements sent behind a claim. pgx keeps the prepared statements
 // themselves, by their SQL (pgx.Conn.Prepare).
 type claimConn struct {
-	claim, guard, begin     *pgconn.StatementDescription // prepared
-	lock, lookup, heldGuard *pgconn.StatementDescription // prepared, for sendHeld
+	begin                   *pgconn.StatementDescription // prepared
+	lock, lookup, heldGuard *pgconn.StatementDescription // prepared: the claim's
 	stmts                   map[string]struct{}          // first statements prepared
 	stale                   []string                     // prepared statements to deallocate: see forgetIfStale
 }
@@ -300,50 +230,6 @@ func badConn(err error) error {
 		return sqldriver.ErrBadConn
 	}
 	return err
-}
-
-// readClaim reads the claim's row from the pipeline. decided is false when
-// the claim found no row to report (claimScan.result).
-func readClaim(pipe *pgconn.Pipeline, m *pgtype.Map) (driver.ClaimResult, bool, error) {
-	r, err := pipe.GetResults()
-	if err != nil {
-		return driver.ClaimResult{}, false, err
-	}
-	rr, ok := r.(*pgconn.ResultReader)
-	if !ok {
-		return driver.ClaimResult{}, false, fmt.Errorf("pipeline: expected the claim's results, got %T", r)
-	}
-	rows := pgx.RowsFromResultReader(m, rr)
-	var c claimScan
-	if !rows.Next() {
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return driver.ClaimResult{}, false, err
-		}
-		return driver.ClaimResult{}, false, pgx.ErrNoRows
-	}
-	err = rows.Scan(c.dest()...)
-	rows.Close()
-	if err == nil {
-		err = rows.Err()
-	}
-	if err != nil {
-		return driver.ClaimResult{}, false, err
-	}
-	res, decided := c.result()
-	return res, decided, nil
-}
-
-// readSync reads a Sync's result from the pipeline.
-func readSync(pipe *pgconn.Pipeline) error {
-	r, err := pipe.GetResults()
-	if err != nil {
-		return err
-	}
-	if _, ok := r.(*pgconn.PipelineSync); !ok {
-		return fmt.Errorf("pipeline: expected a sync, got %T", r)
-	}
-	return nil
 }
 
 // readClosed reads a statement's results from the pipeline and discards

@@ -126,17 +126,14 @@
 // carries the transaction's BEGIN in the same pipeline (Begin sends
 // nothing) — and one pipelined round trip for the fenced completion and the
 // COMMIT: three round trips and two flushed commits for a charge of one
-// INSERT. With a deferred claim (oke.Idempotency.DeferClaim; BeginClaimed,
-// a driver.TxClaimer) the claim goes in the first statement's pipeline too
-// — claim, Sync, a guard that fails unless the claim went to this attempt,
-// BEGIN, the statement, Sync — so the charge is two round trips, and a
-// request whose key is not its own is still one, its statement skipped by
-// the server. With the claim held by the transaction
-// (oke.Idempotency.ClaimInTx; ClaimRequest.InTx) the pipeline is an
-// advisory lock on the key, a lookup of its row and a guard ahead of the
-// BEGIN, and the completion writes the row once, completed, before the
-// COMMIT: two round trips and one flushed commit for the charge (see
-// heldclaim.go). Per durable step: SaveStep — or, for a step writing through Fx.Tx,
+// INSERT. With the claim held by the transaction (oke.ClaimInTx;
+// BeginClaimed, a driver.TxClaimer) the claim goes in the first
+// statement's pipeline — the advisory locks of the request and of its key,
+// a lookup of its row and a guard ahead of the BEGIN — and the completion
+// writes the row once, completed, before the COMMIT: two round trips and
+// one flushed commit for the charge, and a request whose key is not its own
+// is one, its statement skipped by the server (see heldclaim.go). Per
+// durable step: SaveStep — or, for a step writing through Fx.Tx,
 // the fenced save and the COMMIT in one pipeline — one round trip and one
 // flushed commit (a step's attempts ride on the run row that CreateRun, SaveStep and
 // AcquireRun write anyway, so beginning a step costs nothing). AcquireRun

@@ -7,3 +7,6 @@ import (
 // PgConn returns the pgx connection under a connection of Driver.DB, as
 // (*sql.Conn).Raw hands it out.
 func PgConn(dc any) *pgconn.PgConn { return dc.(*lazyConn).Conn.Conn().PgConn() }
+
+// LockKey is the advisory lock a claim held in a transaction takes on key.
+var LockKey = lockKey

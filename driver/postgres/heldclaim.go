@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,26 +16,41 @@ import (
 	"github.com/okengine/oke/driver"
 )
 
-// A claim held by the flow's transaction (driver.ClaimRequest.InTx,
+// A claim held by the flow's transaction (driver.TxClaimer,
 // oke.Idempotency.ClaimInTx) is made inside that transaction, in the round
 // trip of its first statement, and commits with it:
 //
 //	lock · lookup · guard · BEGIN · query · Sync      (first round trip)
 //	complete · COMMIT · Sync                           (second)
 //
-//   - lock takes the key's transaction-scoped advisory lock (heldLockSQL),
-//     or fails when another transaction holds it: that request is running
-//     (409). Claims made on their own take no lock; see "Mixed" below.
+//   - lock (heldLockSQL) takes two transaction-scoped advisory locks: the
+//     request's, on the key and fingerprint (shared: requests with the
+//     same payload never wait for each other), then the key's (exclusive,
+//     tried: it fails when another transaction holds the key). It fails
+//     nothing: it reports whether this transaction holds the key, or, when
+//     another does, whether that one has the same fingerprint (it holds the
+//     request's lock of this fingerprint: the same request, running; 409)
+//     or not (another request under the key; 422) — read in one snapshot
+//     of pg_locks, so there is no moment where the holder has the key's
+//     lock without its request's. A key whose row is completed and
+//     unexpired is not locked at all: that row decides, and replays of a
+//     hot key never queue on, or refuse each other by, its lock. Claims
+//     made on their own take no lock; see "Mixed" below.
 //   - lookup reads the key's row, if any, with a snapshot taken after the
-//     lock, for the decision and for a replay.
-//   - guard fails unless the key is free: no row, or one a claim may
-//     replace (expired, or lapsed with the same fingerprint).
+//     lock, for the decision and for a replay. It runs whatever the lock
+//     found: a completed row replays even while another transaction holds
+//     the key.
+//   - guard fails unless this transaction holds the key's lock and the key
+//     is free: no row, or one a claim may replace (mayReplaceSQL).
 //   - BEGIN turns the implicit transaction the three opened into the
-//     flow's, so the lock lasts until it ends.
+//     flow's, so the locks last until it ends.
 //
 // A failure skips the rest up to the Sync, which ends the implicit
-// transaction: nothing of the flow's runs, and the connection is left idle.
-// A replay, 409 or 422 is one round trip, as with any claim.
+// transaction and its locks: nothing of the flow's runs, and the connection
+// is left idle. A replay, 409 or 422 is one round trip, as with any claim.
+// The lookup's row decides when it does not let the claim go ahead;
+// otherwise, when another transaction holds the key, the claim reports it
+// Busy (driver.ClaimResult), and oke answers 409 or 422 from BusySame.
 //
 // No row is written until the completion, which stores the response as the
 // row (insertCompletedSQL, or replaceCompletedSQL over the row the lookup
@@ -42,25 +58,61 @@ import (
 // and no lease: the lock lasts exactly as long as the transaction, so a
 // request cut off leaves nothing to wait out.
 //
-// Mixed: an instance claiming the same key on its own (without InTx, e.g.
+// Mixed: an instance claiming the same key on its own (ClaimFirst, e.g.
 // during a deploy that turns ClaimInTx on) takes no lock, so both may run
 // the flow; the completion is what decides. insertCompletedSQL fails on the
-// other's row (a unique violation) and replaceCompletedSQL finds the row
-// changed: the transaction rolls back (ErrNotOwner), so writes through the
-// transaction stay exactly-once.
+// other's row (a unique violation) and replaceCompletedSQL finds a row it
+// may not replace: the transaction rolls back (ErrNotOwner), so writes
+// through the transaction stay exactly-once.
 
-// heldLockSQL takes the advisory lock of a key (lockKey), or fails with a
-// division by zero when another transaction holds it.
-const heldLockSQL = `SELECT 1 / pg_try_advisory_xact_lock($1)::int`
+// What heldLockSQL found.
+const (
+	lockHeld  = 0 // this transaction holds the key
+	lockSame  = 1 // another transaction holds it, with this fingerprint (or just let it go)
+	lockOther = 2 // another transaction holds it, with another fingerprint
+	lockRow   = 3 // the key's row is completed and unexpired: no lock taken
+)
+
+// heldLockSQL takes the request's lock ($6: requestLockKey, shared) and
+// tries the key's ($5: lockKey), unless the key's row is completed and
+// unexpired, and says what it found (lockHeld…lockRow). When another
+// transaction holds the key's lock, one read of pg_locks says whether that
+// transaction also holds the request's: $7 and $8 are the key's lock as
+// pg_locks shows a 64-bit key (classid, objid), $9 and $10 the request's.
+// A key whose holder let it go by the time pg_locks is read counts as the
+// same request (409: a retry claims it).
+var heldLockSQL = `WITH l AS MATERIALIZED (
+	SELECT CASE
+		WHEN EXISTS (SELECT 1 FROM {s}.oke_idempotency d WHERE ` + keyWhere + `
+			AND d.state = 2 AND d.expires_at > now()) THEN 3
+		WHEN pg_try_advisory_xact_lock($5) THEN 0
+		ELSE 1 END AS held
+	FROM pg_advisory_xact_lock_shared($6) AS request_lock
+)
+SELECT CASE WHEN held <> 1 THEN held ELSE (
+	WITH locks AS MATERIALIZED (
+		SELECT pid, classid, objid FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND objsubid = 1
+			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND ((classid = $7 AND objid = $8) OR (classid = $9 AND objid = $10)))
+	SELECT CASE
+		WHEN EXISTS (SELECT 1 FROM locks k JOIN locks r ON r.pid = k.pid
+			WHERE k.classid = $7 AND k.objid = $8 AND r.classid = $9 AND r.objid = $10) THEN 1
+		WHEN EXISTS (SELECT 1 FROM locks k WHERE k.classid = $7 AND k.objid = $8) THEN 2
+		ELSE 1 END) END::smallint
+FROM l`
 
 // heldLookupSQL reads the key's row, if any.
 var heldLookupSQL = `SELECT ` + prefixed("o") + `, now()
 	FROM (VALUES (1)) AS one LEFT JOIN {s}.oke_idempotency o ON ` + keyWhere
 
-// heldGuardSQL fails, with a division by zero, unless a claim of the key
-// with fingerprint $5 may go ahead: no row, or one claimSQL would replace.
-var heldGuardSQL = `SELECT 1 / (NOT EXISTS (SELECT 1 FROM {s}.oke_idempotency t WHERE ` + keyWhere + `
-	AND NOT (` + expiredSQL("t") + ` OR (t.state = 1 AND t.lease_until <= now() AND t.fingerprint = $5))))::int`
+// heldGuardSQL fails, with a division by zero, unless this transaction
+// holds the key's lock ($6; taken again, or for the first time when the
+// lock skipped a completed row that has gone since) and a claim of the key
+// with fingerprint $5 may go ahead: no row, or one it may replace.
+var heldGuardSQL = `SELECT 1 / (pg_try_advisory_xact_lock($6)
+	AND NOT EXISTS (SELECT 1 FROM {s}.oke_idempotency t WHERE ` + keyWhere + `
+	AND NOT (` + mayReplaceSQL("t", "$5") + `)))::int`
 
 // insertCompletedSQL stores the response of a held claim on a key that had
 // no row: the row is written completed, once. A unique violation means a
@@ -72,8 +124,12 @@ const insertCompletedSQL = `INSERT INTO {s}.oke_idempotency
 
 // replaceCompletedSQL stores the response of a held claim over the row the
 // lookup found (expired, or lapsed), or as a new row if the sweep deleted
-// that one since, and fails (division by zero) when the row changed.
-const replaceCompletedSQL = `WITH u AS (INSERT INTO {s}.oke_idempotency AS t
+// that one since, and fails (division by zero) when the row there now may
+// not be replaced by the claim (mayReplaceSQL at the transaction's now(),
+// the lookup's: the row the lookup found, unchanged, still may; a row that
+// a claim made without the lock wrote since has a lease or TTL from a
+// later now(), and may not).
+var replaceCompletedSQL = `WITH u AS (INSERT INTO {s}.oke_idempotency AS t
 		(tenant, principal, flow, idem_key, fingerprint, state, owner, expires_at, created_at, completed_at,
 		 resp_status, resp_content_type, resp_location, resp_body)
 	VALUES ($1, $2, $3, $4, $5, 2, '', now() + $6 * interval '1 microsecond', now(), now(), $7, $8, $9, $10)
@@ -82,7 +138,7 @@ const replaceCompletedSQL = `WITH u AS (INSERT INTO {s}.oke_idempotency AS t
 		expires_at = excluded.expires_at, created_at = excluded.created_at, completed_at = excluded.completed_at,
 		resp_status = excluded.resp_status, resp_content_type = excluded.resp_content_type,
 		resp_location = excluded.resp_location, resp_body = excluded.resp_body
-	WHERE t.state = $11 AND t.owner = $12 AND t.created_at = $13
+	WHERE ` + mayReplaceSQL("t", "excluded.fingerprint") + `
 	RETURNING 1) SELECT 1 / count(*) FROM u`
 
 // heldClaim is a claim the connection's open transaction holds.
@@ -105,16 +161,28 @@ func (h *heldClaim) completion(d *Driver, resp driver.Response, ttl time.Duratio
 	if h.prev == nil {
 		return d.sql(insertCompletedSQL), args
 	}
-	return d.sql(replaceCompletedSQL), append(args, int16(h.prev.State), h.prev.Owner, h.prev.CreatedAt)
+	return d.sql(replaceCompletedSQL), args
 }
 
 // lockKey is the advisory lock key of k: the first 64 bits of a SHA-256 of
 // its parts, each prefixed with its length. Two keys share a lock only by
 // a collision of those bits (a request then gets a needless 409 while the
 // other runs).
-func lockKey(k driver.Key) int64 {
-	b := make([]byte, 0, 16+len(k.Tenant)+len(k.Principal)+len(k.Flow)+len(k.Key))
-	for _, p := range [...]string{k.Tenant, k.Principal, k.Flow, k.Key} {
+func lockKey(k driver.Key) int64 { return hashParts(k.Tenant, k.Principal, k.Flow, k.Key) }
+
+// requestLockKey is the advisory lock key of a request: its key k and its
+// fingerprint fp, hashed as lockKey hashes k's parts.
+func requestLockKey(k driver.Key, fp string) int64 {
+	return hashParts(k.Tenant, k.Principal, k.Flow, k.Key, fp)
+}
+
+func hashParts(parts ...string) int64 {
+	n := 8 * len(parts)
+	for _, p := range parts {
+		n += len(p)
+	}
+	b := make([]byte, 0, n)
+	for _, p := range parts {
 		b = binary.AppendUvarint(b, uint64(len(p)))
 		b = append(b, p...)
 	}
@@ -122,14 +190,10 @@ func lockKey(k driver.Key) int64 {
 	return int64(binary.BigEndian.Uint64(sum[:8]))
 }
 
-// busyResult is the claim's result when another transaction holds the key:
-// the same request running, with a lease of a second (Retry-After: 1).
-func busyResult(req driver.ClaimRequest, now time.Time) driver.ClaimResult {
-	return driver.ClaimResult{
-		Row: driver.Row{Key: req.Key, Fingerprint: req.Fingerprint, State: driver.Running,
-			LeaseUntil: now.Add(time.Second)},
-		Now: now,
-	}
+// lockParts is a 64-bit advisory lock key as pg_locks shows it: classid,
+// the high 32 bits, and objid, the low ones.
+func lockParts(key int64) (classid, objid uint32) {
+	return uint32(uint64(key) >> 32), uint32(uint64(key))
 }
 
 // sendHeld sends req's claim, held by the transaction, the BEGIN and the
@@ -141,18 +205,23 @@ func (c *lazyConn) sendHeld(ctx context.Context, t driver.ClaimTicket, req drive
 	k := req.Key
 	pipe := pc.PgConn().StartPipeline(ctx)
 	fail := func(err error) (begun, error, bool) { return c.claimFailed(t, pipe, err) }
+	kl, rl := lockKey(k), requestLockKey(k, req.Fingerprint)
+	kc, ko := lockParts(kl)
+	rc, ro := lockParts(rl)
 	for _, s := range []struct {
 		sd   *pgconn.StatementDescription
 		args []any
 	}{
-		{sds.lock, []any{lockKey(k)}},
+		{sds.lock, []any{k.Tenant, k.Principal, k.Flow, k.Key, kl, rl, kc, ko, rc, ro}},
 		{sds.lookup, []any{k.Tenant, k.Principal, k.Flow, k.Key}},
-		{sds.heldGuard, []any{k.Tenant, k.Principal, k.Flow, k.Key, req.Fingerprint}},
+		{sds.heldGuard, []any{k.Tenant, k.Principal, k.Flow, k.Key, req.Fingerprint, kl}},
 	} {
 		if err := c.claimArgs.Build(m, s.sd, s.args); err != nil {
 			return fail(fmt.Errorf("postgres: encode claim: %w", err)) // unsynced: the connection closes
 		}
-		pipe.SendQueryStatement(s.sd, c.claimArgs.ParamValues, c.claimArgs.ParamFormats, c.claimArgs.ResultFormats)
+		// The pipeline keeps the result formats until it reads the
+		// results, and the next Build reuses them: a copy each.
+		pipe.SendQueryStatement(s.sd, c.claimArgs.ParamValues, c.claimArgs.ParamFormats, slices.Clone(c.claimArgs.ResultFormats))
 	}
 	pipe.SendQueryStatement(sds.begin, nil, nil, nil)
 	pipe.SendQueryStatement(sds.stmt, c.stmtArgs.ParamValues, c.stmtArgs.ParamFormats, c.stmtArgs.ResultFormats)
@@ -168,10 +237,8 @@ func (c *lazyConn) sendHeld(ctx context.Context, t driver.ClaimTicket, req drive
 		}
 		return c.endRefused(ctx, pipe, err)
 	}
-	if err := readClosed(pipe); err != nil { // the lock
-		if divByZero(err) {
-			return refused(busyResult(req, time.Now()))
-		}
+	lock, err := readLock(pipe, m)
+	if err != nil {
 		return fail(c.d.wrap("claim", err))
 	}
 	seen, existed, now, err := readLookup(pipe, m)
@@ -179,16 +246,19 @@ func (c *lazyConn) sendHeld(ctx context.Context, t driver.ClaimTicket, req drive
 		return fail(c.d.wrap("claim", err))
 	}
 	if err := readClosed(pipe); err != nil { // the guard
-		switch {
-		case !divByZero(err):
+		if !divByZero(err) {
 			return fail(c.d.wrap("claim", err))
-		case existed:
-			return refused(driver.ClaimResult{Row: seen, Now: now})
-		default:
-			// A row that the lookup did not see: a claim made without
-			// the lock, just now. It is running: 409.
-			return refused(busyResult(req, now))
 		}
+		if existed {
+			if ok, _ := driver.MayReplace(&seen, req.Fingerprint, now); !ok {
+				// The row decides, whoever holds the lock.
+				return refused(driver.ClaimResult{Row: seen, Now: now})
+			}
+		}
+		// Another transaction holds the key (or, without its lock, a
+		// claim made on its own wrote a row the lookup did not see: it
+		// is running).
+		return refused(driver.ClaimResult{Now: now, Busy: true, BusySame: lock != lockOther})
 	}
 	res := driver.ClaimResult{Claimed: true, InTx: true, Now: now, Row: driver.Row{
 		Key: k, Fingerprint: req.Fingerprint, State: driver.Running, Owner: req.Owner,
@@ -280,6 +350,36 @@ func readLookup(pipe *pgconn.Pipeline, m *pgtype.Map) (row driver.Row, existed b
 		return driver.Row{}, false, now, err
 	}
 	return row, existed, now, nil
+}
+
+// readLock reads what heldLockSQL found (lockHeld…lockRow).
+func readLock(pipe *pgconn.Pipeline, m *pgtype.Map) (int16, error) {
+	r, err := pipe.GetResults()
+	if err != nil {
+		return 0, err
+	}
+	rr, ok := r.(*pgconn.ResultReader)
+	if !ok {
+		return 0, fmt.Errorf("pipeline: expected the lock's results, got %T", r)
+	}
+	var v int16
+	read := false
+	for rr.NextRow() {
+		fds, vals := rr.FieldDescriptions(), rr.Values()
+		if read || len(vals) != 1 {
+			err = fmt.Errorf("the lock returned an unexpected row")
+			continue
+		}
+		read = true
+		err = m.Scan(fds[0].DataTypeOID, fds[0].Format, vals[0], &v)
+	}
+	if _, cerr := rr.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && !read {
+		err = pgx.ErrNoRows
+	}
+	return v, err
 }
 
 // divByZero reports whether err is the server's division by zero: how the

@@ -34,9 +34,9 @@ import (
 // pgx's.
 //
 // A transaction begun by BeginClaimed also carries an Idempotency-Key claim
-// (oke.Idempotency.DeferClaim): its first statement goes in one pipeline
-// behind the claim, and a live keyed charge is two round trips. See
-// sendClaimed.
+// (oke.ClaimInTx): its first statement goes in one pipeline behind the
+// claim, held in the transaction, and a live keyed charge is two round
+// trips. See sendClaimed.
 
 // openDB is DB's handle on pool: pgx's database/sql adapter, its
 // connections wrapped in lazyConn. As with stdlib.OpenDBFromPool, the pool

@@ -77,18 +77,25 @@ func pgbenchHeld() string {
 	var b strings.Builder
 	b.WriteString(`-- The driver's claim held in the transaction (heldLockSQL, heldLookupSQL and
 -- heldGuardSQL in driver/postgres/heldclaim.go) with pgbench variables for
--- their parameters; the lock key is :key itself. Written by
+-- their parameters; the key's lock is :key itself, the request's -:key. Written by
 -- TestPgbenchHeldScriptIsTheDrivers; go test ./driver/postgres/ -run PgbenchHeld
 -- -update-pgbench rewrites it.
 `)
 	for _, q := range []string{heldLockSQL, heldLookupSQL, heldGuardSQL} {
 		q = strings.ReplaceAll(q, "{s}", "oke")
-		if q == heldLockSQL {
-			q = strings.ReplaceAll(q, "$1", ":key")
-		}
-		for _, r := range []struct{ param, v string }{
+		subs := []struct{ param, v string }{
 			{"$5", ":fp"}, {"$4", ":key"}, {"$3", ":flow"}, {"$2", ":principal"}, {"$1", ":tenant"},
-		} {
+		}
+		switch q {
+		case strings.ReplaceAll(heldLockSQL, "{s}", "oke"):
+			// The key's lock is :key, the request's -:key; pg_locks is
+			// read only for a busy key, which a fresh key never is.
+			subs = append([]struct{ param, v string }{{"$10", "0"}, {"$9", "0"}, {"$8", "0"}, {"$7", "0"},
+				{"$6", "(-:key)"}, {"$5", ":key"}}, subs[1:]...)
+		case strings.ReplaceAll(heldGuardSQL, "{s}", "oke"):
+			subs = append([]struct{ param, v string }{{"$6", ":key"}}, subs...)
+		}
+		for _, r := range subs {
 			q = strings.ReplaceAll(q, r.param, r.v)
 		}
 		b.WriteString(q + ";\n")

@@ -95,6 +95,19 @@ func expiredSQL(t string) string {
 	return `(` + t + `.expires_at <= now() AND NOT (` + t + `.state = 1 AND ` + t + `.lease_until > now()))`
 }
 
+// mayReplaceSQL is driver.MayReplace for the row alias t and a claim with
+// fingerprint fp (an SQL expression: a parameter, or excluded.fingerprint),
+// at the database's now(): the row has expired, or it is a lapsed Running
+// row of the same request. It is the one statement of the replace rule in
+// SQL: every statement that decides whether a claim may take an existing
+// row uses it (claimSQL, and so oke_claim; heldGuardSQL; the fence of
+// replaceCompletedSQL), and TestMayReplaceSQLIsMayReplace checks it against
+// driver.MayReplace.
+func mayReplaceSQL(t, fp string) string {
+	return expiredSQL(t) + `
+		OR (` + t + `.state = 1 AND ` + t + `.lease_until <= now() AND ` + t + `.fingerprint = ` + fp + `)`
+}
+
 // claimSQL is the whole claim, one statement:
 //
 //   - done reads the row without a lock when it is completed and unexpired:

@@ -99,6 +99,15 @@ func (e *Engine) decide(key driver.Key, owner string, lease, ttl time.Duration, 
 		}
 		return Decision{Outcome: Live, Claim: c}
 	}
+	if res.Busy {
+		// Another transaction holds the key: the same request running
+		// (its claim has no lease to count down: retry in a second), or
+		// another request under the same key.
+		if !res.BusySame {
+			return Decision{Outcome: Reused}
+		}
+		return Decision{Outcome: InProgress, RetryAfter: RetryAfter(0)}
+	}
 	row := &res.Row
 	switch {
 	case row.Fingerprint != fp:

@@ -51,14 +51,13 @@ const (
 var _ driver.ClaimTicket = (*Deferred)(nil)
 
 // Defer prepares the claim of key for a request with fingerprint fp,
-// without making it. With inTx, a driver that sends it with the flow's
-// first statement may hold it in the flow's transaction
-// (driver.ClaimRequest.InTx).
-func (e *Engine) Defer(ctx context.Context, key driver.Key, fp string, ttl time.Duration, inTx bool) *Deferred {
+// without making it. A driver that sends it with the flow's first
+// statement (driver.TxClaimer) holds it in the flow's transaction.
+func (e *Engine) Defer(ctx context.Context, key driver.Key, fp string, ttl time.Duration) *Deferred {
 	return &Deferred{
 		e:    e,
 		ctx:  context.WithoutCancel(ctx),
-		req:  driver.ClaimRequest{Key: key, Fingerprint: fp, Owner: token.Owner(), Lease: e.lease(), TTL: ttl, InTx: inTx},
+		req:  driver.ClaimRequest{Key: key, Fingerprint: fp, Owner: token.Owner(), Lease: e.lease(), TTL: ttl},
 		done: make(chan struct{}),
 	}
 }

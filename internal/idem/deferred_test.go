@@ -30,7 +30,7 @@ func TestDeferred(t *testing.T) {
 	key := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "deferred-key-00000000001"}
 
 	// Nothing is claimed until asked; Decide makes the claim once.
-	first := e.Defer(ctx, key, "fp", time.Hour, false)
+	first := e.Defer(ctx, key, "fp", time.Hour)
 	if d.claims.Load() != 0 {
 		t.Fatal("Defer made the claim")
 	}
@@ -47,7 +47,7 @@ func TestDeferred(t *testing.T) {
 
 	// A second request with the key, running: the driver takes the claim
 	// (Take), reads it, and Done refuses; so does every effect after.
-	second := e.Defer(ctx, key, "fp", time.Hour, false)
+	second := e.Defer(ctx, key, "fp", time.Hour)
 	req, ok, err := second.Take()
 	if !ok || err != nil || req.Owner == "" || req.Owner == dec.Claim.owner {
 		t.Fatalf("Take: %+v %v %v; want the claim, with an owner of its own", req, ok, err)
@@ -75,12 +75,12 @@ func TestDeferred(t *testing.T) {
 	}
 
 	// Another request under the key: 422.
-	if dec, err := e.Defer(ctx, key, "other", time.Hour, false).Decide(); err != nil || dec.Outcome != Reused {
+	if dec, err := e.Defer(ctx, key, "other", time.Hour).Decide(); err != nil || dec.Outcome != Reused {
 		t.Errorf("another fingerprint: %v %v, want reused", dec.Outcome, err)
 	}
 
 	// The store failing: the error, wrapped, to the effect and to Decide.
-	third := e.Defer(ctx, driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "deferred-key-00000000002"}, "fp", time.Hour, false)
+	third := e.Defer(ctx, driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "deferred-key-00000000002"}, "fp", time.Hour)
 	if _, ok, _ := third.Take(); !ok {
 		t.Fatal("Take: not taken")
 	}
@@ -117,7 +117,7 @@ func TestDeferredTakeWaitsForAClaimInFlight(t *testing.T) {
 	ctx := context.Background()
 	d := &blockingDriver{Driver: memory.New(), started: make(chan struct{}), release: make(chan struct{})}
 	e := &Engine{Driver: d, Leases: testPool(t)}
-	def := e.Defer(ctx, driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "in-flight-key-0000000001"}, "fp", time.Hour, false)
+	def := e.Defer(ctx, driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "in-flight-key-0000000001"}, "fp", time.Hour)
 	decided := make(chan error)
 	go func() { decided <- def.Settle() }() // an effect makes the claim
 	<-d.started
@@ -183,5 +183,27 @@ func TestClaimHeldByATransaction(t *testing.T) {
 	}
 	if err := c.Complete(ctx, resp); !errors.Is(err, driver.ErrNotOwner) {
 		t.Errorf("Complete after another request took the key: %v, want ErrNotOwner", err)
+	}
+}
+
+// A key another transaction holds, with no row to show (driver.ClaimResult
+// Busy): the same request is still running (409, Retry-After 1 s), another
+// request under the key is 422 — the engine's answer from the driver's fact.
+func TestDecideBusy(t *testing.T) {
+	e := &Engine{Driver: memory.New()}
+	key := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "busy-key-000000000001"}
+	for _, tc := range []struct {
+		name  string
+		same  bool
+		want  Outcome
+		retry time.Duration
+	}{
+		{"same fingerprint: in progress", true, InProgress, time.Second},
+		{"other fingerprint: reused", false, Reused, 0},
+	} {
+		dec := e.decide(key, "", 0, 0, "fp", driver.ClaimResult{Busy: true, BusySame: tc.same, Now: time.Now()})
+		if dec.Outcome != tc.want || dec.RetryAfter != tc.retry || dec.Claim != nil {
+			t.Errorf("%s: %+v, want %s with Retry-After %v", tc.name, dec, tc.want, tc.retry)
+		}
 	}
 }

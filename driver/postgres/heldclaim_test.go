@@ -1,0 +1,191 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/okengine/oke"
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/driver/postgres"
+)
+
+// heldPool is the pool size of the held-claim tests' drivers: enough
+// connections for requests to meet on the server.
+const heldPool = 4
+
+// heldApp is an app on a driver of heldPool connections with one flow,
+// POST /charges, whose claim is held in its transaction (ClaimInTx): it
+// inserts a charge through Fx.Tx, then waits for gate(in.Key) when gate
+// is set.
+func heldApp(t *testing.T, gate func(key int) <-chan struct{}) (*oke.App, *postgres.Driver) {
+	t.Helper()
+	url, _ := server(t)
+	schema := fmt.Sprintf("oke_test_%d_%d", os.Getpid(), schemaSeq.Add(1))
+	dropSchemaAtEnd(t, schema)
+	d := openDriver(t, url, heldPool, postgres.WithSchema(schema))
+	if err := d.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	table := chargesTable(t, d)
+	app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1})
+	type in struct{ Key, Amount int64 }
+	app.Handle(oke.POST("/charges"), oke.NewFlow("held.charge",
+		oke.Options{Idempotency: oke.Idempotency{Mode: oke.ModeRequired, Claim: oke.ClaimInTx}},
+		func(ctx context.Context, in in, fx *oke.Fx) (oke.Response[map[string]int64], error) {
+			id, err := txCharge(ctx, fx, table, in.Amount)
+			if err != nil {
+				return oke.Response[map[string]int64]{}, err
+			}
+			if gate != nil {
+				<-gate(int(in.Key))
+			}
+			return oke.Created(map[string]int64{"id": id, "amount": in.Amount}, fmt.Sprint("/charges/", id)), nil
+		}))
+	if err := app.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Close(context.Background()) })
+	return app, d
+}
+
+func postCharge(t *testing.T, app *oke.App, key string, k, amount int) *httptest.ResponseRecorder {
+	r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/charges",
+		strings.NewReader(fmt.Sprintf(`{"Key":%d,"Amount":%d}`, k, amount)))
+	r.Header.Set("Idempotency-Key", key)
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	app.ServeHTTP(w, r)
+	return w
+}
+
+// A completed key always replays, however many replays arrive at once,
+// with the claim held in the transaction (spec 004: same fingerprint,
+// completed → the stored response): 200 concurrent replays of one finished
+// key, three times over, all replay; none is 409. So do they while another
+// transaction holds the key's lock (as a replay that took it would): the
+// row decides, not the lock.
+func TestHeldClaimCompletedKeyAlwaysReplays(t *testing.T) {
+	t.Parallel()
+	app, d := heldApp(t, nil)
+	const key = "replayed-key-00000000001"
+	first := postCharge(t, app, key, 1, 100)
+	if first.Code != http.StatusCreated {
+		t.Fatalf("first: %d %s", first.Code, first.Body)
+	}
+	replays := func(round string) {
+		t.Helper()
+		const n = 200
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		codes := make([]int, n)
+		replayed := make([]bool, n)
+		bodies := make([]string, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				w := postCharge(t, app, key, 1, 100)
+				codes[i], replayed[i], bodies[i] = w.Code, w.Header().Get("Idempotent-Replayed") == "true", w.Body.String()
+			}()
+		}
+		close(start)
+		wg.Wait()
+		count := map[int]int{}
+		bad := 0
+		for i := range n {
+			count[codes[i]]++
+			if codes[i] != http.StatusCreated || !replayed[i] || bodies[i] != first.Body.String() {
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%s: answers %v, %d not the stored response replayed; want all %d replayed", round, count, bad, n)
+		}
+	}
+	for i := range 3 {
+		replays(fmt.Sprintf("round %d", i+1))
+	}
+
+	// Another transaction holds the key's lock meanwhile.
+	tx, err := d.Pool().Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	k := driver.Key{Tenant: "default", Principal: "anon", Flow: "held.charge", Key: key}
+	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, postgres.LockKey(k)); err != nil {
+		t.Fatal(err)
+	}
+	replays("with the key's lock held elsewhere")
+}
+
+// A different payload while the first request runs is 422, never 409, with
+// the claim held in the transaction (spec 004: different fingerprint →
+// 422); the same payload meanwhile is 409. For each of 60 keys, three
+// requests with one payload and three with another race; the one that
+// claims the key holds it (its flow waits) until the five others are
+// answered, so every other answer comes while it runs.
+func TestHeldClaimOtherPayloadWhileRunningIs422(t *testing.T) {
+	t.Parallel()
+	const keys, per = 60, 3
+	gates := make([]chan struct{}, keys)
+	for i := range gates {
+		gates[i] = make(chan struct{})
+	}
+	app, _ := heldApp(t, func(k int) <-chan struct{} { return gates[k] })
+	// Keys race a few at a time: each running flow holds a connection of
+	// the pool until the key's other requests are answered.
+	const together = heldPool - 2
+	sem := make(chan struct{}, together)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for k := range keys {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			key := fmt.Sprintf("raced-payloads-key-%05d", k)
+			type answer struct{ amount, code int }
+			answers := make(chan answer, 2*per)
+			start := make(chan struct{})
+			for i := range 2 * per {
+				amount := 1 + i%2 // two payloads
+				go func() {
+					<-start
+					answers <- answer{amount, postCharge(t, app, key, k, amount).Code}
+				}()
+			}
+			close(start)
+			var got []answer
+			for len(got) < 2*per-1 {
+				got = append(got, <-answers)
+			}
+			close(gates[k]) // the key's holder may finish now
+			winner := <-answers
+			mu.Lock()
+			defer mu.Unlock()
+			if winner.code != http.StatusCreated {
+				t.Errorf("key %d: the last answer is %d, want 201 from the request that ran (answers before it: %v)", k, winner.code, got)
+				return
+			}
+			for _, a := range got {
+				want := http.StatusConflict // the same payload, still running
+				if a.amount != winner.amount {
+					want = http.StatusUnprocessableEntity
+				}
+				if a.code != want {
+					t.Errorf("key %d: payload %d answered %d while payload %d ran, want %d", k, a.amount, a.code, winner.amount, want)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
