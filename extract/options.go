@@ -15,12 +15,13 @@ import (
 // oke.Options{…} at the constructor, or one reached through a variable, a
 // package variable, a parameter (from each call site) or a function that
 // returns one — all resolved statically over SSA. Fields are found by
-// name through go/types, so both forms of oke.Idempotency are read:
+// name through go/types:
 //
-//	today:    Idempotency{Required bool; Off bool; TTL string; DeferClaim bool; ClaimInTx bool}
-//	planned:  Idempotency{Mode oke.Mode; TTL string; Claim oke.ClaimStrategy}
+//	Idempotency{Mode oke.Mode; TTL time.Duration; Claim oke.ClaimStrategy}
 //
-// and the variables oke.Auto, oke.Required and oke.Off in either. Options
+// and the variables oke.Auto, oke.Required and oke.Off. The boolean form
+// of earlier versions (Required, Off, DeferClaim, ClaimInTx fields) is
+// still read, for apps built against them. Options
 // that depend on something only known at run time (a flag, a config field)
 // are "unknown": extract says so in a warning, checks no rule that needs
 // them, and records the flow with its inferred effects only.
