@@ -17,7 +17,7 @@ import (
 // returns one — all resolved statically over SSA. Fields are found by
 // name through go/types:
 //
-//	Idempotency{Mode oke.Mode; TTL time.Duration; Claim oke.ClaimStrategy}
+//	Idempotency{Mode oke.Mode; TTL string; Claim oke.ClaimStrategy}
 //
 // and the variables oke.Auto, oke.Required and oke.Off. The boolean form
 // of earlier versions (Required, Off, DeferClaim, ClaimInTx fields) is
