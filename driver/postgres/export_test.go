@@ -7,3 +7,7 @@ import (
 // PgConn returns the pgx connection under a connection of Driver.DB, as
 // (*sql.Conn).Raw hands it out.
 func PgConn(dc any) *pgconn.PgConn { return dc.(*lazyConn).Conn.Conn().PgConn() }
+
+// WaitsHeard is how many keys d knows some instance waits for (the "w:"
+// messages its listener heard and has not seen completed yet).
+func WaitsHeard(d *Driver) int64 { return d.watch.keys.nHeard.Load() }
