@@ -326,3 +326,21 @@ func TestPreferWaitPollsWhenNotNotified(t *testing.T) {
 		t.Fatalf("sent on %s: %q, want B's wait and no completion", tap.channel, got)
 	}
 }
+
+// TestWaitForBeforeTheListenerIsUpIsAnnouncedOnceItIs: a wait that begins
+// while its driver's listener is not LISTENing yet is announced by the
+// listener once it is, and its waiter is told to read the row again.
+func TestWaitForBeforeTheListenerIsUpIsAnnouncedOnceItIs(t *testing.T) {
+	twoDrivers(t)
+	a := newDriver(t)
+	b := sameSchema(t, a)
+	defer a.HearWaiters()()
+	until(t, "a LISTENs", a.Hearing)
+	if b.Hearing() {
+		t.Fatal("b hears with no listener started")
+	}
+	c, stop := b.WaitFor(t.Context(), driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "early"})
+	defer stop()
+	receive(t, c, "once b's listener LISTENs")
+	until(t, "a hears b's wait", func() bool { return postgres.WaitsHeard(a) == 1 })
+}
