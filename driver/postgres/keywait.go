@@ -219,14 +219,7 @@ func (d *Driver) heard(payload string) {
 			k.heard = make(map[string]time.Time)
 		}
 		k.heard[h] = now.Add(waitHeardTTL)
-		if now.After(k.nextPurge) {
-			for x, until := range k.heard {
-				if now.After(until) {
-					delete(k.heard, x)
-				}
-			}
-			k.nextPurge = now.Add(waitHeardTTL / 2)
-		}
+		k.purge(now)
 	case "d":
 		delete(k.heard, h)
 		for c := range k.waiting[h] {
@@ -245,13 +238,30 @@ func (d *Driver) completionNotice(key driver.Key) (payload string, ok bool) {
 		return "", false
 	}
 	h := keyHash(key)
+	now := time.Now()
 	d.watch.mu.Lock()
 	until, ok := k.heard[h]
+	k.purge(now) // waits whose keys were never completed (released, or a lost "d:")
 	d.watch.mu.Unlock()
-	if !ok || time.Now().After(until) {
+	if !ok || now.After(until) {
 		return "", false
 	}
 	return "d:" + h, true
+}
+
+// purge forgets the waits heard that have expired, at most every half
+// waitHeardTTL. The caller holds d.watch.mu.
+func (k *keyWatch) purge(now time.Time) {
+	if now.Before(k.nextPurge) {
+		return
+	}
+	for x, until := range k.heard {
+		if now.After(until) {
+			delete(k.heard, x)
+		}
+	}
+	k.nextPurge = now.Add(waitHeardTTL / 2)
+	k.nHeard.Store(int64(len(k.heard)))
 }
 
 // poke sends a value on c unless one is pending.
