@@ -97,6 +97,14 @@ type Config struct {
 	// negative disables the scheduler (runs are then only resumed by
 	// retried requests).
 	PollInterval time.Duration
+	// WaitPollInterval bounds how long a request held by Prefer: wait goes
+	// without reading its key's row when nothing tells it the row changed
+	// (a completion in this process, or the driver's notification of one in
+	// another: driver.KeyWaiter, Postgres). The reads start at 20 ms and
+	// double up to it. Zero means 250 ms, or 1 s while the driver's
+	// notifications are heard; negative means the row is read only when
+	// told (the request still ends when its wait is up).
+	WaitPollInterval time.Duration
 	// MaxConcurrentRuns bounds how many runs the scheduler executes at
 	// once. Zero means 16.
 	MaxConcurrentRuns int
@@ -110,9 +118,11 @@ type App struct {
 	engine  idem.Engine
 	journal driver.Journal // nil when the driver keeps no journal
 	sched   journal.Scheduler
-	done    completions     // wakes requests that wait for a key (Prefer: wait)
-	leases  *lease.Pool     // renews claims' and runs' leases; closed by Close
-	base    context.Context // cancelled when Close gives up waiting
+	done    completions      // wakes requests that wait for a key (Prefer: wait)
+	waiter  driver.KeyWaiter // the driver's notifications of keys completed elsewhere, if it has them
+	unhear  func()           // stops the driver's HearWaiters; nil until Start
+	leases  *lease.Pool      // renews claims' and runs' leases; closed by Close
+	base    context.Context  // cancelled when Close gives up waiting
 	cancel  context.CancelFunc
 	log     *slog.Logger
 	mux     *http.ServeMux
@@ -191,6 +201,7 @@ func New(cfg Config) *App {
 		feedsEnd: make(chan struct{}),
 	}
 	a.journal, _ = cfg.Driver.(driver.Journal)
+	a.waiter, _ = cfg.Driver.(driver.KeyWaiter)
 	a.sched = journal.Scheduler{J: a.journal, Poll: cfg.PollInterval, Slots: cfg.MaxConcurrentRuns, Run: a.resume, Log: a.log}
 	a.base, a.cancel = context.WithCancel(context.Background())
 	a.leases = lease.NewPool()
@@ -291,6 +302,11 @@ func (a *App) Start(ctx context.Context) error {
 		}
 		if a.journal != nil && a.cfg.PollInterval > 0 {
 			a.sched.Start(a.base)
+		}
+		if a.waiter != nil {
+			// Hear other instances' waits for keys, so that completing
+			// one here notifies them (Prefer: wait).
+			a.unhear = a.waiter.HearWaiters()
 		}
 		a.started.Store(true)
 	})
@@ -463,11 +479,20 @@ func (a *App) Close(ctx context.Context) error {
 	case <-done:
 		a.cancel()
 		a.leases.Close()
+		a.stopHearing()
 		return nil
 	case <-ctx.Done():
 		a.cancel() // cut running steps off; their runs are picked up again later
 		go a.leases.Close()
+		a.stopHearing()
 		return fmt.Errorf("oke: close: %w", ctx.Err())
+	}
+}
+
+// stopHearing stops the driver's HearWaiters, which Start began.
+func (a *App) stopHearing() {
+	if a.started.Load() && a.unhear != nil { // started is stored after unhear
+		a.unhear()
 	}
 }
 

@@ -36,7 +36,17 @@ type metrics struct {
 	notStored  *prometheus.CounterVec
 	down       *prometheus.CounterVec
 	waiting    *prometheus.GaugeVec
+	wakeups    *prometheus.CounterVec
 }
+
+// The causes counted by oke_idempotency_wait_wakeups_total.
+const (
+	wakeLocal  = "local"  // the key completed in this process
+	wakeNotify = "notify" // the driver's notification (driver.KeyWaiter)
+	wakePoll   = "poll"   // the poll timer
+)
+
+var wakeCauses = []string{wakeLocal, wakeNotify, wakePoll}
 
 func newMetrics() *metrics {
 	m := &metrics{
@@ -67,7 +77,11 @@ func newMetrics() *metrics {
 		Name: "oke_idempotency_waiting",
 		Help: "Requests held right now by Prefer: wait until their key's first request finishes.",
 	}, []string{"flow"})
-	m.reg.MustRegister(m.executions, m.outcomes, m.claim, m.notStored, m.down, m.waiting,
+	m.wakeups = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oke_idempotency_wait_wakeups_total",
+		Help: "Times a request held by Prefer: wait woke to read its key's row, by cause: local (a completion in this process), notify (the driver's notification of another instance's completion, or of its listener reconnecting), poll (the fallback timer).",
+	}, []string{"flow", "by"})
+	m.reg.MustRegister(m.executions, m.outcomes, m.claim, m.notStored, m.down, m.waiting, m.wakeups,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -82,6 +96,7 @@ type flowMetrics struct {
 	down       map[string]prometheus.Counter
 	downVec    *prometheus.CounterVec
 	waiting    prometheus.Gauge
+	wakeups    map[string]prometheus.Counter // by cause
 	name       string
 }
 
@@ -102,7 +117,11 @@ func (m *metrics) forFlow(name string) *flowMetrics {
 		down:       make(map[string]prometheus.Counter, len(unavailableCodes)),
 		downVec:    m.down,
 		waiting:    m.waiting.WithLabelValues(name),
+		wakeups:    make(map[string]prometheus.Counter, len(wakeCauses)),
 		name:       name,
+	}
+	for _, c := range wakeCauses {
+		fm.wakeups[c] = m.wakeups.WithLabelValues(name, c)
 	}
 	for _, c := range unavailableCodes {
 		fm.down[c] = m.down.WithLabelValues(name, c)

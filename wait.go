@@ -102,19 +102,24 @@ func (c *completions) done(key driver.Key) {
 	}
 }
 
-// waitPoll bounds how long a waiting request goes without reading the row:
-// the first reads come quickly, then every waitPollMax.
+// waitPoll bounds how long a waiting request goes without reading the row
+// (Config.WaitPollInterval): the first reads come quickly, then every
+// waitPollMax, or waitPollHeard while the driver's notifications of
+// completions in other processes are heard (the poll is then only the
+// fallback, for a notification lost).
 const (
-	waitPollMin = 20 * time.Millisecond
-	waitPollMax = 250 * time.Millisecond
+	waitPollMin   = 20 * time.Millisecond
+	waitPollMax   = 250 * time.Millisecond
+	waitPollHeard = time.Second
 )
 
 // awaitKey holds a request whose key is in progress (dec) for up to wait,
-// reading the key's row when this process completes it and every few
-// hundred milliseconds otherwise (another process's completion). It returns
-// the decision to answer: the replay once the row is completed, 422 if the
-// key went to another request, else dec (409) when the time is up or the
-// client left. held reports whether it held the request at all.
+// reading the key's row when this process completes it, when the driver
+// notifies a completion in another process (driver.KeyWaiter), and every
+// few hundred milliseconds otherwise. It returns the decision to answer:
+// the replay once the row is completed, 422 if the key went to another
+// request, else dec (409) when the time is up or the client left. held
+// reports whether it held the request at all.
 func (a *App) awaitKey(ctx context.Context, f *flow, key driver.Key, fp string, wait time.Duration, dec idem.Decision) (idem.Decision, bool) {
 	if wait <= 0 || dec.Outcome != idem.InProgress {
 		return dec, false
@@ -123,32 +128,75 @@ func (a *App) awaitKey(ctx context.Context, f *flow, key driver.Key, fp string, 
 	defer f.metrics.waiting.Dec()
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	poll := waitPollMin
-	for {
-		changed, stop := a.done.watch(key)
-		t := time.NewTimer(poll)
-		select {
-		case <-changed:
-		case <-t.C:
-		case <-deadline.C:
-			t.Stop()
-			stop()
-			return dec, true
-		case <-ctx.Done():
-			t.Stop()
-			stop()
-			return dec, true
-		}
-		t.Stop()
-		stop()
-		poll = min(2*poll, waitPollMax)
+	// read reads the row; done is set when it answers the request.
+	read := func() (done bool) {
 		now, ok, err := a.engine.Current(context.WithoutCancel(ctx), key, fp)
 		if err != nil || !ok {
-			continue // unreadable, or no row yet (a claim held by a transaction): keep waiting
+			return false // unreadable, or no row yet (a claim held by a transaction): keep waiting
 		}
 		if now.Outcome == idem.Replay || now.Outcome == idem.Reused {
-			return now, true
+			dec = now
+			return true
 		}
 		dec = now // still running: its latest Retry-After
+		return false
 	}
+	var remote <-chan struct{} // nil (never ready) without a KeyWaiter
+	if a.waiter != nil {
+		c, stop := a.waiter.WaitFor(ctx, key)
+		defer stop()
+		remote = c
+		// The key may have completed between the claim and the
+		// announcement of the wait, unnotified: look once now.
+		if read() {
+			return dec, true
+		}
+	}
+	poll := min(waitPollMin, a.waitPollMax())
+	for {
+		changed, stop := a.done.watch(key)
+		var tick <-chan time.Time // nil (never ready) when not polling
+		var t *time.Timer
+		if poll > 0 {
+			t = time.NewTimer(poll)
+			tick = t.C
+		}
+		by := ""
+		select {
+		case <-changed:
+			by = wakeLocal
+		case <-remote:
+			by = wakeNotify
+		case <-tick:
+			by = wakePoll
+		case <-deadline.C:
+		case <-ctx.Done():
+		}
+		if t != nil {
+			t.Stop()
+		}
+		stop()
+		if by == "" {
+			return dec, true
+		}
+		f.metrics.wakeups[by].Inc()
+		if poll > 0 {
+			poll = min(2*poll, a.waitPollMax())
+		}
+		if read() {
+			return dec, true
+		}
+	}
+}
+
+// waitPollMax is the longest a waiting request goes without reading its
+// key's row; zero or less: it reads it only when told.
+func (a *App) waitPollMax() time.Duration {
+	switch p := a.cfg.WaitPollInterval; {
+	case p != 0:
+		return p
+	case a.waiter != nil && a.waiter.Hearing():
+		return waitPollHeard
+	}
+	return waitPollMax
 }

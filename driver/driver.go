@@ -270,3 +270,33 @@ func KeyLess(a, b Key) bool {
 	}
 	return a.Key < b.Key
 }
+
+// KeyWaiter is optional on a Driver whose rows several processes share
+// (Postgres): it tells a process that waits for a key in progress (a
+// request held by Prefer: wait) when another process completes that key,
+// so that the waiter need not poll the row. Only keys some process waits
+// for are notified: a completion nobody waits for costs nothing more.
+// Notifications are hints: the waiter reads the row when woken, and still
+// polls, less often, as the fallback — a hint may be lost (a listener that
+// reconnects, a pooler where LISTEN does not work, a completion that raced
+// the announcement of the wait). A driver that does not implement it
+// (memory, file) has only its own process to hear from. This interface is
+// not stable yet.
+type KeyWaiter interface {
+	// HearWaiters makes the driver learn of the waits WaitFor announces,
+	// in any process, so that its completions of those keys notify the
+	// waiters; until stop. A process calls it while it serves requests.
+	HearWaiters() (stop func())
+	// WaitFor announces that this process waits for key to complete and
+	// returns a channel that receives a value whenever it may have: a
+	// completion of key, by any process hearing waiters, was notified, or
+	// the driver's listener (re)connected (notifications may have been
+	// missed). Values coalesce: the channel holds at most one. The
+	// announcement reaches the other processes asynchronously, so a
+	// completion right after WaitFor may go unnotified: the caller reads
+	// the row once WaitFor returns, and polls early on. Call stop when done.
+	WaitFor(ctx context.Context, key Key) (c <-chan struct{}, stop func())
+	// Hearing reports whether the driver hears notifications right now
+	// (its listener is connected): the caller may poll less often then.
+	Hearing() bool
+}

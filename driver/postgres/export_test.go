@@ -10,3 +10,7 @@ func PgConn(dc any) *pgconn.PgConn { return dc.(*lazyConn).Conn.Conn().PgConn() 
 
 // LockKey is the advisory lock a claim held in a transaction takes on key.
 var LockKey = lockKey
+
+// WaitsHeard is how many keys d knows some instance waits for (the "w:"
+// messages its listener heard and has not seen completed yet).
+func WaitsHeard(d *Driver) int64 { return d.watch.keys.nHeard.Load() }

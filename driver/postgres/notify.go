@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,14 +42,7 @@ const maxIdentifier = 63
 // when that is too long for an identifier, the schema's SHA-256 prefix in
 // its place. One channel per schema keeps apps (and tests) that share a
 // database but not a schema from waking each other.
-func channelName(schema string) string {
-	name := "oke_due:" + schema
-	if len(name) <= maxIdentifier {
-		return name
-	}
-	sum := sha256.Sum256([]byte(schema))
-	return "oke_due:" + hex.EncodeToString(sum[:16])
-}
+func channelName(schema string) string { return prefixedChannel("oke_due:", schema) }
 
 // WakeChannel returns the LISTEN/NOTIFY channel on which the driver
 // announces runs that became due: "oke_due:" and the schema's name (hashed
@@ -67,10 +58,16 @@ func notifySQL(n string) string {
 
 // watch is the state of the driver's listener, shared by its watchers.
 type watch struct {
-	mu     sync.Mutex
-	subs   map[chan struct{}]struct{}
+	mu   sync.Mutex
+	subs map[chan struct{}]struct{}
+	// users counts what needs the listener: the watchers of WatchDue, the
+	// hearers of HearWaiters and the waiters of WaitFor. It runs while
+	// there is one.
+	users  int
+	live   bool               // the listener LISTENs right now
 	cancel context.CancelFunc // stops the listener; nil when none runs
 	done   chan struct{}      // closed when the listener has stopped
+	keys   keyWatch           // waits for keys to complete (keywait.go)
 }
 
 var _ driver.Notifier = (*Driver)(nil)
@@ -95,31 +92,47 @@ func (d *Driver) WatchDue() (<-chan struct{}, func()) {
 		w.subs = make(map[chan struct{}]struct{})
 	}
 	w.subs[c] = struct{}{}
+	d.useListener()
+	var once sync.Once
+	return c, func() { once.Do(func() { d.unwatch(c) }) }
+}
+
+// useListener counts one more user of the listener, and starts it if none
+// runs. The caller holds d.watch.mu.
+func (d *Driver) useListener() {
+	w := &d.watch
+	w.users++
 	if w.cancel == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		w.cancel, w.done = cancel, make(chan struct{})
 		go d.listen(ctx, w.done)
 	}
-	var once sync.Once
-	return c, func() { once.Do(func() { d.unwatch(c) }) }
 }
 
-// unwatch removes watcher c and stops the listener when c was the last.
+// leaveListener counts one user of the listener less. The caller holds
+// d.watch.mu; when that was the last user, it calls the returned function
+// once it has unlocked, to stop the listener and wait for it.
+func (d *Driver) leaveListener() (stop func()) {
+	w := &d.watch
+	if w.users--; w.users > 0 || w.cancel == nil {
+		return func() {}
+	}
+	cancel, done := w.cancel, w.done
+	w.cancel, w.done = nil, nil
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// unwatch removes watcher c and stops the listener when c was its last user.
 func (d *Driver) unwatch(c chan struct{}) {
 	w := &d.watch
 	w.mu.Lock()
 	delete(w.subs, c)
-	var cancel context.CancelFunc
-	var done chan struct{}
-	if len(w.subs) == 0 && w.cancel != nil {
-		cancel, done = w.cancel, w.done
-		w.cancel, w.done = nil, nil
-	}
+	stop := d.leaveListener()
 	w.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
+	stop()
 }
 
 // stopWatch stops the listener for Close; watchers stay, and never hear
@@ -200,16 +213,27 @@ func (d *Driver) listenOnce(ctx context.Context, listening func()) error {
 			return fmt.Errorf("postgres: listen: after connect: %w", err)
 		}
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel}.Sanitize()); err != nil {
-		return fmt.Errorf("postgres: listen on %q: %w", d.channel, err)
+	// The key waits' channel first: the last query of the connection, which
+	// pg_stat_activity shows, is then the LISTEN on the wake-up channel.
+	waitCh := d.waitChannel()
+	for _, ch := range []string{waitCh, d.channel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return fmt.Errorf("postgres: listen on %q: %w", ch, err)
+		}
 	}
 	listening()
+	defer d.listenerDown()
+	if err := d.listenerUp(ctx, conn); err != nil {
+		return err
+	}
 	d.signal()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, listenCheck)
-		_, err := conn.WaitForNotification(wctx)
+		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
+		case err == nil && n.Channel == waitCh:
+			d.heard(n.Payload)
 		case err == nil:
 			d.signal()
 		case ctx.Err() != nil:

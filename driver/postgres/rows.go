@@ -296,7 +296,21 @@ func (d *Driver) Complete(ctx context.Context, key driver.Key, owner string, res
 	if err := d.check(); err != nil {
 		return err
 	}
-	tag, err := d.pool.Exec(ctx, d.sql(completeSQL), completeArgs(key, owner, resp, ttl)...)
+	args := completeArgs(key, owner, resp, ttl)
+	if notice, ok := d.completionNotice(key); ok {
+		// Someone waits for the key (keywait.go): the same statement
+		// notifies them.
+		var n int64
+		err := d.pool.QueryRow(ctx, d.sql(completeNotifySQL), append(args, d.waitChannel(), notice)...).Scan(&n)
+		if err != nil {
+			return d.wrap("complete", err)
+		}
+		if n == 0 {
+			return fmt.Errorf("postgres: complete: %w", driver.ErrNotOwner)
+		}
+		return nil
+	}
+	tag, err := d.pool.Exec(ctx, d.sql(completeSQL), args...)
 	if err != nil {
 		return d.wrap("complete", err)
 	}
@@ -305,6 +319,12 @@ func (d *Driver) Complete(ctx context.Context, key driver.Key, owner string, res
 	}
 	return nil
 }
+
+// completeNotifySQL is completeSQL that also sends notice $12 on channel
+// $11 when it stores the response: the notification goes out when, and
+// only if, the completion commits.
+const completeNotifySQL = `WITH u AS (` + completeSQL + ` RETURNING 1 AS one)
+	SELECT count(*) FROM u, LATERAL (SELECT pg_notify($11, $12) WHERE u.one = 1) AS n`
 
 // Release implements driver.Driver.
 func (d *Driver) Release(ctx context.Context, key driver.Key, owner string) error {

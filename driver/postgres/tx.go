@@ -51,7 +51,10 @@ func (d *Driver) CommitComplete(ctx context.Context, conn *sql.Conn, key driver.
 	if err := d.check(); err != nil {
 		return err
 	}
-	return d.commitWith(ctx, conn, "complete in transaction", driver.ErrNotOwner, func(lc *lazyConn) (string, []any) {
+	// Someone waits for the key (keywait.go): the pipeline notifies them
+	// before its COMMIT, so the notification goes out with the commit.
+	notice, _ := d.completionNotice(key)
+	return d.commitWith(ctx, conn, "complete in transaction", driver.ErrNotOwner, notice, func(lc *lazyConn) (string, []any) {
 		if h := lc.held; h != nil && h.owner == owner && h.key == key {
 			// The claim is the transaction's: the response is its row.
 			return h.completion(d, resp, ttl)
@@ -75,7 +78,7 @@ func (d *Driver) CommitStep(ctx context.Context, conn *sql.Conn, id, owner strin
 	if err := d.check(); err != nil {
 		return err
 	}
-	return d.commitWith(ctx, conn, "save step in transaction", driver.ErrStepOrder, func(*lazyConn) (string, []any) {
+	return d.commitWith(ctx, conn, "save step in transaction", driver.ErrStepOrder, "", func(*lazyConn) (string, []any) {
 		return d.sql(saveStepOrFailSQL), saveStepArgs(id, owner, step)
 	})
 }
@@ -87,8 +90,10 @@ func (d *Driver) CommitStep(ctx context.Context, conn *sql.Conn, id, owner strin
 // dup (a concurrent save of the same step, or a claim made without the lock
 // of a held one: insertCompletedSQL) — the server skips the COMMIT; the
 // transaction is rolled back and the driver's error (ErrNotOwner,
-// ErrStepOrder) returned.
-func (d *Driver) commitWith(ctx context.Context, conn *sql.Conn, op string, dup error, stmt func(*lazyConn) (string, []any)) error {
+// ErrStepOrder) returned. A notice that is not empty is sent on
+// WaitChannel between the statement and the COMMIT, in the same pipeline:
+// skipped with the COMMIT when the statement refuses.
+func (d *Driver) commitWith(ctx context.Context, conn *sql.Conn, op string, dup error, notice string, stmt func(*lazyConn) (string, []any)) error {
 	return conn.Raw(func(dc any) error {
 		lc, ok := dc.(*lazyConn)
 		if !ok {
@@ -104,6 +109,9 @@ func (d *Driver) commitWith(ctx context.Context, conn *sql.Conn, op string, dup 
 			b.Queue("BEGIN")
 		}
 		b.Queue(q, args...)
+		if notice != "" {
+			b.Queue(`SELECT pg_notify($1, $2)`, d.waitChannel(), notice)
+		}
 		b.Queue("COMMIT")
 		br := c.SendBatch(ctx, b)
 		var first error
