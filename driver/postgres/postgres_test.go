@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -89,6 +90,25 @@ func TestConformance(t *testing.T) {
 		}
 		return newDriver(st)
 	})
+}
+
+// TestTxConformance runs the rules of the flow's transaction and of the
+// claim sent with it (driver.TxDriver, driver.TxClaimer); the flows'
+// writes go to a table of the driver's schema.
+func TestTxConformance(t *testing.T) {
+	drivertest.RunTx(t, func(st *testing.T) driver.Driver {
+		if st == t {
+			return newProbe(t)
+		}
+		return newDriver(st)
+	}, drivertest.TxOptions{Setup: func(ctx context.Context, d driver.Driver, conn *sql.Conn) (drivertest.Writes, error) {
+		table := pgx.Identifier{d.(*postgres.Driver).Schema(), "drivertest_writes"}.Sanitize()
+		_, err := conn.ExecContext(ctx, `CREATE TABLE `+table+` (id bigserial PRIMARY KEY, note text NOT NULL)`)
+		return drivertest.Writes{
+			Insert: `INSERT INTO ` + table + ` (note) VALUES ($1)`,
+			Count:  `SELECT count(*) FROM ` + table + ` WHERE note = $1`,
+		}, err
+	}})
 }
 
 // probe is the driver drivertest.Run opens first, on the parent test, to
