@@ -17,7 +17,9 @@ type TxOptions struct {
 	// driver.TxDriver), an empty table for the flows' writes, and returns
 	// the statements that write and read it. conn is a connection of
 	// d.DB(), outside any transaction; Setup may use it or not. It runs
-	// once per rule, before the rule.
+	// once per rule, before the rule, and the table must be that rule's
+	// alone (in the fresh driver's database or schema: rules run in
+	// parallel).
 	Setup func(ctx context.Context, d driver.Driver, conn *sql.Conn) (Writes, error)
 }
 
