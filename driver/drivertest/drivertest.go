@@ -14,6 +14,30 @@
 // Each rule is a subtest named after it (ClaimIsAtomicUnderConcurrency,
 // StaleOwnerCannotComplete, ...), so a failure names the rule that broke.
 //
+// A driver that keeps its rows in a SQL database a flow can write to
+// (driver.TxDriver, and driver.TxClaimer) also runs RunTx, the rules of a
+// flow's transaction: the flow's writes commit with its stored response
+// or saved step, atomically and fenced by owner, or not at all; a claim
+// sent with the transaction's first statement runs that statement only
+// for the claim's winner. RunTx writes through the driver's own database/sql
+// connections (DB) to a table the caller's Setup creates, in the driver's
+// dialect:
+//
+//	func TestTxConformance(t *testing.T) {
+//		drivertest.RunTx(t, newDriver, drivertest.TxOptions{
+//			Setup: func(ctx context.Context, d driver.Driver, conn *sql.Conn) (drivertest.Writes, error) {
+//				_, err := conn.ExecContext(ctx, `CREATE TABLE writes (note text NOT NULL)`)
+//				return drivertest.Writes{
+//					Insert: `INSERT INTO writes (note) VALUES ($1)`,
+//					Count:  `SELECT count(*) FROM writes WHERE note = $1`,
+//				}, err
+//			},
+//		})
+//	}
+//
+// A driver without the capability (memory, file) skips RunTx by
+// capability, saying which one it lacks; its test may call it all the same.
+//
 // The suite uses the driver's real clock: a store such as Postgres computes
 // leases from its own now(), so nothing here can fake time. Rules about a lease
 // or TTL that has ended use ~20ms durations and then sleep a few times longer;

@@ -22,6 +22,14 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestTxConformance skips: the file driver has no SQL database for a
+// flow's transaction (driver.TxDriver), and RunTx says so.
+func TestTxConformance(t *testing.T) {
+	drivertest.RunTx(t, func(t *testing.T) driver.Driver {
+		return open(t, t.TempDir())
+	}, drivertest.TxOptions{})
+}
+
 // open opens dir and closes it when the test ends.
 func open(t testing.TB, dir string, opts ...Option) *Driver {
 	t.Helper()

@@ -494,43 +494,6 @@ func TestBeginClaimedRefusedLeavesTheConnectionClean(t *testing.T) {
 	}
 }
 
-// A ticket whose claim was made already begins the transaction as Begin
-// does when the claim went to the flow, and refuses its statements when
-// it did not; nothing is claimed again.
-func TestBeginClaimedAfterTheClaimWasMade(t *testing.T) {
-	t.Parallel()
-	d := newDriver(t)
-	ctx := t.Context()
-	for _, tc := range []struct {
-		name string
-		made error
-	}{{"made and ours", nil}, {"made and refused", errNotOurs}} {
-		conn, err := d.DB().Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tk := &ticket{madeSet: true, made: tc.made}
-		if err := d.BeginClaimed(ctx, conn, tk); err != nil {
-			t.Fatal(err)
-		}
-		var one int
-		err = conn.QueryRowContext(ctx, `SELECT 1`).Scan(&one)
-		if !errors.Is(err, tc.made) || (tc.made == nil && one != 1) || tk.done != 0 {
-			t.Errorf("%s: statement: %v (%d), Done called %d times; want %v, no claim", tc.name, err, one, tk.done, tc.made)
-		}
-		var status string
-		if tc.made == nil {
-			if err := conn.QueryRowContext(ctx, `SELECT CASE WHEN now() = statement_timestamp() THEN 'first' ELSE 'in a transaction' END`).Scan(&status); err != nil || status != "in a transaction" {
-				t.Errorf("%s: %q, %v; want the statement in a transaction begun before it", tc.name, status, err)
-			}
-		}
-		if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
-			t.Errorf("%s: ROLLBACK: %v", tc.name, err)
-		}
-		conn.Close()
-	}
-}
-
 // A connection that does not use prepared statements (pgx's simple
 // protocol) makes the claim in a round trip of its own, then sends the
 // statement with its BEGIN: the same outcome, one round trip more.
