@@ -8,7 +8,10 @@
 (function () {
   // The admin API's base: the page's own path ("/_oke/").
   const base = location.pathname.replace(/[^/]*$/, "");
-  const main = document.getElementById("main");
+  // root is the page's <main>; main is where the page being drawn puts its
+  // elements: off the document until its first load is in (route).
+  const root = document.getElementById("main");
+  let main = root;
   let cleanup = []; // what the current page must stop when it is left
 
   // el builds an element: attrs are attributes (set with setAttribute),
@@ -116,16 +119,31 @@
     for (const a of document.querySelectorAll("[data-nav]")) {
       a.classList.toggle("active", a.getAttribute("data-nav") === page);
     }
-    main.replaceChildren();
-    if (page === "runs" && parts.length > 1) {
-      runPage(decodeURIComponent(parts.slice(1).join("/")));
-    } else if (page === "runs") {
-      runsPage(params);
-    } else if (page === "idempotency") {
-      rowsPage(params);
-    } else {
-      flowsPage();
+    // The new page is drawn off the document and takes the old one's place
+    // once its first load is in, in one step: what is shown is always a
+    // whole page, the old one or the new one, never a half-drawn one (a
+    // browser test waiting for an element sees it on the page it asked for).
+    const view = document.createElement("div");
+    main = view;
+    let drawn;
+    try {
+      if (page === "runs" && parts.length > 1) {
+        drawn = runPage(decodeURIComponent(parts.slice(1).join("/")));
+      } else if (page === "runs") {
+        drawn = runsPage(params);
+      } else if (page === "idempotency") {
+        drawn = rowsPage(params);
+      } else {
+        drawn = flowsPage();
+      }
+    } catch (e) {
+      view.append(errorBox(e));
     }
+    Promise.resolve(drawn).catch((e) => view.append(errorBox(e))).finally(() => {
+      if (main !== view) return; // left before it was drawn
+      root.replaceChildren(...view.childNodes);
+      main = root;
+    });
   }
 
   function go(hash) {
@@ -459,7 +477,17 @@
     const flow = el("input", { name: "flow", placeholder: "any", value: p.flow, "data-input": "flow" });
     main.append(el("form", { class: "filters", onsubmit: (ev) => {
       ev.preventDefault();
-      go("#/idempotency" + qs({ key: key.value, tenant: tenant.value.trim(), principal: principal.value.trim(), flow: flow.value.trim() }));
+      const f = { key: key.value, tenant: tenant.value.trim(), principal: principal.value.trim(), flow: flow.value.trim() };
+      // At once, while the lookup runs: the rows shown narrow to those that
+      // match (the lookup's page then replaces them), so no row that does
+      // not match stays on screen beside one that does.
+      if (f.key) {
+        for (const tr of tbody.querySelectorAll("tr[data-row]")) {
+          const d = tr.dataset;
+          if (d.row !== f.key || (f.tenant && d.tenant !== f.tenant) || (f.principal && d.principal !== f.principal) || (f.flow && d.flowName !== f.flow)) tr.remove();
+        }
+      }
+      go("#/idempotency" + qs(f));
     } }, el("label", {}, "key", key), el("label", {}, "tenant", tenant), el("label", {}, "principal", principal), el("label", {}, "flow", flow),
     el("button", { type: "submit", "data-action": "lookup", text: "Look up" }), el("a", { href: "#/idempotency", text: "all rows" })));
 
