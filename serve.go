@@ -610,14 +610,22 @@ func writeResult(w http.ResponseWriter, res result, replayed bool) {
 	for k, v := range res.header {
 		h[k] = v
 	}
+	// The values oke sets share one array, each slice capped at its own
+	// element (an Add appends to a copy): one allocation, not one a header.
+	// The keys are in canonical form, as Header.Set would make them.
+	vals := make([]string, 0, 3)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
 	if res.contentType != "" {
-		h.Set("Content-Type", res.contentType)
+		set("Content-Type", res.contentType)
 	}
 	if res.location != "" {
-		h.Set("Location", res.location)
+		set("Location", res.location)
 	}
 	if replayed {
-		h.Set("Idempotent-Replayed", "true")
+		set("Idempotent-Replayed", "true")
 	}
 	w.WriteHeader(res.status)
 	if len(res.body) > 0 {
