@@ -232,7 +232,9 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 	key, fp, ttl := k.key, k.fp, k.ttl
 	if f.claim == ClaimInTx { // never Durable: checkOptions refuses it
 		if _, ok := a.cfg.Driver.(driver.TxClaimer); ok {
-			a.serveDeferred(ctx, f, in, id, k, w)
+			if d, answered := a.answerStored(ctx, f, k, w); !answered {
+				a.serveDeferred(ctx, f, in, id, k, d, w)
+			}
 			return
 		}
 	}
@@ -320,13 +322,14 @@ func (a *App) answerClaim(f *flow, dec idem.Decision, err error, w http.Response
 // non-read effect (on its own), or after the function returns, whichever
 // comes first. A claim that is not the request's stops the flow at that
 // effect, and the request is answered as it would have been had the claim
-// come first.
-func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, k keyed, w http.ResponseWriter) {
-	d := a.engine.Defer(ctx, k.key, k.fp, k.ttl)
+// come first. d is the claim (answerStored's: to be made, or decided by a
+// read of the key's row).
+func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, k keyed, d *idem.Deferred, w http.ResponseWriter) {
 	fx := &Fx{app: a, flow: f, identity: id, claim: d}
 	res, _, runErr := a.callUnary(ctx, f, in, fx)
 	dec, err := d.Decide()
 	f.metrics.claim.Observe(d.Took().Seconds())
+	a.noteStored(k.key, dec, err)
 	if dec.Outcome == idem.InProgress {
 		// The flow's transaction never began; end it before waiting.
 		fx.takeTx().Rollback()
@@ -607,14 +610,22 @@ func writeResult(w http.ResponseWriter, res result, replayed bool) {
 	for k, v := range res.header {
 		h[k] = v
 	}
+	// The values oke sets share one array, each slice capped at its own
+	// element (an Add appends to a copy): one allocation, not one a header.
+	// The keys are in canonical form, as Header.Set would make them.
+	vals := make([]string, 0, 3)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
 	if res.contentType != "" {
-		h.Set("Content-Type", res.contentType)
+		set("Content-Type", res.contentType)
 	}
 	if res.location != "" {
-		h.Set("Location", res.location)
+		set("Location", res.location)
 	}
 	if replayed {
-		h.Set("Idempotent-Replayed", "true")
+		set("Idempotent-Replayed", "true")
 	}
 	w.WriteHeader(res.status)
 	if len(res.body) > 0 {

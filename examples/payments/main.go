@@ -1,9 +1,15 @@
 // Command payments runs the oke payments demo (see package app, and
 // DESIGN.md section 6 for its contract). `oke serve` runs the same.
+//
+// For profiling, OKE_PPROF=ADDR (e.g. 127.0.0.1:6060) also serves
+// net/http/pprof on ADDR, a listener of its own (off unless set).
 package main
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -14,6 +20,25 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop) // a second signal stops the process at once
+	if addr := os.Getenv("OKE_PPROF"); addr != "" {
+		servePprof(addr)
+	}
 	err := app.Main(ctx, "payments", os.Args[1:], os.Stdout, os.Stderr)
 	os.Exit(app.Exit(os.Stderr, "payments", err))
+}
+
+// servePprof serves the runtime profiles on addr, apart from the demo's mux.
+func servePprof(addr string) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	go func() {
+		if err := http.ListenAndServe(addr, mux); err != nil {
+			fmt.Fprintf(os.Stderr, "payments: pprof on %s: %v\n", addr, err)
+		}
+	}()
+	fmt.Fprintf(os.Stderr, "payments: pprof on http://%s/debug/pprof/\n", addr)
 }

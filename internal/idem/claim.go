@@ -140,6 +140,28 @@ func (e *Engine) Current(ctx context.Context, key driver.Key, fp string) (d Deci
 	return e.decide(key, "", 0, 0, fp, driver.ClaimResult{Row: row, Now: now}), true, nil
 }
 
+// Stored says what a request with fingerprint fp gets from the row of key
+// when that row holds a stored response that is not about to expire:
+// Replay, or Reused for another fingerprint, by the same rules as Begin —
+// one read of the row, no claim, no lock. ok is false, and the request
+// must be claimed as usual, for any other row, for none, and for one that
+// expires within margin (the row's expiry is the store's clock; margin
+// covers the skew of this process's).
+func (e *Engine) Stored(ctx context.Context, key driver.Key, fp string, margin time.Duration) (d Decision, ok bool, err error) {
+	row, err := e.Driver.Get(ctx, key)
+	if errors.Is(err, driver.ErrNotFound) {
+		return Decision{}, false, nil
+	}
+	if err != nil {
+		return Decision{}, false, fmt.Errorf("read idempotency row: %w", err)
+	}
+	now := time.Now()
+	if row.State != driver.Completed || row.Response == nil || row.Expired(now.Add(margin)) {
+		return Decision{}, false, nil
+	}
+	return e.decide(key, "", 0, 0, fp, driver.ClaimResult{Row: row, Now: now}), true, nil
+}
+
 // RetryAfter rounds a remaining lease up to whole seconds, at least one.
 func RetryAfter(remaining time.Duration) time.Duration {
 	if remaining <= time.Second {

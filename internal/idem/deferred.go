@@ -62,6 +62,16 @@ func (e *Engine) Defer(ctx context.Context, key driver.Key, fp string, ttl time.
 	}
 }
 
+// Decided is Defer for a claim decided already, by a read of the key's row
+// that took the time took (Stored): its decision is dec, and the flow's first effect
+// is refused with it at once, no claim sent.
+func (e *Engine) Decided(ctx context.Context, key driver.Key, fp string, ttl time.Duration, dec Decision, took time.Duration) *Deferred {
+	d := e.Defer(ctx, key, fp, ttl)
+	d.state, d.dec, d.took = decided, dec, took
+	close(d.done)
+	return d
+}
+
 // Take implements driver.ClaimTicket. When the claim is in flight already
 // (Decide, for an effect on another goroutine of the flow), it waits for
 // the decision.

@@ -117,5 +117,7 @@ func Fingerprint(flow string, canonicalInput []byte) string {
 	h.Write([]byte{0})
 	h.Write(canonicalInput)
 	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0]))
+	var out [2 * sha256.Size]byte // one allocation: the string
+	hex.Encode(out[:], h.Sum(sum[:0]))
+	return string(out[:])
 }

@@ -1,0 +1,105 @@
+package oke
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/idem"
+)
+
+// A retry of a completed request under a claim held in the flow's
+// transaction (ClaimInTx) is refused by that claim: the flow's function
+// starts, its transaction's first statement goes out behind the claim's
+// lock, lookup and guard, the guard fails, and the stored response is
+// answered. Correct, but a replay then costs a connection, a transaction the
+// server aborts (and logs), and the key's advisory lock, which concurrent
+// replays of one key contend for.
+//
+// So a keyed request whose key this process has answered from its stored
+// response before is first answered from the key's row, read on its own
+// (one statement, no lock, no transaction; idem.Engine.Stored): the same
+// replay, by the same rule, without starting the flow. Another payload
+// under the key (422) is decided by that read too, and answered as before:
+// the flow starts and its first effect is refused, no claim sent. Anything
+// else — no row, one about to expire, one that changed — takes the
+// ordinary path.
+// Only keys already replayed here are read first, so a new key's request
+// (the common case) never pays the extra read.
+
+// replayedMax bounds the keys remembered; past it the set starts again.
+const replayedMax = 4096
+
+// storedMargin: a stored response this close to its expiry is left to the
+// claim, which reads the expiry with the store's clock.
+const storedMargin = time.Minute
+
+// replayedKeys is the set of keys this process replayed through a claim
+// held in the transaction.
+type replayedKeys struct {
+	n  atomic.Int64 // keys in m; has costs one atomic load while 0
+	mu sync.Mutex
+	m  map[driver.Key]struct{}
+}
+
+func (s *replayedKeys) has(k driver.Key) bool {
+	if s.n.Load() == 0 {
+		return false
+	}
+	s.mu.Lock()
+	_, ok := s.m[k]
+	s.mu.Unlock()
+	return ok
+}
+
+func (s *replayedKeys) add(k driver.Key) {
+	s.mu.Lock()
+	if s.m == nil || len(s.m) >= replayedMax {
+		s.m = make(map[driver.Key]struct{})
+	}
+	s.m[k] = struct{}{}
+	s.n.Store(int64(len(s.m)))
+	s.mu.Unlock()
+}
+
+func (s *replayedKeys) forget(k driver.Key) {
+	s.mu.Lock()
+	delete(s.m, k)
+	s.n.Store(int64(len(s.m)))
+	s.mu.Unlock()
+}
+
+// answerStored answers a keyed request of a ClaimInTx flow from its key's
+// stored response when the key was replayed here before (see above), and
+// reports whether it answered. Otherwise it returns the claim for
+// serveDeferred: decided already (422) or, most often, to be made. A store
+// error decides nothing: the ordinary path then meets it too, and answers
+// for it.
+func (a *App) answerStored(ctx context.Context, f *flow, k keyed, w http.ResponseWriter) (*idem.Deferred, bool) {
+	if !a.replayed.has(k.key) {
+		return a.engine.Defer(ctx, k.key, k.fp, k.ttl), false
+	}
+	start := time.Now()
+	dec, ok, err := a.engine.Stored(ctx, k.key, k.fp, storedMargin)
+	took := time.Since(start)
+	switch {
+	case err != nil || !ok:
+		a.replayed.forget(k.key)
+		return a.engine.Defer(ctx, k.key, k.fp, k.ttl), false
+	case dec.Outcome != idem.Replay: // another payload: the flow starts, refused at its first effect
+		return a.engine.Decided(ctx, k.key, k.fp, k.ttl, dec, took), false
+	}
+	f.metrics.claim.Observe(took.Seconds())
+	a.answerClaim(f, dec, nil, w)
+	return nil, true
+}
+
+// noteStored remembers k after a held claim replayed its request.
+func (a *App) noteStored(k driver.Key, dec idem.Decision, err error) {
+	if err == nil && dec.Outcome == idem.Replay {
+		a.replayed.add(k)
+	}
+}
