@@ -39,6 +39,13 @@ type fixture struct {
 
 func setup(t *testing.T) fixture {
 	t.Helper()
+	return setupWith(t, "")
+}
+
+// setupWith is setup with db's pool in pgx's default_query_exec_mode mode
+// ("": pgx's default).
+func setupWith(t *testing.T, mode string) fixture {
+	t.Helper()
 	ctx := t.Context()
 	url, admin := pgtest.URL(t), pgtest.AdminPool(t)
 	schema := fmt.Sprintf("pgpipe_test_%d_%d", os.Getpid(), schemaSeq.Add(1))
@@ -60,7 +67,11 @@ func setup(t *testing.T) fixture {
 		t.Cleanup(pool.Close)
 		return pool
 	}
-	pool, dbPool := open(), open()
+	pool := open()
+	if mode != "" {
+		url = pgtest.WithParam(url, "default_query_exec_mode", mode)
+	}
+	dbPool := open()
 	db := pgpipe.OpenDB(dbPool)
 	t.Cleanup(func() { db.Close() })
 	return fixture{db: db, pool: pool, schema: schema}
