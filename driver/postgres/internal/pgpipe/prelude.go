@@ -37,11 +37,11 @@ type Prelude interface {
 
 // ErrNotSent is Pipeline.Send's error when the prelude's statements cannot
 // go in the first statement's pipeline, and nothing was sent: the
-// connection does not use prepared statements (pgx's
-// QueryExecModeCacheStatement or CacheDescribe), the first statement's
-// arguments start with a pgx query option, the connection prepared its
-// maximum of first statements to send this way, or it could not prepare
-// the prelude's.
+// connection does not prepare statements (its pgx exec mode is neither
+// QueryExecModeCacheStatement nor CacheDescribe: e.g. the simple
+// protocol), the first statement's arguments start with a pgx query
+// option, the connection prepared its maximum of first statements to send
+// this way, it could not prepare the prelude's, or Send was called before.
 var ErrNotSent = errors.New("pgpipe: the statements cannot go in the pipeline")
 
 // Pipeline is the pipeline of a transaction's first statement, as a
@@ -56,10 +56,10 @@ type Pipeline struct {
 }
 
 // Send sends stmts, the transaction's BEGIN and its first statement in one
-// pipeline, one round trip, and waits for the server's first results.
-// Each statement is prepared on the connection the first time it is sent
-// (a round trip, as pgx takes for any new statement), then kept for the
-// connection's life. Send is called at most once.
+// pipeline, one round trip, ended by a Sync; Next then reads stmts'
+// results. Each statement is prepared on the connection the first time it
+// is sent (a round trip, as pgx takes for any new statement), then kept for
+// the connection's life.
 func (p *Pipeline) Send(ctx context.Context, stmts ...Statement) error {
 	if !p.pipelined || p.pipe != nil {
 		return ErrNotSent
