@@ -145,7 +145,10 @@
 // pool, Begin opens a transaction on one of its connections lazily (the
 // BEGIN travels with the first statement; the rows of that statement are
 // converted to exactly the values pgx's database/sql adapter gives, type by
-// type), and CommitComplete and CommitStep run Complete's and SaveStep's
+// type; the handle and its lazy BEGIN are internal/pgpipe's, which knows
+// no claim: the held claim rides on its hook, a Prelude sent ahead of the
+// BEGIN), and
+// CommitComplete and CommitStep run Complete's and SaveStep's
 // fenced statements inside a caller's transaction and commit it. oke's Fx.Tx uses them, so a
 // flow's writes to this database and its stored response (or a step's saved
 // result) commit together: a crash never leaves one without the other, and

@@ -2,11 +2,13 @@ package postgres
 
 import (
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/okengine/oke/driver/postgres/internal/pgpipe"
 )
 
 // PgConn returns the pgx connection under a connection of Driver.DB, as
 // (*sql.Conn).Raw hands it out.
-func PgConn(dc any) *pgconn.PgConn { return dc.(*lazyConn).Conn.Conn().PgConn() }
+func PgConn(dc any) *pgconn.PgConn { return dc.(*pgpipe.Conn).Conn.Conn().PgConn() }
 
 // LockKey is the advisory lock a claim held in a transaction takes on key.
 var LockKey = lockKey

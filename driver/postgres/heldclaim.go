@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/driver/postgres/internal/pgpipe"
 )
 
 // A claim held by the flow's transaction (driver.TxClaimer,
@@ -196,58 +196,48 @@ func lockParts(key int64) (classid, objid uint32) {
 	return uint32(uint64(key) >> 32), uint32(uint64(key))
 }
 
-// sendHeld sends req's claim, held by the transaction, the BEGIN and the
-// first statement in one pipeline (see above), and tells t the claim's
-// result. It returns as sendClaimed does.
-func (c *lazyConn) sendHeld(ctx context.Context, t driver.ClaimTicket, req driver.ClaimRequest, sds claimedStatements) (begun, error, bool) {
-	pc := c.Conn.Conn()
-	m := pc.TypeMap()
-	k := req.Key
-	pipe := pc.PgConn().StartPipeline(ctx)
-	fail := func(err error) (begun, error, bool) { return c.claimFailed(t, pipe, err) }
+// sendHeld sends req's claim, held by the transaction, ahead of the BEGIN
+// and the first statement in pipe (see above), tells t the claim's result
+// and returns the refusal t gives, if any. The claim goes alone when it
+// cannot go in pipe.
+func (p *claimPrelude) sendHeld(ctx context.Context, pipe *pgpipe.Pipeline, req driver.ClaimRequest) error {
+	d, t, k := p.d, p.t, req.Key
 	kl, rl := lockKey(k), requestLockKey(k, req.Fingerprint)
 	kc, ko := lockParts(kl)
 	rc, ro := lockParts(rl)
-	for _, s := range []struct {
-		sd   *pgconn.StatementDescription
-		args []any
-	}{
-		{sds.lock, []any{k.Tenant, k.Principal, k.Flow, k.Key, kl, rl, kc, ko, rc, ro}},
-		{sds.lookup, []any{k.Tenant, k.Principal, k.Flow, k.Key}},
-		{sds.heldGuard, []any{k.Tenant, k.Principal, k.Flow, k.Key, req.Fingerprint, kl}},
-	} {
-		if err := c.claimArgs.Build(m, s.sd, s.args); err != nil {
-			return fail(fmt.Errorf("postgres: encode claim: %w", err)) // unsynced: the connection closes
-		}
-		// The pipeline keeps the result formats until it reads the
-		// results, and the next Build reuses them: a copy each.
-		pipe.SendQueryStatement(s.sd, c.claimArgs.ParamValues, c.claimArgs.ParamFormats, slices.Clone(c.claimArgs.ResultFormats))
+	err := pipe.Send(ctx,
+		pgpipe.Statement{SQL: d.sql(heldLockSQL), Args: []any{k.Tenant, k.Principal, k.Flow, k.Key, kl, rl, kc, ko, rc, ro}},
+		pgpipe.Statement{SQL: d.sql(heldLookupSQL), Args: []any{k.Tenant, k.Principal, k.Flow, k.Key}},
+		pgpipe.Statement{SQL: d.sql(heldGuardSQL), Args: []any{k.Tenant, k.Principal, k.Flow, k.Key, req.Fingerprint, kl}},
+	)
+	if errors.Is(err, pgpipe.ErrNotSent) {
+		// Claim on the driver's pool, and send the statement with its
+		// BEGIN as usual.
+		return p.claimAlone(ctx, req)
 	}
-	pipe.SendQueryStatement(sds.begin, nil, nil, nil)
-	pipe.SendQueryStatement(sds.stmt, c.stmtArgs.ParamValues, c.stmtArgs.ParamFormats, c.stmtArgs.ResultFormats)
-	if err := pipe.Sync(); err != nil {
-		// The connection is closed, and with it whatever the server began.
-		return fail(c.d.wrap("claim", err))
+	if err != nil {
+		return p.claimFailed(d.wrap("claim", err))
 	}
 
-	refused := func(res driver.ClaimResult) (begun, error, bool) {
+	refused := func(res driver.ClaimResult) error {
 		err := t.Done(res, nil)
 		if err == nil { // unreachable: a result that is not Claimed never goes to the flow
 			err = errors.New("postgres: claim: the key was refused, yet the claim went to the flow")
 		}
-		return c.endRefused(ctx, pipe, err)
+		return err
 	}
+	m := pipe.TypeMap()
 	lock, err := readLock(pipe, m)
 	if err != nil {
-		return fail(c.d.wrap("claim", err))
+		return p.claimFailed(d.wrap("claim", err))
 	}
 	seen, existed, now, err := readLookup(pipe, m)
 	if err != nil {
-		return fail(c.d.wrap("claim", err))
+		return p.claimFailed(d.wrap("claim", err))
 	}
 	if err := readClosed(pipe); err != nil { // the guard
 		if !divByZero(err) {
-			return fail(c.d.wrap("claim", err))
+			return p.claimFailed(d.wrap("claim", err))
 		}
 		if existed {
 			if ok, _ := driver.MayReplace(&seen, req.Fingerprint, now); !ok {
@@ -272,45 +262,31 @@ func (c *lazyConn) sendHeld(ctx context.Context, t driver.ClaimTicket, req drive
 	}
 	if err := t.Done(res, nil); err != nil {
 		// Unreachable: a Claimed result goes to the flow. Should it not,
-		// end what began.
-		return c.endRefused(ctx, pipe, err)
+		// the refusal ends what began.
+		return err
 	}
-	c.pending, c.held = false, h
-	if err := readClosed(pipe); err != nil { // the BEGIN
-		pipe.Close()
-		return nil, err, true
-	}
-	return c.readFirst(pipe, sds.stmt, m)
+	p.held = h
+	return nil
 }
 
-// readFirst returns the results of the first statement of a transaction
-// sent behind its claim, for the caller to read.
-func (c *lazyConn) readFirst(pipe *pgconn.Pipeline, sd *pgconn.StatementDescription, m *pgtype.Map) (begun, error, bool) {
-	r, err := pipe.GetResults()
+// readClosed reads the next statement's results from pipe and discards
+// them.
+func readClosed(pipe *pgpipe.Pipeline) error {
+	rr, err := pipe.Next()
 	if err != nil {
-		c.forgetIfStale(sd, err)
-		pipe.Close()
-		return nil, err, true
+		return err
 	}
-	rr, ok := r.(*pgconn.ResultReader)
-	if !ok {
-		pipe.Close()
-		return nil, fmt.Errorf("postgres: pipeline: expected the statement's results, got %T", r), true
-	}
-	return &claimedResults{c: c, sd: sd, pipe: pipe, rr: rr, m: m}, nil, true
+	_, err = rr.Close()
+	return err
 }
 
 // readLookup reads heldLookupSQL's row, if any, and the server's clock.
 // It decodes the row's raw values itself: for a new key, the common case,
 // that is one timestamp, without the scan plans of a pgx.Rows.
-func readLookup(pipe *pgconn.Pipeline, m *pgtype.Map) (row driver.Row, existed bool, now time.Time, err error) {
-	r, err := pipe.GetResults()
+func readLookup(pipe *pgpipe.Pipeline, m *pgtype.Map) (row driver.Row, existed bool, now time.Time, err error) {
+	rr, err := pipe.Next()
 	if err != nil {
 		return row, false, now, err
-	}
-	rr, ok := r.(*pgconn.ResultReader)
-	if !ok {
-		return row, false, now, fmt.Errorf("pipeline: expected the lookup's results, got %T", r)
 	}
 	read := false
 	for rr.NextRow() {
@@ -353,14 +329,10 @@ func readLookup(pipe *pgconn.Pipeline, m *pgtype.Map) (row driver.Row, existed b
 }
 
 // readLock reads what heldLockSQL found (lockHeld…lockRow).
-func readLock(pipe *pgconn.Pipeline, m *pgtype.Map) (int16, error) {
-	r, err := pipe.GetResults()
+func readLock(pipe *pgpipe.Pipeline, m *pgtype.Map) (int16, error) {
+	rr, err := pipe.Next()
 	if err != nil {
 		return 0, err
-	}
-	rr, ok := r.(*pgconn.ResultReader)
-	if !ok {
-		return 0, fmt.Errorf("pipeline: expected the lock's results, got %T", r)
 	}
 	var v int16
 	read := false

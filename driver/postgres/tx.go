@@ -7,14 +7,59 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/driver/postgres/internal/pgpipe"
 )
 
 var _ driver.TxDriver = (*Driver)(nil)
+
+// A flow's transaction (oke.Fx.Tx) begins lazily: Begin only marks its
+// connection, and the BEGIN goes to the server in one pipeline with the
+// flow's first statement (pgpipe.Conn.BeginLazy). A live keyed charge is
+// then three round trips — the claim; BEGIN with the INSERT; the completion
+// with the COMMIT — where a BEGIN of its own made four. What the flow can
+// see is the same: Postgres takes a transaction's snapshot at its first
+// statement, not at BEGIN, and the flow sends nothing in between. One thing
+// moves: now() (the transaction's timestamp) is the time of that first
+// statement, not of the Fx.Tx call.
+//
+// A transaction begun by BeginClaimed also carries an Idempotency-Key claim
+// (oke.ClaimInTx): its first statement goes in one pipeline behind the
+// claim, held in the transaction (claimPrelude, a pgpipe.Prelude), and a
+// live keyed charge is two round trips.
+
+// Begin implements driver.TxDriver: it opens the flow's transaction on
+// conn, a connection of DB, without a round trip — the BEGIN goes with the
+// first statement sent on conn (or not at all, if the transaction ends
+// before any: it then has nothing to commit or roll back).
+func (d *Driver) Begin(ctx context.Context, conn *sql.Conn) error {
+	return d.begin(conn, nil)
+}
+
+// BeginClaimed implements driver.TxClaimer: Begin, with t's claim sent in
+// the same pipeline as the first statement, ahead of the BEGIN.
+func (d *Driver) BeginClaimed(ctx context.Context, conn *sql.Conn, t driver.ClaimTicket) error {
+	if t == nil {
+		return d.begin(conn, nil)
+	}
+	return d.begin(conn, &claimPrelude{d: d, t: t})
+}
+
+func (d *Driver) begin(conn *sql.Conn, p pgpipe.Prelude) error {
+	return conn.Raw(func(dc any) error {
+		pc, ok := dc.(*pgpipe.Conn)
+		if !ok {
+			return fmt.Errorf("postgres: begin: the connection is a %T, not one of the driver's DB", dc)
+		}
+		if err := pc.BeginLazy(p); err != nil {
+			return fmt.Errorf("postgres: begin: %w", err)
+		}
+		return nil
+	})
+}
 
 // DB implements driver.TxDriver: a database/sql handle (pgx's stdlib
 // adapter) on a second pool with the driver pool's settings. Flows hold its
@@ -22,7 +67,7 @@ var _ driver.TxDriver = (*Driver)(nil)
 // statements (claims, runs an Emit starts, …) take short turns on the first:
 // one shared pool could fill up with flows that each wait for a connection
 // to do driver work. A transaction Begin opens on one of its connections
-// sends its BEGIN with its first statement (see lazytx.go); otherwise its
+// sends its BEGIN with its first statement (see Begin); otherwise its
 // connections are pgx's. The driver closes it on Close.
 func (d *Driver) DB() *sql.DB {
 	d.dbOnce.Do(func() {
@@ -30,11 +75,11 @@ func (d *Driver) DB() *sql.DB {
 		if err != nil {
 			// Unreachable: the config made the first pool, and connecting
 			// is lazy. Share the first pool rather than fail.
-			d.db = openDB(d, d.pool)
+			d.db = pgpipe.OpenDB(d.pool)
 			return
 		}
 		d.txPool = pool
-		d.db = openDB(d, pool)
+		d.db = pgpipe.OpenDB(pool)
 	})
 	return d.db
 }
@@ -54,10 +99,10 @@ func (d *Driver) CommitComplete(ctx context.Context, conn *sql.Conn, key driver.
 	// Someone waits for the key (keywait.go): the pipeline notifies them
 	// before its COMMIT, so the notification goes out with the commit.
 	notice, _ := d.completionNotice(key)
-	return d.commitWith(ctx, conn, "complete in transaction", driver.ErrNotOwner, notice, func(lc *lazyConn) (string, []any) {
-		if h := lc.held; h != nil && h.owner == owner && h.key == key {
+	return d.commitWith(ctx, conn, "complete in transaction", driver.ErrNotOwner, notice, func(pc *pgpipe.Conn) (string, []any) {
+		if p, _ := pc.Prelude().(*claimPrelude); p != nil && p.held != nil && p.held.owner == owner && p.held.key == key {
 			// The claim is the transaction's: the response is its row.
-			return h.completion(d, resp, ttl)
+			return p.held.completion(d, resp, ttl)
 		}
 		return d.sql(completeOrFailSQL), completeArgs(key, owner, resp, ttl)
 	})
@@ -78,14 +123,14 @@ func (d *Driver) CommitStep(ctx context.Context, conn *sql.Conn, id, owner strin
 	if err := d.check(); err != nil {
 		return err
 	}
-	return d.commitWith(ctx, conn, "save step in transaction", driver.ErrStepOrder, "", func(*lazyConn) (string, []any) {
+	return d.commitWith(ctx, conn, "save step in transaction", driver.ErrStepOrder, "", func(*pgpipe.Conn) (string, []any) {
 		return d.sql(saveStepOrFailSQL), saveStepArgs(id, owner, step)
 	})
 }
 
 // commitWith sends the fenced statement stmt gives and a COMMIT as one
-// pipeline on conn's pgx connection (behind the BEGIN, if the flow sent
-// nothing in its transaction). When the statement refuses — its errors say
+// pipeline on conn's pgx connection (pgpipe.Conn.Commit: behind the BEGIN,
+// if the flow sent nothing in its transaction). When the statement refuses — its errors say
 // why: see completeOrFailSQL and saveStepOrFailSQL; a unique violation is
 // dup (a concurrent save of the same step, or a claim made without the lock
 // of a held one: insertCompletedSQL) — the server skips the COMMIT; the
@@ -93,36 +138,18 @@ func (d *Driver) CommitStep(ctx context.Context, conn *sql.Conn, id, owner strin
 // ErrStepOrder) returned. A notice that is not empty is sent on
 // WaitChannel between the statement and the COMMIT, in the same pipeline:
 // skipped with the COMMIT when the statement refuses.
-func (d *Driver) commitWith(ctx context.Context, conn *sql.Conn, op string, dup error, notice string, stmt func(*lazyConn) (string, []any)) error {
+func (d *Driver) commitWith(ctx context.Context, conn *sql.Conn, op string, dup error, notice string, stmt func(*pgpipe.Conn) (string, []any)) error {
 	return conn.Raw(func(dc any) error {
-		lc, ok := dc.(*lazyConn)
+		pc, ok := dc.(*pgpipe.Conn)
 		if !ok {
 			return fmt.Errorf("postgres: %s: the connection is a %T, not one of the driver's DB", op, dc)
 		}
-		q, args := stmt(lc)
-		lc.held = nil // the transaction ends here
-		c := lc.Conn.Conn()
-		b := &pgx.Batch{}
-		if lc.pending {
-			// The flow sent nothing in its transaction: it begins here.
-			lc.pending = false
-			b.Queue("BEGIN")
-		}
-		b.Queue(q, args...)
+		q, args := stmt(pc)
+		stmts := []pgpipe.Statement{{SQL: q, Args: args}}
 		if notice != "" {
-			b.Queue(`SELECT pg_notify($1, $2)`, d.waitChannel(), notice)
+			stmts = append(stmts, pgpipe.Statement{SQL: `SELECT pg_notify($1, $2)`, Args: []any{d.waitChannel(), notice}})
 		}
-		b.Queue("COMMIT")
-		br := c.SendBatch(ctx, b)
-		var first error
-		for range b.Len() {
-			if _, err := br.Exec(); err != nil && first == nil {
-				first = err
-			}
-		}
-		if err := br.Close(); err != nil && first == nil {
-			first = err
-		}
+		first := pc.Commit(ctx, stmts...)
 		if first == nil {
 			return nil
 		}
@@ -141,7 +168,7 @@ func (d *Driver) commitWith(ctx context.Context, conn *sql.Conn, op string, dup 
 		if refused == nil {
 			return d.wrap(op, first)
 		}
-		if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
+		if _, err := pc.Conn.Conn().Exec(ctx, "ROLLBACK"); err != nil {
 			return d.wrap(op, err)
 		}
 		return fmt.Errorf("postgres: %s: %w", op, refused)

@@ -1,30 +1,98 @@
-package postgres_test
+package pgpipe_test
 
 import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"os"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/okengine/oke/driver/postgres"
+	"github.com/okengine/oke/driver/postgres/internal/pgpipe"
+	"github.com/okengine/oke/internal/pgtest"
 )
 
-// begun returns a connection of d.DB() with a transaction begun (lazily:
+// TestMain fails the package's tests when any leave a goroutine running.
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// testPool is the size of each of a test's two pools: the DB's and the
+// one for setting up and checking (fixture.pool).
+const testPool = 2
+
+var schemaSeq atomic.Int64
+
+// fixture is what a test runs against: db, a DB of pgpipe's on a pool of
+// its own, and pool, for setting up and checking what db did, in a fresh
+// schema of the test server, dropped when the test ends.
+type fixture struct {
+	db     *sql.DB
+	pool   *pgxpool.Pool
+	schema string
+}
+
+func setup(t *testing.T) fixture {
+	t.Helper()
+	return setupWith(t, "")
+}
+
+// setupWith is setup with db's pool in pgx's default_query_exec_mode mode
+// ("": pgx's default).
+func setupWith(t *testing.T, mode string) fixture {
+	t.Helper()
+	ctx := t.Context()
+	url, admin := pgtest.URL(t), pgtest.AdminPool(t)
+	schema := fmt.Sprintf("pgpipe_test_%d_%d", os.Getpid(), schemaSeq.Add(1))
+	ident := pgx.Identifier{schema}.Sanitize()
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+ident); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+ident+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	c := pgtest.Charge(t, 2*testPool)
+	open := func() *pgxpool.Pool {
+		pool, err := pgxpool.New(ctx, c.DSN(pgtest.WithPoolSize(url, testPool)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return pool
+	}
+	pool := open()
+	if mode != "" {
+		url = pgtest.WithParam(url, "default_query_exec_mode", mode)
+	}
+	dbPool := open()
+	db := pgpipe.OpenDB(dbPool)
+	t.Cleanup(func() { db.Close() })
+	return fixture{db: db, pool: pool, schema: schema}
+}
+
+// beginLazy begins conn's transaction with BeginLazy and prelude p.
+func beginLazy(conn *sql.Conn, p pgpipe.Prelude) error {
+	return conn.Raw(func(dc any) error { return dc.(*pgpipe.Conn).BeginLazy(p) })
+}
+
+// begun returns a connection of f.db with a transaction begun (lazily:
 // nothing sent yet), returned to the pool at the end of the test, or when
 // the test closes it (the pool is small: testPool).
-func begun(t *testing.T, d *postgres.Driver) *sql.Conn {
+func begun(t *testing.T, f fixture) *sql.Conn {
 	t.Helper()
-	conn, err := d.DB().Conn(t.Context())
+	conn, err := f.db.Conn(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	if err := d.Begin(t.Context(), conn); err != nil {
+	if err := beginLazy(conn, nil); err != nil {
 		t.Fatal(err)
 	}
 	return conn
@@ -67,14 +135,14 @@ func scanAll(t *testing.T, rows *sql.Rows) [][]any {
 }
 
 // The first statement of a lazily begun transaction travels in a pipeline
-// with its BEGIN, and its rows are converted by oke, not by pgx's
+// with its BEGIN, and its rows are converted by pgpipe, not by pgx's
 // database/sql adapter: every type must come out as the adapter gives it.
 func TestFirstStatementOfATransactionReturnsWhatPgxsAdapterReturns(t *testing.T) {
 	t.Parallel()
-	d := newDriver(t)
+	f := setup(t)
 	ctx := t.Context()
-	enum := pgx.Identifier{d.Schema(), "mood"}.Sanitize()
-	if _, err := d.Pool().Exec(ctx, `CREATE TYPE `+enum+` AS ENUM ('calm', 'busy')`); err != nil {
+	enum := pgx.Identifier{f.schema, "mood"}.Sanitize()
+	if _, err := f.pool.Exec(ctx, `CREATE TYPE `+enum+` AS ENUM ('calm', 'busy')`); err != nil {
 		t.Fatal(err)
 	}
 	exprs := []string{
@@ -91,13 +159,13 @@ func TestFirstStatementOfATransactionReturnsWhatPgxsAdapterReturns(t *testing.T)
 		t.Run(e, func(t *testing.T) {
 			q := "SELECT " + e + " AS v, $1::int4 AS n"
 			want := func() [][]any {
-				rows, err := d.DB().QueryContext(ctx, q, 1)
+				rows, err := f.db.QueryContext(ctx, q, 1)
 				if err != nil {
 					t.Fatal(err)
 				}
 				return scanAll(t, rows)
 			}()
-			conn := begun(t, d)
+			conn := begun(t, f)
 			rows, err := conn.QueryContext(ctx, q, 1)
 			if err != nil {
 				t.Fatal(err)
@@ -119,7 +187,7 @@ func txStatus(t *testing.T, conn *sql.Conn) byte {
 	t.Helper()
 	var st byte
 	err := conn.Raw(func(dc any) error {
-		st = postgres.PgConn(dc).TxStatus()
+		st = dc.(*pgpipe.Conn).Conn.Conn().PgConn().TxStatus()
 		return nil
 	})
 	if err != nil {
@@ -130,22 +198,22 @@ func txStatus(t *testing.T, conn *sql.Conn) byte {
 
 func TestLazyBeginIsATransaction(t *testing.T) {
 	t.Parallel()
-	d := newDriver(t)
+	f := setup(t)
 	ctx := t.Context()
-	table := pgx.Identifier{d.Schema(), "lazy"}.Sanitize()
-	if _, err := d.Pool().Exec(ctx, `CREATE TABLE `+table+` (id int PRIMARY KEY)`); err != nil {
+	table := pgx.Identifier{f.schema, "lazy"}.Sanitize()
+	if _, err := f.pool.Exec(ctx, `CREATE TABLE `+table+` (id int PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
 	count := func() (n int) {
 		t.Helper()
-		if err := d.Pool().QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
+		if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
 
 	t.Run("nothing is sent until the first statement, which begins it", func(t *testing.T) {
-		conn := begun(t, d)
+		conn := begun(t, f)
 		if st := txStatus(t, conn); st != 'I' {
 			t.Fatalf("after Begin: status %c, want I (no BEGIN sent yet)", st)
 		}
@@ -167,7 +235,7 @@ func TestLazyBeginIsATransaction(t *testing.T) {
 	})
 
 	t.Run("the first statement may be a query; COMMIT keeps its writes", func(t *testing.T) {
-		conn := begun(t, d)
+		conn := begun(t, f)
 		var id int
 		if err := conn.QueryRowContext(ctx, `INSERT INTO `+table+` VALUES (2) RETURNING id`).Scan(&id); err != nil || id != 2 {
 			t.Fatalf("INSERT … RETURNING: %d, %v", id, err)
@@ -184,7 +252,7 @@ func TestLazyBeginIsATransaction(t *testing.T) {
 	})
 
 	t.Run("a failing first statement leaves the transaction failed, not committed", func(t *testing.T) {
-		conn := begun(t, d)
+		conn := begun(t, f)
 		_, err := conn.ExecContext(ctx, `INSERT INTO `+table+` VALUES (2)`) // taken
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
@@ -206,8 +274,8 @@ func TestLazyBeginIsATransaction(t *testing.T) {
 
 	t.Run("a failing first query reports its error from Query, as pgx's adapter does", func(t *testing.T) {
 		q := `INSERT INTO ` + table + ` VALUES (2) RETURNING id` // taken
-		_, want := d.DB().QueryContext(ctx, q)
-		conn := begun(t, d)
+		_, want := f.db.QueryContext(ctx, q)
+		conn := begun(t, f)
 		rows, err := conn.QueryContext(ctx, q)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != "23505" || want == nil || err.Error() != want.Error() {
@@ -219,7 +287,7 @@ func TestLazyBeginIsATransaction(t *testing.T) {
 	})
 
 	t.Run("a first query of many rows reads them all", func(t *testing.T) {
-		conn := begun(t, d)
+		conn := begun(t, f)
 		rows, err := conn.QueryContext(ctx, `SELECT g FROM generate_series(1, 1000) g`)
 		if err != nil {
 			t.Fatal(err)
@@ -229,7 +297,7 @@ func TestLazyBeginIsATransaction(t *testing.T) {
 			t.Fatalf("%d rows (with the type names), first %v, last %v", len(got), got[1], got[len(got)-1])
 		}
 		conn.ExecContext(ctx, "ROLLBACK")
-		conn = begun(t, d)
+		conn = begun(t, f)
 		empty, err := conn.QueryContext(ctx, `SELECT 1 WHERE false`)
 		if err != nil {
 			t.Fatal(err)
@@ -242,7 +310,7 @@ func TestLazyBeginIsATransaction(t *testing.T) {
 
 	t.Run("a transaction ended before any statement sends nothing", func(t *testing.T) {
 		for _, end := range []string{"COMMIT", "ROLLBACK", " rollback ;"} {
-			conn := begun(t, d)
+			conn := begun(t, f)
 			if _, err := conn.ExecContext(ctx, end); err != nil {
 				t.Fatalf("%q: %v", end, err)
 			}
@@ -261,17 +329,17 @@ func TestLazyBeginIsATransaction(t *testing.T) {
 	})
 
 	t.Run("a connection returned with its BEGIN unsent is not in a transaction when reused", func(t *testing.T) {
-		conn, err := d.DB().Conn(ctx)
+		conn, err := f.db.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := d.Begin(ctx, conn); err != nil {
+		if err := beginLazy(conn, nil); err != nil {
 			t.Fatal(err)
 		}
 		conn.Close()
 		// Whichever connection the pool hands out next runs autocommit.
 		for range 3 {
-			if _, err := d.DB().ExecContext(ctx, `INSERT INTO `+table+` VALUES (11) ON CONFLICT DO NOTHING`); err != nil {
+			if _, err := f.db.ExecContext(ctx, `INSERT INTO `+table+` VALUES (11) ON CONFLICT DO NOTHING`); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -281,21 +349,21 @@ func TestLazyBeginIsATransaction(t *testing.T) {
 	})
 
 	t.Run("Begin twice is an error", func(t *testing.T) {
-		conn := begun(t, d)
-		if err := d.Begin(ctx, conn); err == nil {
+		conn := begun(t, f)
+		if err := beginLazy(conn, nil); err == nil {
 			t.Fatal("second Begin: nil error")
 		}
 		if _, err := conn.ExecContext(ctx, "SELECT 1"); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.Begin(ctx, conn); err == nil {
+		if err := beginLazy(conn, nil); err == nil {
 			t.Fatal("Begin inside a begun transaction: nil error")
 		}
 		conn.ExecContext(ctx, "ROLLBACK")
 	})
 
 	t.Run("a cancelled first statement reports the cancellation", func(t *testing.T) {
-		conn := begun(t, d)
+		conn := begun(t, f)
 		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
 		_, err := conn.ExecContext(cctx, "SELECT pg_sleep(5)")

@@ -1,0 +1,89 @@
+package pgpipe
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// firstStatements are the BEGIN and the first statement of a transaction
+// sent behind a prelude, prepared on the connection.
+type firstStatements struct {
+	begin, stmt *pgconn.StatementDescription
+}
+
+// prepared is what a connection (it outlives its Conn, which database/sql
+// drops when the connection goes back to the pool) keeps of the first
+// statements it sent behind a prelude. pgx keeps the prepared statements
+// themselves, by their SQL (pgx.Conn.Prepare).
+type prepared struct {
+	begin *pgconn.StatementDescription
+	stmts map[string]struct{} // first statements prepared
+	stale []string            // prepared statements to deallocate: see forgetIfStale
+}
+
+// preparedOf returns the connection's prepared, kept in its CustomData.
+func preparedOf(pc *pgconn.PgConn) *prepared {
+	data := pc.CustomData()
+	st, ok := data["pgpipe"].(*prepared)
+	if !ok {
+		st = &prepared{stmts: map[string]struct{}{}}
+		data["pgpipe"] = st
+	}
+	return st
+}
+
+// prepareFirst prepares the BEGIN and query on the connection, or reports
+// (false) that query cannot go in a pipeline behind a prelude.
+func (c *Conn) prepareFirst(ctx context.Context, query string, args []any) (firstStatements, bool, error) {
+	var sds firstStatements
+	pc := c.Conn.Conn()
+	switch pc.Config().DefaultQueryExecMode {
+	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe:
+	default:
+		return sds, false, nil
+	}
+	if len(args) > 0 {
+		switch args[0].(type) {
+		case pgx.QueryRewriter, pgx.QueryExecMode, pgx.QueryResultFormats, pgx.QueryResultFormatsByOID:
+			return sds, false, nil
+		}
+	}
+	st := preparedOf(pc.PgConn())
+	for len(st.stale) > 0 {
+		if err := pc.Deallocate(ctx, st.stale[0]); err != nil {
+			return sds, false, badConn(err)
+		}
+		st.stale = st.stale[1:]
+	}
+	if _, ok := st.stmts[query]; !ok && len(st.stmts) >= maxPrepared {
+		return sds, false, nil
+	}
+	if st.begin == nil {
+		var err error
+		if st.begin, err = pc.Prepare(ctx, "BEGIN", "BEGIN"); err != nil {
+			return sds, false, badConn(err)
+		}
+	}
+	sd, err := pc.Prepare(ctx, query, query) // pgx keeps it: a map lookup after the first time
+	if err != nil {
+		return sds, false, badConn(err)
+	}
+	st.stmts[query] = struct{}{}
+	return firstStatements{begin: st.begin, stmt: sd}, true, nil
+}
+
+// forgetIfStale drops a prepared statement the server refused to run
+// because its tables changed under it ("cached plan must not change result
+// type"): it is deallocated before the next first statement and prepared
+// again when next sent.
+func (c *Conn) forgetIfStale(sd *pgconn.StatementDescription, err error) {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "0A000" {
+		st := preparedOf(c.Conn.Conn().PgConn())
+		delete(st.stmts, sd.SQL)
+		st.stale = append(st.stale, sd.SQL)
+	}
+}

@@ -1,0 +1,247 @@
+package pgpipe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// A Prelude sends statements of its own ahead of a transaction's BEGIN, in
+// the pipeline of the transaction's first statement (Conn.BeginLazy):
+//
+//	prelude's statements · BEGIN · first statement · Sync
+//
+// An error among the prelude's statements makes the server skip the rest
+// up to the Sync, which ends the implicit transaction they ran in: no
+// transaction opens, and the first statement does not run. Otherwise the
+// BEGIN turns that implicit transaction into the one begun, so that what
+// the prelude's statements did (their locks, say) lasts until it ends.
+type Prelude interface {
+	// Before is called once, when the transaction's first statement is
+	// about to be sent (not at all if the transaction ends first). It may
+	// send its statements with p.Send and read their results with p.Next.
+	//
+	// A nil error sends the transaction's BEGIN and first statement:
+	// behind the prelude's statements if Send sent them, else as a
+	// pipeline of their own. An error refuses the transaction: the
+	// server's is rolled back if it began, and the first statement and
+	// every later one fail with the error, until the transaction's end
+	// (COMMIT, ROLLBACK, END or ABORT), which succeeds and sends nothing.
+	Before(ctx context.Context, p *Pipeline) error
+}
+
+// ErrNotSent is Pipeline.Send's error when the prelude's statements cannot
+// go in the first statement's pipeline, and nothing was sent: the
+// connection does not prepare statements (its pgx exec mode is neither
+// QueryExecModeCacheStatement nor CacheDescribe: e.g. the simple
+// protocol), the first statement's arguments start with a pgx query
+// option, the connection prepared its maximum of first statements to send
+// this way, it could not prepare the prelude's, or Send was called before.
+var ErrNotSent = errors.New("pgpipe: the statements cannot go in the pipeline")
+
+// Pipeline is the pipeline of a transaction's first statement, as a
+// Prelude's Before sees it.
+type Pipeline struct {
+	c         *Conn
+	sds       firstStatements
+	pipelined bool
+	pipe      *pgconn.Pipeline // once sent
+	sent      int              // the prelude's statements sent
+	read      int              // their results read
+}
+
+// Send sends stmts, the transaction's BEGIN and its first statement in one
+// pipeline, one round trip, ended by a Sync; Next then reads stmts'
+// results. Each statement is prepared on the connection the first time it
+// is sent (a round trip, as pgx takes for any new statement), then kept for
+// the connection's life.
+func (p *Pipeline) Send(ctx context.Context, stmts ...Statement) error {
+	if !p.pipelined || p.pipe != nil {
+		return ErrNotSent
+	}
+	pc := p.c.Conn.Conn()
+	sds := make([]*pgconn.StatementDescription, len(stmts))
+	for i, s := range stmts {
+		sd, err := pc.Prepare(ctx, s.SQL, s.SQL) // pgx keeps it: a map lookup after the first time
+		if err != nil {
+			return fmt.Errorf("%w: prepare: %w", ErrNotSent, err)
+		}
+		sds[i] = sd
+	}
+	m := pc.TypeMap()
+	p.pipe = pc.PgConn().StartPipeline(ctx)
+	for i, s := range stmts {
+		if err := p.c.preArgs.Build(m, sds[i], s.Args); err != nil {
+			return fmt.Errorf("pgpipe: encode statement %d: %w", i, err) // unsynced: the connection closes
+		}
+		// The pipeline keeps the result formats until it reads the
+		// results, and the next Build reuses them: a copy each.
+		p.pipe.SendQueryStatement(sds[i], p.c.preArgs.ParamValues, p.c.preArgs.ParamFormats, slices.Clone(p.c.preArgs.ResultFormats))
+	}
+	p.pipe.SendQueryStatement(p.sds.begin, nil, nil, nil)
+	a := &p.c.stmtArgs
+	p.pipe.SendQueryStatement(p.sds.stmt, a.ParamValues, a.ParamFormats, a.ResultFormats)
+	p.sent = len(stmts)
+	// The connection is closed when Sync fails, and with it whatever the
+	// server began.
+	return p.pipe.Sync()
+}
+
+// Next returns the results of the next of the statements Send sent, for
+// the caller to read and close.
+func (p *Pipeline) Next() (*pgconn.ResultReader, error) {
+	if p.read >= p.sent {
+		return nil, errors.New("pgpipe: no more of the prelude's results")
+	}
+	p.read++
+	return nextResults(p.pipe)
+}
+
+// TypeMap is the connection's, for decoding the values Next's results
+// hold.
+func (p *Pipeline) TypeMap() *pgtype.Map { return p.c.Conn.Conn().TypeMap() }
+
+func nextResults(pipe *pgconn.Pipeline) (*pgconn.ResultReader, error) {
+	r, err := pipe.GetResults()
+	if err != nil {
+		return nil, err
+	}
+	rr, ok := r.(*pgconn.ResultReader)
+	if !ok {
+		return nil, fmt.Errorf("pgpipe: pipeline: expected a statement's results, got %T", r)
+	}
+	return rr, nil
+}
+
+// sendPrelude sends the pending transaction's first statement behind its
+// prelude's statements (see Prelude) and returns its results. sent is
+// false when nothing was sent because the prelude sent no statements and
+// let the transaction go ahead: the caller then sends the statement with
+// its BEGIN.
+func (c *Conn) sendPrelude(ctx context.Context, query string, args []any) (br begun, err error, sent bool) {
+	pc := c.Conn.Conn()
+	sds, pipelined, err := c.prepareFirst(ctx, query, args)
+	if err != nil {
+		c.pending = false
+		return nil, err, true
+	}
+	if pipelined {
+		// Encode the statement's arguments before the prelude runs: an
+		// argument that cannot be sent fails the statement alone.
+		if err := c.stmtArgs.Build(pc.TypeMap(), sds.stmt, args); err != nil {
+			c.pending = false
+			return nil, err, true
+		}
+	}
+	p := &Pipeline{c: c, sds: sds, pipelined: pipelined}
+	if err := c.prelude.Before(ctx, p); err != nil {
+		return nil, c.refuse(ctx, p.pipe, err), true
+	}
+	if p.pipe == nil {
+		return nil, nil, false
+	}
+	c.pending = false
+	for p.read < p.sent { // what the prelude left unread
+		if err := readClosed(p); err != nil {
+			p.pipe.Close()
+			return nil, err, true
+		}
+	}
+	if rr, err := nextResults(p.pipe); err != nil { // the BEGIN
+		p.pipe.Close()
+		return nil, err, true
+	} else if _, err := rr.Close(); err != nil {
+		p.pipe.Close()
+		return nil, err, true
+	}
+	return c.readFirst(p.pipe, sds.stmt, pc.TypeMap())
+}
+
+func readClosed(p *Pipeline) error {
+	rr, err := p.Next()
+	if err != nil {
+		return err
+	}
+	_, err = rr.Close()
+	return err
+}
+
+// refuse closes pipe, if one was started, and refuses the transaction
+// with err; should the server have begun it, it is rolled back first.
+func (c *Conn) refuse(ctx context.Context, pipe *pgconn.Pipeline, err error) error {
+	if pipe != nil {
+		pipe.Close()
+	}
+	pc := c.Conn.Conn()
+	if !pc.IsClosed() && pc.PgConn().TxStatus() != 'I' {
+		if _, rerr := pc.Exec(ctx, "ROLLBACK"); rerr != nil {
+			c.pending = false
+			return badConn(rerr)
+		}
+	}
+	c.pending, c.refused = false, err
+	return err
+}
+
+// readFirst returns the results of the first statement of a transaction
+// sent behind its prelude, for the caller to read.
+func (c *Conn) readFirst(pipe *pgconn.Pipeline, sd *pgconn.StatementDescription, m *pgtype.Map) (begun, error, bool) {
+	r, err := pipe.GetResults()
+	if err != nil {
+		c.forgetIfStale(sd, err)
+		pipe.Close()
+		return nil, err, true
+	}
+	rr, ok := r.(*pgconn.ResultReader)
+	if !ok {
+		pipe.Close()
+		return nil, fmt.Errorf("pgpipe: pipeline: expected the statement's results, got %T", r), true
+	}
+	return &pipeResults{c: c, sd: sd, pipe: pipe, rr: rr, m: m}, nil, true
+}
+
+// pipeResults are the results of the statement sendPrelude sent: the
+// statement's, then the pipeline's final Sync.
+type pipeResults struct {
+	c    *Conn
+	sd   *pgconn.StatementDescription
+	pipe *pgconn.Pipeline
+	rr   *pgconn.ResultReader
+	m    *pgtype.Map
+	rows pgx.Rows
+}
+
+func (r *pipeResults) Exec() (pgconn.CommandTag, error) {
+	tag, err := r.rr.Close()
+	if err != nil {
+		r.c.forgetIfStale(r.sd, err)
+	}
+	return tag, err
+}
+
+func (r *pipeResults) Query() (pgx.Rows, error) {
+	r.rows = pgx.RowsFromResultReader(r.m, r.rr)
+	return r.rows, nil
+}
+
+func (r *pipeResults) Close() error {
+	var err error
+	if r.rows != nil {
+		r.rows.Close()
+		err = r.rows.Err()
+	} else {
+		_, err = r.rr.Close()
+	}
+	if err != nil {
+		r.c.forgetIfStale(r.sd, err)
+	}
+	if cerr := r.pipe.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
