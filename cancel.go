@@ -4,26 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/okengine/oke/driver"
-)
-
-// ErrRunCancelled is the result a cancelled run keeps (App.Cancel), and what
-// a retry of the request that started it replays.
-var ErrRunCancelled = &Error{Status: http.StatusConflict, Code: "RunCancelled",
-	Message: "This run was cancelled by an operator before it finished."}
-
-// Errors of App.Cancel, besides driver.ErrNotFound.
-var (
-	// ErrRunRunning: an execution holds the run now (a live lease); it can
-	// be cancelled once it parks — sleeps, waits for a retry, or its
-	// holder's lease lapses.
-	ErrRunRunning = errors.New("oke: the run is running now; cancel it again when it parks (sleeps, waits for a retry, or its lease lapses)")
-	// ErrRunFinished: the run has completed or failed already.
-	ErrRunFinished = errors.New("oke: the run has finished; there is nothing to cancel")
-	// ErrCannotCancel: the app's journal driver has no CancelRun.
-	ErrCannotCancel = errors.New("oke: this app's journal driver cannot cancel runs (it does not implement driver.RunCanceller)")
 )
 
 // Cancel ends a durable run that no execution is running now — one that

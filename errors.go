@@ -218,3 +218,20 @@ func (e *ContractError) Unwrap() []error { return e.Problems }
 // ErrBadStep is returned by ReplayFrom for a step the run cannot be
 // replayed from (steps count from 1, up to one past its saved steps).
 var ErrBadStep = errors.New("oke: no such step to replay from")
+
+// ErrRunCancelled is the result a cancelled run keeps (App.Cancel), and what
+// a retry of the request that started it replays.
+var ErrRunCancelled = &Error{Status: http.StatusConflict, Code: "RunCancelled",
+	Message: "This run was cancelled by an operator before it finished."}
+
+// Errors of App.Cancel, besides driver.ErrNotFound.
+var (
+	// ErrRunRunning: an execution holds the run now (a live lease); it can
+	// be cancelled once it parks — sleeps, waits for a retry, or its
+	// holder's lease lapses.
+	ErrRunRunning = errors.New("oke: the run is running now; cancel it again when it parks (sleeps, waits for a retry, or its lease lapses)")
+	// ErrRunFinished: the run has completed or failed already.
+	ErrRunFinished = errors.New("oke: the run has finished; there is nothing to cancel")
+	// ErrCannotCancel: the app's journal driver has no CancelRun.
+	ErrCannotCancel = errors.New("oke: this app's journal driver cannot cancel runs (it does not implement driver.RunCanceller)")
+)
