@@ -91,7 +91,7 @@ func pgbenchHeld() string {
 			// The key's lock is :key, the request's -:key; pg_locks is
 			// read only for a busy key, which a fresh key never is.
 			subs = append([]struct{ param, v string }{{"$10", "0"}, {"$9", "0"}, {"$8", "0"}, {"$7", "0"},
-				{"$6", "(-:key)"}, {"$5", ":key"}}, subs[1:]...)
+				{"$6", "(-(:key)::bigint)"}, {"$5", ":key"}}, subs[1:]...)
 		case strings.ReplaceAll(heldGuardSQL, "{s}", "oke"):
 			subs = append([]struct{ param, v string }{{"$6", ":key"}}, subs...)
 		}

@@ -9,7 +9,7 @@ WITH l AS MATERIALIZED (
 			AND d.state = 2 AND d.expires_at > now()) THEN 3
 		WHEN pg_try_advisory_xact_lock(:key) THEN 0
 		ELSE 1 END AS held
-	FROM pg_advisory_xact_lock_shared((-:key)) AS request_lock
+	FROM pg_advisory_xact_lock_shared((-(:key)::bigint)) AS request_lock
 )
 SELECT CASE WHEN held <> 1 THEN held ELSE (
 	WITH locks AS MATERIALIZED (
