@@ -32,10 +32,10 @@ import (
 //     request's lock of this fingerprint: the same request, running; 409)
 //     or not (another request under the key; 422) — read in one snapshot
 //     of pg_locks, so there is no moment where the holder has the key's
-//     lock without its request's. A key whose row is completed and
-//     unexpired is not locked at all: that row decides, and replays of a
-//     hot key never queue on, or refuse each other by, its lock. Claims
-//     made on their own take no lock; see "Mixed" below.
+//     lock without its request's; or that the key's row is completed and
+//     unexpired, which then decides, so replays of a hot key never refuse
+//     each other by its lock. Claims made on their own take no lock; see
+//     "Mixed" below.
 //   - lookup reads the key's row, if any, with a snapshot taken after the
 //     lock, for the decision and for a replay. It runs whatever the lock
 //     found: a completed row replays even while another transaction holds
@@ -70,37 +70,36 @@ const (
 	lockHeld  = 0 // this transaction holds the key
 	lockSame  = 1 // another transaction holds it, with this fingerprint (or just let it go)
 	lockOther = 2 // another transaction holds it, with another fingerprint
-	lockRow   = 3 // the key's row is completed and unexpired: no lock taken
+	lockRow   = 3 // another transaction holds it, and the key's row is completed and unexpired: the row decides
 )
 
-// heldLockSQL takes the request's lock ($6: requestLockKey, shared) and
-// tries the key's ($5: lockKey), unless the key's row is completed and
-// unexpired, and says what it found (lockHeld…lockRow). When another
-// transaction holds the key's lock, one read of pg_locks says whether that
-// transaction also holds the request's: $7 and $8 are the key's lock as
-// pg_locks shows a 64-bit key (classid, objid), $9 and $10 the request's.
-// A key whose holder let it go by the time pg_locks is read counts as the
-// same request (409: a retry claims it).
-var heldLockSQL = `WITH l AS MATERIALIZED (
-	SELECT CASE
-		WHEN EXISTS (SELECT 1 FROM {s}.oke_idempotency d WHERE ` + keyWhere + `
-			AND d.state = 2 AND d.expires_at > now()) THEN 3
-		WHEN pg_try_advisory_xact_lock($5) THEN 0
-		ELSE 1 END AS held
-	FROM pg_advisory_xact_lock_shared($6) AS request_lock
-)
-SELECT CASE WHEN held <> 1 THEN held ELSE (
-	WITH locks AS MATERIALIZED (
-		SELECT pid, classid, objid FROM pg_locks
-		WHERE locktype = 'advisory' AND granted AND objsubid = 1
-			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-			AND ((classid = $7 AND objid = $8) OR (classid = $9 AND objid = $10)))
-	SELECT CASE
-		WHEN EXISTS (SELECT 1 FROM locks k JOIN locks r ON r.pid = k.pid
-			WHERE k.classid = $7 AND k.objid = $8 AND r.classid = $9 AND r.objid = $10) THEN 1
-		WHEN EXISTS (SELECT 1 FROM locks k WHERE k.classid = $7 AND k.objid = $8) THEN 2
-		ELSE 1 END) END::smallint
-FROM l`
+// heldLockSQL takes the request's lock ($6: requestLockKey, shared; in a
+// subquery the planner may not flatten, so it is taken before the key's)
+// and tries the key's ($5: lockKey), and says what it found
+// (lockHeld…lockRow). Only when another transaction holds the key's lock
+// does it look further, so a new key — the common case — costs two lock
+// calls and nothing else: a completed, unexpired row decides (lockRow,
+// replays never wait on each other), else one read of pg_locks says
+// whether the holder also holds the request's lock: $7 and $8 are the
+// key's lock as pg_locks shows a 64-bit key (classid, objid), $9 and $10
+// the request's. A key whose holder let it go by the time pg_locks is read
+// counts as the same request (409: a retry claims it).
+var heldLockSQL = `SELECT CASE
+	WHEN pg_try_advisory_xact_lock($5) THEN 0
+	WHEN EXISTS (SELECT 1 FROM {s}.oke_idempotency d WHERE ` + keyWhere + `
+		AND d.state = 2 AND d.expires_at > now()) THEN 3
+	ELSE (
+		WITH locks AS MATERIALIZED (
+			SELECT pid, classid, objid FROM pg_locks
+			WHERE locktype = 'advisory' AND granted AND objsubid = 1
+				AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+				AND ((classid = $7 AND objid = $8) OR (classid = $9 AND objid = $10)))
+		SELECT CASE
+			WHEN EXISTS (SELECT 1 FROM locks k JOIN locks r ON r.pid = k.pid
+				WHERE k.classid = $7 AND k.objid = $8 AND r.classid = $9 AND r.objid = $10) THEN 1
+			WHEN EXISTS (SELECT 1 FROM locks k WHERE k.classid = $7 AND k.objid = $8) THEN 2
+			ELSE 1 END) END::smallint
+FROM (SELECT pg_advisory_xact_lock_shared($6) OFFSET 0) AS request_lock`
 
 // heldLookupSQL reads the key's row, if any.
 var heldLookupSQL = `SELECT ` + prefixed("o") + `, now()
