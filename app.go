@@ -295,7 +295,11 @@ func (a *App) Start(ctx context.Context) error {
 			return
 		}
 		for _, w := range a.contractWarnings {
-			a.log.Warn("oke: " + w)
+			// Once per process and logger: a test or a benchmark that
+			// starts many apps of the same flows is told once.
+			if _, seen := contractWarned.LoadOrStore(contractWarning{a.log, w}, true); !seen {
+				a.log.Warn("oke: " + w)
+			}
 		}
 		if a.cfg.SweepInterval > 0 {
 			a.bg.Add(1)

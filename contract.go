@@ -2,6 +2,7 @@ package oke
 
 import (
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -182,6 +183,15 @@ func sameEffects(a, b []Effect) bool {
 		}
 	}
 	return true
+}
+
+// contractWarned holds the contract warnings logged so far, by logger
+// (App.Start logs each once per process and logger).
+var contractWarned sync.Map
+
+type contractWarning struct {
+	log *slog.Logger
+	msg string
 }
 
 // useContracts matches every bound flow with its registered contract. A

@@ -131,3 +131,22 @@ func TestRequiredNeedsAnInferredQualifyingEffect(t *testing.T) {
 		t.Fatalf("Start: %v", err)
 	}
 }
+
+// TestMissingContractIsToldOnce: apps of the same flows started one after
+// the other with one logger (a test suite, a benchmark) log the missing
+// contract once, not once per app.
+func TestMissingContractIsToldOnce(t *testing.T) {
+	var log syncLog
+	logger := slog.New(slog.NewTextHandler(&log, nil))
+	for range 3 {
+		newApp(t, oke.Config{Logger: logger}, func(app *oke.App) {
+			app.Handle(oke.POST("/once"), oke.NewFlow("contract.once", oke.Options{},
+				func(ctx context.Context, in amountIn, fx *oke.Fx) (oke.Response[int64], error) {
+					return oke.OK(in.Amount), nil
+				}))
+		})
+	}
+	if n := strings.Count(log.String(), "contract.once"); n != 1 {
+		t.Errorf("the missing contract was logged %d times over three apps, want once:\n%s", n, log.String())
+	}
+}
