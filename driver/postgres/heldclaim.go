@@ -40,8 +40,9 @@ import (
 //     lock, for the decision and for a replay. It runs whatever the lock
 //     found: a completed row replays even while another transaction holds
 //     the key.
-//   - guard fails unless this transaction holds the key's lock and the key
-//     is free: no row, or one a claim may replace (mayReplaceSQL).
+//   - guard fails unless lock took the key's lock (a transaction-local
+//     setting says so) and the key is free: no row, or one a claim may
+//     replace (mayReplaceSQL).
 //   - BEGIN turns the implicit transaction the three opened into the
 //     flow's, so the locks last until it ends.
 //
@@ -85,7 +86,7 @@ const (
 // the request's. A key whose holder let it go by the time pg_locks is read
 // counts as the same request (409: a retry claims it).
 var heldLockSQL = `SELECT CASE
-	WHEN pg_try_advisory_xact_lock($5) THEN 0
+	WHEN pg_try_advisory_xact_lock($5) AND set_config('oke.held_key', $5::text, true) IS NOT NULL THEN 0
 	WHEN EXISTS (SELECT 1 FROM {s}.oke_idempotency d WHERE ` + keyWhere + `
 		AND d.state = 2 AND d.expires_at > now()) THEN 3
 	ELSE (
@@ -105,11 +106,14 @@ FROM (SELECT pg_advisory_xact_lock_shared($6) OFFSET 0) AS request_lock`
 var heldLookupSQL = `SELECT ` + prefixed("o") + `, now()
 	FROM (VALUES (1)) AS one LEFT JOIN {s}.oke_idempotency o ON ` + keyWhere
 
-// heldGuardSQL fails, with a division by zero, unless this transaction
-// holds the key's lock ($6; taken again, or for the first time when the
-// lock skipped a completed row that has gone since) and a claim of the key
-// with fingerprint $5 may go ahead: no row, or one it may replace.
-var heldGuardSQL = `SELECT 1 / (pg_try_advisory_xact_lock($6)
+// heldGuardSQL fails, with a division by zero, unless heldLockSQL took the
+// key's lock ($6) in this transaction — it says so in the transaction-local
+// setting oke.held_key — and a claim of the key with fingerprint $5 may go
+// ahead: no row, or one it may replace. Taking the lock here instead would
+// be a race: a lock taken after this statement's snapshot does not cover
+// what the snapshot missed (a holder that committed its row and let the
+// lock go in between), and two transactions would run the flow.
+var heldGuardSQL = `SELECT 1 / (coalesce(current_setting('oke.held_key', true) = $6::bigint::text, false)
 	AND NOT EXISTS (SELECT 1 FROM {s}.oke_idempotency t WHERE ` + keyWhere + `
 	AND NOT (` + mayReplaceSQL("t", "$5") + `)))::int`
 
