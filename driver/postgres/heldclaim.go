@@ -31,11 +31,9 @@ import (
 //     another does, whether that one has the same fingerprint (it holds the
 //     request's lock of this fingerprint: the same request, running; 409)
 //     or not (another request under the key; 422) — read in one snapshot
-//     of pg_locks, so there is no moment where the holder has the key's
-//     lock without its request's; or that the key's row is completed and
-//     unexpired, which then decides, so replays of a hot key never refuse
-//     each other by its lock. Claims made on their own take no lock; see
-//     "Mixed" below.
+//     of pg_locks (oke_lock_holder, called only then), so there is no
+//     moment where the holder has the key's lock without its request's.
+//     Claims made on their own take no lock; see "Mixed" below.
 //   - lookup reads the key's row, if any, with a snapshot taken after the
 //     lock, for the decision and for a replay. It runs whatever the lock
 //     found: a completed row replays even while another transaction holds
@@ -71,36 +69,24 @@ const (
 	lockHeld  = 0 // this transaction holds the key
 	lockSame  = 1 // another transaction holds it, with this fingerprint (or just let it go)
 	lockOther = 2 // another transaction holds it, with another fingerprint
-	lockRow   = 3 // another transaction holds it, and the key's row is completed and unexpired: the row decides
 )
 
-// heldLockSQL takes the request's lock ($6: requestLockKey, shared; in a
+// heldLockSQL takes the request's lock ($2: requestLockKey, shared; in a
 // subquery the planner may not flatten, so it is taken before the key's)
-// and tries the key's ($5: lockKey), and says what it found
-// (lockHeld…lockRow). Only when another transaction holds the key's lock
-// does it look further, so a new key — the common case — costs two lock
-// calls and nothing else: a completed, unexpired row decides (lockRow,
-// replays never wait on each other), else one read of pg_locks says
-// whether the holder also holds the request's lock: $7 and $8 are the
-// key's lock as pg_locks shows a 64-bit key (classid, objid), $9 and $10
-// the request's. A key whose holder let it go by the time pg_locks is read
-// counts as the same request (409: a retry claims it).
-var heldLockSQL = `SELECT CASE
-	WHEN pg_try_advisory_xact_lock($5) AND set_config('oke.held_key', $5::text, true) IS NOT NULL THEN 0
-	WHEN EXISTS (SELECT 1 FROM {s}.oke_idempotency d WHERE ` + keyWhere + `
-		AND d.state = 2 AND d.expires_at > now()) THEN 3
-	ELSE (
-		WITH locks AS MATERIALIZED (
-			SELECT pid, classid, objid FROM pg_locks
-			WHERE locktype = 'advisory' AND granted AND objsubid = 1
-				AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-				AND ((classid = $7 AND objid = $8) OR (classid = $9 AND objid = $10)))
-		SELECT CASE
-			WHEN EXISTS (SELECT 1 FROM locks k JOIN locks r ON r.pid = k.pid
-				WHERE k.classid = $7 AND k.objid = $8 AND r.classid = $9 AND r.objid = $10) THEN 1
-			WHEN EXISTS (SELECT 1 FROM locks k WHERE k.classid = $7 AND k.objid = $8) THEN 2
-			ELSE 1 END) END::smallint
-FROM (SELECT pg_advisory_xact_lock_shared($6) OFFSET 0) AS request_lock`
+// and tries the key's ($1: lockKey). When it gets it, it marks so in the
+// transaction-local setting oke.held_key, which the guard checks, and says
+// lockHeld. Otherwise {s}.oke_lock_holder (migration 011) reads one
+// snapshot of pg_locks for whether the transaction holding the key also
+// holds the request's lock (lockSame) or not (lockOther): $3 and $4 are
+// the key's lock as pg_locks shows a 64-bit key (classid, objid), $5 and
+// $6 the request's. A free key — the common case — costs the two lock
+// calls and nothing else: the function is planned and run only when
+// called. The holder took its request's lock before the key's, so there is
+// no moment at which it holds the key's without its request's.
+const heldLockSQL = `SELECT CASE
+	WHEN pg_try_advisory_xact_lock($1) AND set_config('oke.held_key', $1::text, true) IS NOT NULL THEN 0
+	ELSE {s}.oke_lock_holder($3, $4, $5, $6) END::smallint
+	FROM (SELECT pg_advisory_xact_lock_shared($2) OFFSET 0) AS request_lock`
 
 // heldLookupSQL reads the key's row, if any.
 var heldLookupSQL = `SELECT ` + prefixed("o") + `, now()
@@ -209,7 +195,7 @@ func (p *claimPrelude) sendHeld(ctx context.Context, pipe *pgpipe.Pipeline, req 
 	kc, ko := lockParts(kl)
 	rc, ro := lockParts(rl)
 	err := pipe.Send(ctx,
-		pgpipe.Statement{SQL: d.sql(heldLockSQL), Args: []any{k.Tenant, k.Principal, k.Flow, k.Key, kl, rl, kc, ko, rc, ro}},
+		pgpipe.Statement{SQL: d.sql(heldLockSQL), Args: []any{kl, rl, int64(kc), int64(ko), int64(rc), int64(ro)}},
 		pgpipe.Statement{SQL: d.sql(heldLookupSQL), Args: []any{k.Tenant, k.Principal, k.Flow, k.Key}},
 		pgpipe.Statement{SQL: d.sql(heldGuardSQL), Args: []any{k.Tenant, k.Principal, k.Flow, k.Key, req.Fingerprint, kl}},
 	)
@@ -331,7 +317,7 @@ func readLookup(pipe *pgpipe.Pipeline, m *pgtype.Map) (row driver.Row, existed b
 	return row, existed, now, nil
 }
 
-// readLock reads what heldLockSQL found (lockHeld…lockRow).
+// readLock reads what heldLockSQL found (lockHeld, lockSame, lockOther).
 func readLock(pipe *pgpipe.Pipeline, m *pgtype.Map) (int16, error) {
 	rr, err := pipe.Next()
 	if err != nil {

@@ -88,10 +88,10 @@ func pgbenchHeld() string {
 		}
 		switch q {
 		case strings.ReplaceAll(heldLockSQL, "{s}", "oke"):
-			// The key's lock is :key, the request's -:key; pg_locks is
-			// read only for a busy key, which a fresh key never is.
-			subs = append([]struct{ param, v string }{{"$10", "0"}, {"$9", "0"}, {"$8", "0"}, {"$7", "0"},
-				{"$6", "(-(:key)::bigint)"}, {"$5", ":key"}}, subs[1:]...)
+			// The key's lock is :key, the request's -:key; oke_lock_holder
+			// runs only for a busy key, which a fresh key never is.
+			subs = []struct{ param, v string }{{"$6", "0"}, {"$5", "0"}, {"$4", "0"}, {"$3", "0"},
+				{"$2", "(-(:key)::bigint)"}, {"$1", ":key"}}
 		case strings.ReplaceAll(heldGuardSQL, "{s}", "oke"):
 			subs = append([]struct{ param, v string }{{"$6", ":key"}}, subs...)
 		}
