@@ -7,6 +7,8 @@ import (
 	"go/types"
 	"reflect"
 	"strings"
+
+	"github.com/okengine/oke/extract/internal/urlparams"
 )
 
 // This file writes JSON Schemas (2020-12, the dialect of OpenAPI 3.1) for
@@ -481,41 +483,12 @@ type param struct {
 	doc    string
 }
 
-// paramFields returns the input fields that URL parameters can fill: the
-// exported top-level fields of scalar kinds (oke's decodeFunc).
+// paramFields returns the input fields that URL parameters can fill
+// (urlparams.Fields, oke's decoder's rule), with their schemas and docs.
 func (g *schemaGen) paramFields(t types.Type) []param {
-	if t == nil {
-		return nil
-	}
-	st, ok := t.Underlying().(*types.Struct)
-	if !ok {
-		return nil
-	}
 	var out []param
-	for i := 0; i < st.NumFields(); i++ {
-		f := st.Field(i)
-		if !f.Exported() {
-			continue
-		}
-		name := f.Name()
-		if tag, ok := reflect.StructTag(st.Tag(i)).Lookup("json"); ok {
-			n, _, _ := strings.Cut(tag, ",")
-			if n == "-" {
-				continue
-			}
-			if n != "" {
-				name = n
-			}
-		}
-		ft := f.Type()
-		if p, ok := ft.Underlying().(*types.Pointer); ok {
-			ft = p.Elem()
-		}
-		b, ok := ft.Underlying().(*types.Basic)
-		if !ok || b.Info()&(types.IsBoolean|types.IsInteger|types.IsFloat|types.IsString) == 0 {
-			continue
-		}
-		out = append(out, param{name: name, schema: basicSchema(b), doc: g.docs[f.Pos()]})
+	for _, f := range urlparams.Fields(t) {
+		out = append(out, param{name: f.Name, schema: basicSchema(f.Basic), doc: g.docs[f.Var.Pos()]})
 	}
 	return out
 }

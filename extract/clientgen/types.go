@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/okengine/oke/extract/internal/urlparams"
 )
 
 // This file writes the Go types of the generated methods: a flow's own
@@ -339,42 +341,11 @@ type param struct {
 }
 
 func paramFields(t types.Type) []param {
-	if t == nil {
-		return nil
-	}
-	st, ok := t.Underlying().(*types.Struct)
-	if !ok {
-		return nil
-	}
 	var out []param
-	for i := 0; i < st.NumFields(); i++ {
-		f := st.Field(i)
-		if !f.Exported() {
-			continue
-		}
-		name := f.Name()
-		if tag, ok := reflect.StructTag(st.Tag(i)).Lookup("json"); ok {
-			n, _, _ := strings.Cut(tag, ",")
-			if n == "-" {
-				continue
-			}
-			if n != "" {
-				name = n
-			}
-		}
-		ft := types.Unalias(f.Type())
-		if p, ok := ft.Underlying().(*types.Pointer); ok {
-			ft = p.Elem()
-		}
-		b, ok := ft.Underlying().(*types.Basic)
-		if !ok || b.Info()&(types.IsBoolean|types.IsInteger|types.IsFloat|types.IsString) == 0 {
-			continue
-		}
-		plain := false
-		if bt, ok := types.Unalias(f.Type()).(*types.Basic); ok && bt.Kind() == types.String {
-			plain = true
-		}
-		out = append(out, param{json: name, field: f.Name(), str: plain, scalar: f.Type()})
+	for _, f := range urlparams.Fields(t) {
+		bt, ok := types.Unalias(f.Var.Type()).(*types.Basic)
+		plain := ok && bt.Kind() == types.String
+		out = append(out, param{json: f.Name, field: f.Var.Name(), str: plain, scalar: f.Var.Type()})
 	}
 	return out
 }
