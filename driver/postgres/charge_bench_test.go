@@ -18,29 +18,9 @@ import (
 // with -benchmem; the allocations are oke's, pgx's and net/http's test
 // request's.
 func BenchmarkKeyedCharge(b *testing.B) {
-	for _, m := range []struct {
-		name string
-		mode oke.Idempotency
-	}{
-		{"claim-first", oke.Idempotency{Mode: oke.ModeRequired, Claim: oke.ClaimFirst}},
-		{"claim-in-tx", oke.Idempotency{Mode: oke.ModeRequired, Claim: oke.ClaimInTx}},
-	} {
+	for _, m := range benchClaimModes {
 		b.Run(m.name, func(b *testing.B) {
-			d := newDriver(b)
-			table := chargesTable(b, d)
-			app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1})
-			app.Handle(oke.POST("/charges"), oke.NewFlow("bench.charge", oke.Options{Idempotency: m.mode},
-				func(ctx context.Context, in struct{ Amount int64 }, fx *oke.Fx) (oke.Response[map[string]int64], error) {
-					id, err := txCharge(ctx, fx, table, in.Amount)
-					if err != nil {
-						return oke.Response[map[string]int64]{}, err
-					}
-					return oke.Created(map[string]int64{"id": id}, fmt.Sprint("/charges/", id)), nil
-				}))
-			if err := app.Start(b.Context()); err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { app.Close(context.Background()) })
+			app := benchChargeApp(b, m.mode)
 			post := func(i int) {
 				r := httptest.NewRequest(http.MethodPost, "/charges", strings.NewReader(`{"Amount":100}`))
 				r.Header.Set("Idempotency-Key", fmt.Sprintf("bench-key-%016d", i))
@@ -59,4 +39,35 @@ func BenchmarkKeyedCharge(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchClaimModes are the claim modes the charge benchmarks compare.
+var benchClaimModes = []struct {
+	name string
+	mode oke.Idempotency
+}{
+	{"claim-first", oke.Idempotency{Mode: oke.ModeRequired, Claim: oke.ClaimFirst}},
+	{"claim-in-tx", oke.Idempotency{Mode: oke.ModeRequired, Claim: oke.ClaimInTx}},
+}
+
+// benchChargeApp is an app on a fresh driver with POST /charges, a flow
+// that inserts a charge through Fx.Tx under idempotency mode, started, and
+// closed when b ends.
+func benchChargeApp(b *testing.B, mode oke.Idempotency) *oke.App {
+	d := newDriver(b)
+	table := chargesTable(b, d)
+	app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1})
+	app.Handle(oke.POST("/charges"), oke.NewFlow("bench.charge", oke.Options{Idempotency: mode},
+		func(ctx context.Context, in struct{ Amount int64 }, fx *oke.Fx) (oke.Response[map[string]int64], error) {
+			id, err := txCharge(ctx, fx, table, in.Amount)
+			if err != nil {
+				return oke.Response[map[string]int64]{}, err
+			}
+			return oke.Created(map[string]int64{"id": id}, fmt.Sprint("/charges/", id)), nil
+		}))
+	if err := app.Start(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { app.Close(context.Background()) })
+	return app
 }
