@@ -30,8 +30,7 @@ import (
 //	/checked        the INSERT is the first effect, into a table whose CHECK
 //	                refuses amounts of 0; declines (402) amounts over 1000
 //
-// With inTx, the flows' claims are held in their transactions
-// (oke.Idempotency.ClaimInTx).
+// The flows' claims are held in their transactions (oke.ClaimInTx).
 type deferredApp struct {
 	t       *testing.T
 	d       *postgres.Driver
@@ -66,12 +65,7 @@ func txCharge(ctx context.Context, fx *oke.Fx, table string, amount int64) (int6
 	return id, err
 }
 
-// claimOf is the claim strategy of the deferred apps: ClaimInTx (the
-// deferred claim without InTx, oke.Idempotency.DeferClaim, is gone from the
-// root API; the driver tests that exercise it call BeginClaimed directly).
-func claimOf(inTx bool) oke.ClaimStrategy { return oke.ClaimInTx }
-
-func newDeferredApp(t *testing.T, inTx bool) *deferredApp {
+func newDeferredApp(t *testing.T) *deferredApp {
 	t.Helper()
 	d, rt := roundTripDriver(t)
 	a := &deferredApp{t: t, d: d, rt: rt, table: chargesTable(t, d)}
@@ -80,7 +74,7 @@ func newDeferredApp(t *testing.T, inTx bool) *deferredApp {
 		t.Fatal(err)
 	}
 	a.app = oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1})
-	opts := oke.Options{Idempotency: oke.Idempotency{Mode: oke.ModeRequired, Claim: claimOf(inTx)}}
+	opts := oke.Options{Idempotency: oke.Idempotency{Mode: oke.ModeRequired, Claim: oke.ClaimInTx}}
 	type in struct{ Amount int64 }
 	type out = oke.Response[map[string]any]
 	insert := func(ctx context.Context, fx *oke.Fx, amount int64) (out, error) {
@@ -185,16 +179,7 @@ func (a *deferredApp) state(flow, key string) (driver.State, bool) {
 // claim goes with it, and storing the failure claims the key again.
 func TestDeferredClaim(t *testing.T) {
 	t.Parallel()
-	for _, inTx := range []bool{true} {
-		t.Run(fmt.Sprintf("inTx=%v", inTx), func(t *testing.T) {
-			t.Parallel()
-			testDeferredClaim(t, inTx)
-		})
-	}
-}
-
-func testDeferredClaim(t *testing.T, inTx bool) {
-	a := newDeferredApp(t, inTx)
+	a := newDeferredApp(t)
 	// Warm up: prepare every statement on the one connection.
 	a.post("/checked", "warm-up-key-000000000001", 1)
 	a.post("/checked", "warm-up-key-000000000002", 2000)
@@ -233,16 +218,13 @@ func testDeferredClaim(t *testing.T, inTx bool) {
 		t.Fatalf("warm-up takeover: %d %s", w.Code, w.Body)
 	}
 	a.rt.take()
-	// A failed INSERT is a failure before any effect: the key is released.
-	// A claim held by the transaction went with it (ClaimInTx): nothing to
-	// release.
-	failedTrips := int64(3) // the pipeline; ROLLBACK; the release
+	// A failed INSERT is a failure before any effect: the key is free
+	// again, since the claim went with the transaction; nothing to release.
+	failedTrips := int64(2) // the pipeline; ROLLBACK
 	// A declared failure after the INSERT is stored; the INSERT is rolled
-	// back. A claim held by the transaction is made again to store it.
-	declinedTrips := int64(3) // the pipeline; ROLLBACK; the completion
-	if inTx {
-		failedTrips, declinedTrips = 2, 4
-	}
+	// back. The claim went with the transaction, so it is made again to
+	// store the failure.
+	declinedTrips := int64(4) // the pipeline; ROLLBACK; the claim; the completion
 
 	for _, tc := range []struct {
 		name      string
@@ -317,21 +299,12 @@ func testDeferredClaim(t *testing.T, inTx bool) {
 // (ClaimInTx): the others get 409 from its lock while it runs.
 func TestDeferredClaimConcurrentRequestsWriteOnce(t *testing.T) {
 	t.Parallel()
-	for _, inTx := range []bool{true} {
-		t.Run(fmt.Sprintf("inTx=%v", inTx), func(t *testing.T) {
-			t.Parallel()
-			testConcurrentRequestsWriteOnce(t, inTx)
-		})
-	}
-}
-
-func testConcurrentRequestsWriteOnce(t *testing.T, inTx bool) {
 	var inserted atomic.Int64 // INSERTs that ran: one per key, or the claim did not exclude
 	d := newDriver(t)
 	table := chargesTable(t, d)
 	app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1})
 	app.Handle(oke.POST("/charges"), oke.NewFlow("deferred.charge",
-		oke.Options{Idempotency: oke.Idempotency{Mode: oke.ModeRequired, Claim: claimOf(inTx)}},
+		oke.Options{Idempotency: oke.Idempotency{Mode: oke.ModeRequired, Claim: oke.ClaimInTx}},
 		func(ctx context.Context, in struct{ Amount int64 }, fx *oke.Fx) (oke.Response[map[string]int64], error) {
 			id, err := txCharge(ctx, fx, table, in.Amount)
 			if err != nil {
@@ -531,7 +504,7 @@ func TestBeginClaimedWithoutPreparedStatements(t *testing.T) {
 // and is prepared again for the next request.
 func TestDeferredClaimStatementPreparedAgainAfterItsTableChanged(t *testing.T) {
 	t.Parallel()
-	a := newDeferredApp(t, false)
+	a := newDeferredApp(t)
 	if w := a.post("/charges", "stale-key-00000000000001", 1); w.Code != http.StatusCreated {
 		t.Fatalf("first charge: %d %s", w.Code, w.Body)
 	}

@@ -21,7 +21,7 @@ import (
 // runs again.
 func TestReplayOfAReplayedKeyReadsTheRow(t *testing.T) {
 	t.Parallel()
-	a := newDeferredApp(t, true)
+	a := newDeferredApp(t)
 	a.post("/charges", "warm-up-key-000000000001", 1000)
 	a.post("/charges", "warm-up-key-000000000001", 1000)
 	a.post("/charges", "warm-up-key-000000000001", 1000)
