@@ -17,10 +17,11 @@ var _ driver.TxClaimer = (*Driver)(nil)
 //
 //	lock · lookup · guard · BEGIN · query · Sync
 //
-// The guard fails unless the claim went to the flow; the server then skips
-// the BEGIN and the query (an error skips the rest of a pipeline up to its
-// next Sync), so no transaction opens and nothing of the flow's runs, and
-// the prelude refuses the transaction with what t says. Otherwise the BEGIN
+// The lock or the guard fails unless the claim goes to the flow; the
+// server then skips the BEGIN and the query (an error skips the rest of a
+// pipeline up to its next Sync), so no transaction opens and nothing of
+// the flow's runs, and the prelude refuses the transaction with what t
+// says. Otherwise the BEGIN
 // turns the implicit transaction the claim's statements opened into the
 // flow's, and held is the claim it holds until it ends: its completion
 // stores the response (CommitComplete).

@@ -132,7 +132,8 @@
 // a lookup of its row and a guard ahead of the BEGIN — and the completion
 // writes the row once, completed, before the COMMIT: two round trips and
 // one flushed commit for the charge, and a request whose key is not its own
-// is one, its statement skipped by the server (see heldclaim.go). Per
+// is one, its statement skipped by the server (two while another
+// transaction holds the key; see heldclaim.go). Per
 // durable step: SaveStep — or, for a step writing through Fx.Tx,
 // the fenced save and the COMMIT in one pipeline — one round trip and one
 // flushed commit (a step's attempts ride on the run row that CreateRun, SaveStep and

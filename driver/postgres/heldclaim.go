@@ -26,36 +26,49 @@ import (
 //   - lock (heldLockSQL) takes two transaction-scoped advisory locks: the
 //     request's, on the key and fingerprint (shared: requests with the
 //     same payload never wait for each other), then the key's (exclusive,
-//     tried: it fails when another transaction holds the key). It fails
-//     nothing: it reports whether this transaction holds the key, or, when
-//     another does, whether that one has the same fingerprint (it holds the
-//     request's lock of this fingerprint: the same request, running; 409)
-//     or not (another request under the key; 422) — read in one snapshot
-//     of pg_locks (oke_lock_holder, called only then), so there is no
-//     moment where the holder has the key's lock without its request's.
-//     Claims made on their own take no lock; see "Mixed" below.
-//   - lookup reads the key's row, if any, with a snapshot taken after the
-//     lock, for the decision and for a replay. It runs whatever the lock
-//     found: a completed row replays even while another transaction holds
-//     the key.
-//   - guard fails unless lock took the key's lock (a transaction-local
-//     setting says so) and the key is free: no row, or one a claim may
-//     replace (mayReplaceSQL).
+//     tried). It fails when another transaction holds the key.
+//   - lookup (heldLookupSQL) reads the key's row, if any, with a snapshot
+//     taken after the lock, and says in a transaction-local setting
+//     (oke.held_claim) whether the key is free: no row, or one a claim may
+//     replace (mayReplaceSQL). The row it returns is the one to replay or
+//     answer 422 from, or the one a replacing claim takes over.
+//   - guard (heldGuardSQL) fails unless the lookup found the key free.
 //   - BEGIN turns the implicit transaction the three opened into the
 //     flow's, so the locks last until it ends.
 //
 // A failure skips the rest up to the Sync, which ends the implicit
 // transaction and its locks: nothing of the flow's runs, and the connection
-// is left idle. A replay, 409 or 422 is one round trip, as with any claim.
-// The lookup's row decides when it does not let the claim go ahead;
-// otherwise, when another transaction holds the key, the claim reports it
-// Busy (driver.ClaimResult), and oke answers 409 or 422 from BusySame.
+// is left idle. When the guard failed, the lookup's row decides (a replay,
+// a 422, a 409 for a claim made on its own, running): one round trip, as
+// for any claim. When the lock failed, the lookup did not run, and the
+// driver asks, on the same connection, what stopped the claim
+// (heldRefusedSQL, a round trip of its own): the key's row, which decides
+// when there is one a claim may not replace, so that a completed key
+// replays even while another transaction holds its lock, or else who holds
+// the key. The claim is then Busy (driver.ClaimResult), and oke answers
+// 409 or 422 from BusySame: whether the transaction holding the key also
+// holds the request's lock of this fingerprint (the same request, running)
+// or not (another payload under the key), read in one snapshot of pg_locks
+// (oke_lock_holder). The holder took its request's lock before the key's,
+// so there is no moment at which it holds the key's without its request's.
+//
+// A free key — the common case — costs two lock calls, one index probe and
+// a setting ahead of the flow's statement, in the same round trip; and a
+// key this process has replayed once is answered without a claim at all
+// (replayed.go in package oke).
 //
 // No row is written until the completion, which stores the response as the
 // row (insertCompletedSQL, or replaceCompletedSQL over the row the lookup
 // found) in the flow's transaction. One commit per request instead of two,
 // and no lease: the lock lasts exactly as long as the transaction, so a
 // request cut off leaves nothing to wait out.
+//
+// The lookup must not take the key's lock itself: a lock taken after a
+// statement's snapshot does not cover what the snapshot missed (a holder
+// that committed its row and let the lock go in between), and two
+// transactions would run the flow. Hence the lock's statement first. The
+// lookup cannot fail the claim itself either: its row, which a replay
+// needs, would be lost with its error. Hence the guard.
 //
 // Mixed: an instance claiming the same key on its own (ClaimFirst, e.g.
 // during a deploy that turns ClaimInTx on) takes no lock, so both may run
@@ -64,44 +77,41 @@ import (
 // may not replace: the transaction rolls back (ErrNotOwner), so writes
 // through the transaction stay exactly-once.
 
-// What heldLockSQL found.
-const (
-	lockHeld  = 0 // this transaction holds the key
-	lockSame  = 1 // another transaction holds it, with this fingerprint (or just let it go)
-	lockOther = 2 // another transaction holds it, with another fingerprint
-)
-
 // heldLockSQL takes the request's lock ($2: requestLockKey, shared; in a
 // subquery the planner may not flatten, so it is taken before the key's)
-// and tries the key's ($1: lockKey). When it gets it, it marks so in the
-// transaction-local setting oke.held_key, which the guard checks, and says
-// lockHeld. Otherwise {s}.oke_lock_holder (migration 011) reads one
-// snapshot of pg_locks for whether the transaction holding the key also
-// holds the request's lock (lockSame) or not (lockOther): $3 and $4 are
-// the key's lock as pg_locks shows a 64-bit key (classid, objid), $5 and
-// $6 the request's. A free key — the common case — costs the two lock
-// calls and nothing else: the function is planned and run only when
-// called. The holder took its request's lock before the key's, so there is
-// no moment at which it holds the key's without its request's.
-const heldLockSQL = `SELECT CASE
-	WHEN pg_try_advisory_xact_lock($1) AND set_config('oke.held_key', $1::text, true) IS NOT NULL THEN 0
-	ELSE {s}.oke_lock_holder($3, $4, $5, $6) END::smallint
+// and tries the key's ($1: lockKey), failing with a division by zero when
+// another transaction holds it.
+const heldLockSQL = `SELECT 1 / pg_try_advisory_xact_lock($1)::int
 	FROM (SELECT pg_advisory_xact_lock_shared($2) OFFSET 0) AS request_lock`
 
-// heldLookupSQL reads the key's row, if any.
-var heldLookupSQL = `SELECT ` + prefixed("o") + `, now()
+// heldLookupSQL reads the key's row, if any, and the server's clock, and
+// sets oke.held_claim, for the rest of the transaction, to 1 when a claim
+// with fingerprint $5 may go ahead (no row, or one it may replace), else 0.
+var heldLookupSQL = `SELECT ` + prefixed("o") + `, now(),
+	set_config('oke.held_claim', coalesce(o.idem_key IS NULL OR (` + mayReplaceSQL("o", "$5") + `), false)::int::text, true)
 	FROM (VALUES (1)) AS one LEFT JOIN {s}.oke_idempotency o ON ` + keyWhere
 
-// heldGuardSQL fails, with a division by zero, unless heldLockSQL took the
-// key's lock ($6) in this transaction — it says so in the transaction-local
-// setting oke.held_key — and a claim of the key with fingerprint $5 may go
-// ahead: no row, or one it may replace. Taking the lock here instead would
-// be a race: a lock taken after this statement's snapshot does not cover
-// what the snapshot missed (a holder that committed its row and let the
-// lock go in between), and two transactions would run the flow.
-var heldGuardSQL = `SELECT 1 / (coalesce(current_setting('oke.held_key', true) = $6::bigint::text, false)
-	AND NOT EXISTS (SELECT 1 FROM {s}.oke_idempotency t WHERE ` + keyWhere + `
-	AND NOT (` + mayReplaceSQL("t", "$5") + `)))::int`
+// heldGuardSQL fails, with a division by zero, unless the lookup found
+// the key free. Should the lookup not have run, the setting is not there
+// (or empty, from an earlier transaction), and it fails as well.
+const heldGuardSQL = `SELECT 1 / current_setting('oke.held_claim')::int`
+
+// heldRefusedSQL is what the driver asks when heldLockSQL or heldLookupSQL
+// failed, after the pipeline: the key's row, if any, the server's clock
+// and, unless the row decides (a claim with fingerprint $5 may not replace
+// it), who holds the key's lock: {s}.oke_lock_holder (migration 011) with
+// the key's lock as pg_locks shows a 64-bit key (classid $6, objid $7) and
+// the request's ($8, $9); 0 when the row decides.
+var heldRefusedSQL = `SELECT ` + prefixed("o") + `, now(),
+	CASE WHEN o.idem_key IS NULL OR (` + mayReplaceSQL("o", "$5") + `)
+		THEN {s}.oke_lock_holder($6, $7, $8, $9) ELSE 0 END::smallint
+	FROM (VALUES (1)) AS one LEFT JOIN {s}.oke_idempotency o ON ` + keyWhere
+
+// What oke_lock_holder says of a key held by another transaction.
+const (
+	holderSame  = 1 // it holds the request's lock of this fingerprint (or has let the key go)
+	holderOther = 2 // it does not: another payload under the key
+)
 
 // insertCompletedSQL stores the response of a held claim on a key that had
 // no row: the row is written completed, once. A unique violation means a
@@ -191,13 +201,11 @@ func lockParts(key int64) (classid, objid uint32) {
 // cannot go in pipe.
 func (p *claimPrelude) sendHeld(ctx context.Context, pipe *pgpipe.Pipeline, req driver.ClaimRequest) error {
 	d, t, k := p.d, p.t, req.Key
-	kl, rl := lockKey(k), requestLockKey(k, req.Fingerprint)
-	kc, ko := lockParts(kl)
-	rc, ro := lockParts(rl)
+	kl := lockKey(k)
 	err := pipe.Send(ctx,
-		pgpipe.Statement{SQL: d.sql(heldLockSQL), Args: []any{kl, rl, int64(kc), int64(ko), int64(rc), int64(ro)}},
-		pgpipe.Statement{SQL: d.sql(heldLookupSQL), Args: []any{k.Tenant, k.Principal, k.Flow, k.Key}},
-		pgpipe.Statement{SQL: d.sql(heldGuardSQL), Args: []any{k.Tenant, k.Principal, k.Flow, k.Key, req.Fingerprint, kl}},
+		pgpipe.Statement{SQL: d.sql(heldLockSQL), Args: []any{kl, requestLockKey(k, req.Fingerprint)}},
+		pgpipe.Statement{SQL: d.sql(heldLookupSQL), Args: []any{k.Tenant, k.Principal, k.Flow, k.Key, req.Fingerprint}},
+		pgpipe.Statement{SQL: heldGuardSQL},
 	)
 	if errors.Is(err, pgpipe.ErrNotSent) {
 		// Claim on the driver's pool, and send the statement with its
@@ -208,19 +216,13 @@ func (p *claimPrelude) sendHeld(ctx context.Context, pipe *pgpipe.Pipeline, req 
 		return p.claimFailed(d.wrap("claim", err))
 	}
 
-	refused := func(res driver.ClaimResult) error {
-		err := t.Done(res, nil)
-		if err == nil { // unreachable: a result that is not Claimed never goes to the flow
-			err = errors.New("postgres: claim: the key was refused, yet the claim went to the flow")
+	if err := readClosed(pipe); err != nil { // the lock
+		if !divByZero(err) {
+			return p.claimFailed(d.wrap("claim", err))
 		}
-		return err
+		return p.refused(ctx, pipe, req, kl)
 	}
-	m := pipe.TypeMap()
-	lock, err := readLock(pipe, m)
-	if err != nil {
-		return p.claimFailed(d.wrap("claim", err))
-	}
-	seen, existed, now, err := readLookup(pipe, m)
+	seen, existed, now, err := readLookup(pipe, pipe.TypeMap())
 	if err != nil {
 		return p.claimFailed(d.wrap("claim", err))
 	}
@@ -228,16 +230,14 @@ func (p *claimPrelude) sendHeld(ctx context.Context, pipe *pgpipe.Pipeline, req 
 		if !divByZero(err) {
 			return p.claimFailed(d.wrap("claim", err))
 		}
-		if existed {
-			if ok, _ := driver.MayReplace(&seen, req.Fingerprint, now); !ok {
-				// The row decides, whoever holds the lock.
-				return refused(driver.ClaimResult{Row: seen, Now: now})
-			}
+		res := driver.ClaimResult{Row: seen, Now: now}
+		if ok, _ := driver.MayReplace(&seen, req.Fingerprint, now); !existed || ok {
+			// Unreachable: the lookup said the key was taken, and
+			// MayReplace, at the same now(), says otherwise. The
+			// request may try again.
+			res = driver.ClaimResult{Now: now, Busy: true, BusySame: true}
 		}
-		// Another transaction holds the key (or, without its lock, a
-		// claim made on its own wrote a row the lookup did not see: it
-		// is running).
-		return refused(driver.ClaimResult{Now: now, Busy: true, BusySame: lock != lockOther})
+		return p.refusal(res)
 	}
 	res := driver.ClaimResult{Claimed: true, InTx: true, Now: now, Row: driver.Row{
 		Key: k, Fingerprint: req.Fingerprint, State: driver.Running, Owner: req.Owner,
@@ -256,6 +256,52 @@ func (p *claimPrelude) sendHeld(ctx context.Context, pipe *pgpipe.Pipeline, req 
 	}
 	p.held = h
 	return nil
+}
+
+// refused tells t why the claim of req, sent in pipe, did not go ahead when
+// another transaction held its key (heldLockSQL failed): it ends the
+// pipeline (the server skipped the rest of it and ended the
+// implicit transaction, so the connection is idle and the claim's locks are
+// gone) and reads, on the same connection, the key's row and who holds the
+// key (heldRefusedSQL). It returns the refusal t gives.
+func (p *claimPrelude) refused(ctx context.Context, pipe *pgpipe.Pipeline, req driver.ClaimRequest, kl int64) error {
+	d, k := p.d, req.Key
+	conn, err := pipe.End()
+	if err != nil {
+		return p.claimFailed(d.wrap("claim", err))
+	}
+	kc, ko := lockParts(kl)
+	rc, ro := lockParts(requestLockKey(k, req.Fingerprint))
+	var (
+		s      rowScan
+		now    time.Time
+		holder int16
+	)
+	if err := conn.QueryRow(ctx, d.sql(heldRefusedSQL), k.Tenant, k.Principal, k.Flow, k.Key, req.Fingerprint,
+		int64(kc), int64(ko), int64(rc), int64(ro)).Scan(append(s.dest(), &now, &holder)...); err != nil {
+		return p.claimFailed(d.wrap("claim", err))
+	}
+	res := driver.ClaimResult{Now: now, Busy: true, BusySame: holder != holderOther}
+	if seen, existed := s.row(); existed {
+		if ok, _ := driver.MayReplace(&seen, req.Fingerprint, now); !ok {
+			// The row decides, whoever holds the lock.
+			res = driver.ClaimResult{Row: seen, Now: now}
+		}
+	}
+	// Otherwise another transaction holds the key, or let it go since
+	// (its row, or none, a claim may replace: it rolled back): the same
+	// request may try again.
+	return p.refusal(res)
+}
+
+// refusal tells t the result res of a claim that did not go ahead, and
+// returns the refusal t gives.
+func (p *claimPrelude) refusal(res driver.ClaimResult) error {
+	err := p.t.Done(res, nil)
+	if err == nil { // unreachable: a result that is not Claimed never goes to the flow
+		err = errors.New("postgres: claim: the key was refused, yet the claim went to the flow")
+	}
+	return err
 }
 
 // readClosed reads the next statement's results from pipe and discards
@@ -284,12 +330,11 @@ func readLookup(pipe *pgpipe.Pipeline, m *pgtype.Map) (row driver.Row, existed b
 		}
 		read = true
 		fds, vals := rr.FieldDescriptions(), rr.Values()
-		if len(vals) != rowDests+1 {
-			err = fmt.Errorf("the lookup returned %d columns, want %d", len(vals), rowDests+1)
+		if len(vals) != rowDests+2 {
+			err = fmt.Errorf("the lookup returned %d columns, want %d", len(vals), rowDests+2)
 			continue
 		}
-		last := len(vals) - 1
-		if err = m.Scan(fds[last].DataTypeOID, fds[last].Format, vals[last], &now); err != nil {
+		if err = m.Scan(fds[rowDests].DataTypeOID, fds[rowDests].Format, vals[rowDests], &now); err != nil {
 			continue
 		}
 		if vals[0] == nil { // no row: the left join's NULLs
@@ -315,32 +360,6 @@ func readLookup(pipe *pgpipe.Pipeline, m *pgtype.Map) (row driver.Row, existed b
 		return driver.Row{}, false, now, err
 	}
 	return row, existed, now, nil
-}
-
-// readLock reads what heldLockSQL found (lockHeld, lockSame, lockOther).
-func readLock(pipe *pgpipe.Pipeline, m *pgtype.Map) (int16, error) {
-	rr, err := pipe.Next()
-	if err != nil {
-		return 0, err
-	}
-	var v int16
-	read := false
-	for rr.NextRow() {
-		fds, vals := rr.FieldDescriptions(), rr.Values()
-		if read || len(vals) != 1 {
-			err = fmt.Errorf("the lock returned an unexpected row")
-			continue
-		}
-		read = true
-		err = m.Scan(fds[0].DataTypeOID, fds[0].Format, vals[0], &v)
-	}
-	if _, cerr := rr.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && !read {
-		err = pgx.ErrNoRows
-	}
-	return v, err
 }
 
 // divByZero reports whether err is the server's division by zero: how the

@@ -86,14 +86,8 @@ func pgbenchHeld() string {
 		subs := []struct{ param, v string }{
 			{"$5", ":fp"}, {"$4", ":key"}, {"$3", ":flow"}, {"$2", ":principal"}, {"$1", ":tenant"},
 		}
-		switch q {
-		case strings.ReplaceAll(heldLockSQL, "{s}", "oke"):
-			// The key's lock is :key, the request's -:key; oke_lock_holder
-			// runs only for a busy key, which a fresh key never is.
-			subs = []struct{ param, v string }{{"$6", "0"}, {"$5", "0"}, {"$4", "0"}, {"$3", "0"},
-				{"$2", "(-(:key)::bigint)"}, {"$1", ":key"}}
-		case strings.ReplaceAll(heldGuardSQL, "{s}", "oke"):
-			subs = append([]struct{ param, v string }{{"$6", ":key"}}, subs...)
+		if q == strings.ReplaceAll(heldLockSQL, "{s}", "oke") {
+			subs = []struct{ param, v string }{{"$2", "(-(:key)::bigint)"}, {"$1", ":key"}}
 		}
 		for _, r := range subs {
 			q = strings.ReplaceAll(q, r.param, r.v)

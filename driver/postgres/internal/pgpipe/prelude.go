@@ -53,6 +53,7 @@ type Pipeline struct {
 	pipe      *pgconn.Pipeline // once sent
 	sent      int              // the prelude's statements sent
 	read      int              // their results read
+	ended     bool             // by End
 }
 
 // Send sends stmts, the transaction's BEGIN and its first statement in one
@@ -102,6 +103,26 @@ func (p *Pipeline) Next() (*pgconn.ResultReader, error) {
 	return nextResults(p.pipe)
 }
 
+// End ends the pipeline Send sent, reading what is left of its results up
+// to its Sync, and returns the connection, for the prelude to send
+// statements of its own on before Before returns. When one of the
+// prelude's statements failed, the server skipped the rest and ended the
+// implicit transaction they ran in: the connection is idle, with nothing
+// of theirs left (their transaction-scoped locks are gone). Before must
+// then refuse the transaction. End's error is one that broke the
+// connection.
+func (p *Pipeline) End() (*pgx.Conn, error) {
+	if p.pipe == nil {
+		return nil, errors.New("pgpipe: End before Send")
+	}
+	p.ended = true
+	pc := p.c.Conn.Conn()
+	if err := p.pipe.Close(); err != nil && pc.IsClosed() {
+		return nil, err
+	}
+	return pc, nil
+}
+
 // TypeMap is the connection's, for decoding the values Next's results
 // hold.
 func (p *Pipeline) TypeMap() *pgtype.Map { return p.c.Conn.Conn().TypeMap() }
@@ -144,6 +165,9 @@ func (c *Conn) sendPrelude(ctx context.Context, query string, args []any) (br be
 	}
 	if p.pipe == nil {
 		return nil, nil, false
+	}
+	if p.ended {
+		return nil, c.refuse(ctx, p.pipe, errors.New("pgpipe: the prelude ended its pipeline, yet let the transaction go ahead")), true
 	}
 	c.pending = false
 	for p.read < p.sent { // what the prelude left unread

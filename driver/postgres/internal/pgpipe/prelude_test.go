@@ -20,6 +20,9 @@ type prelude struct {
 	calls  int
 	sent   error // what Send returned
 	failed error // the first statement's error, if any
+	// after, when set, runs on the connection End returns once a
+	// statement failed, before the refusal.
+	after func(ctx context.Context, conn *pgx.Conn) error
 }
 
 var errRefused = errors.New("refused by the prelude")
@@ -45,6 +48,15 @@ func (p *prelude) Before(ctx context.Context, pipe *pgpipe.Pipeline) error {
 		}
 	}
 	if p.failed != nil {
+		if p.after != nil {
+			conn, err := pipe.End()
+			if err != nil {
+				return err
+			}
+			if err := p.after(ctx, conn); err != nil {
+				return err
+			}
+		}
 		return errRefused
 	}
 	return nil
@@ -153,6 +165,42 @@ func TestPrelude(t *testing.T) {
 		}
 		if err := beginLazy(conn, nil); err != nil {
 			t.Fatalf("BeginLazy after a refusal ended: %v", err)
+		}
+		conn.ExecContext(ctx, "ROLLBACK")
+	})
+
+	t.Run("after a failure, End gives the connection, idle, its locks gone, for statements of the prelude's own", func(t *testing.T) {
+		var status byte
+		var locks, after int
+		p := &prelude{
+			stmts: []pgpipe.Statement{
+				{SQL: `SELECT pg_advisory_xact_lock(4242)`},
+				{SQL: `SELECT 1 / $1::int`, Args: []any{0}},
+				{SQL: `SELECT 1`}, // skipped
+			},
+			after: func(ctx context.Context, conn *pgx.Conn) error {
+				status = conn.PgConn().TxStatus()
+				return conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()), 7`).Scan(&locks, &after)
+			},
+		}
+		conn := begin(t, p)
+		if _, err := conn.ExecContext(ctx, `INSERT INTO `+table+` VALUES (5)`); !errors.Is(err, errRefused) {
+			t.Fatalf("first statement: %v (prelude saw %v); want the refusal", err, p.failed)
+		}
+		if status != 'I' || locks != 0 || after != 7 {
+			t.Fatalf("on End's connection: status %c, %d advisory locks, query gave %d; want I, none, 7", status, locks, after)
+		}
+		if st := txStatus(t, conn); st != 'I' {
+			t.Fatalf("after the refusal: status %c, want I", st)
+		}
+		if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(); n != 1 {
+			t.Fatalf("%d rows, want 1: the refused INSERT never ran", n)
+		}
+		if err := beginLazy(conn, nil); err != nil {
+			t.Fatalf("BeginLazy after End and a refusal: %v", err)
 		}
 		conn.ExecContext(ctx, "ROLLBACK")
 	})
