@@ -6,6 +6,8 @@ import (
 	sqldriver "database/sql/driver"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/okengine/oke/internal/flowtx"
 )
@@ -31,7 +33,7 @@ type Store struct {
 // effects of the running flow.
 func (fx *Fx) Store(db DB) *Store { return &Store{fx: fx, db: db} }
 
-func (s *Store) note(query string) error { return s.fx.record(ClassifySQL(query)) }
+func (s *Store) note(query string) error { return s.fx.record(classified(query)) }
 
 // Exec runs a statement that returns no rows.
 func (s *Store) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
@@ -92,7 +94,7 @@ type Tx struct {
 // once it commits (a deferred claim goes with its first statement, see
 // driver.TxClaimer); on a Store.Tx, on the flow at once.
 func (t *Tx) note(query string) error {
-	e := ClassifySQL(query)
+	e := classified(query)
 	if t.pending != nil {
 		t.pending.Note(effectBits[e])
 		return nil
@@ -177,6 +179,34 @@ func ClassifySQL(query string) Effect {
 		return EffectRead
 	}
 	return EffectWrite
+}
+
+// classifiedMax bounds how many statements classified remembers: an app
+// that builds its SQL at run time sends more distinct statements than
+// that, and the rest are classified each time.
+const classifiedMax = 4096
+
+// classifiedSQL holds what ClassifySQL said of the statements flows sent
+// (string → Effect); classifiedN counts them.
+var (
+	classifiedSQL sync.Map
+	classifiedN   atomic.Int64
+)
+
+// classified is ClassifySQL(query), remembered for the first classifiedMax
+// statements: a flow sends the same constant statements request after
+// request, and the lookup allocates nothing.
+func classified(query string) Effect {
+	if e, ok := classifiedSQL.Load(query); ok {
+		return e.(Effect)
+	}
+	e := ClassifySQL(query)
+	if classifiedN.Load() < classifiedMax {
+		if _, loaded := classifiedSQL.LoadOrStore(query, e); !loaded {
+			classifiedN.Add(1)
+		}
+	}
+	return e
 }
 
 func readUnlessModifying(query string) Effect {

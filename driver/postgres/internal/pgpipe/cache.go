@@ -19,20 +19,38 @@ type firstStatements struct {
 // statements it sent behind a prelude. pgx keeps the prepared statements
 // themselves, by their SQL (pgx.Conn.Prepare).
 type prepared struct {
-	begin *pgconn.StatementDescription
-	stmts map[string]struct{} // first statements prepared
-	stale []string            // prepared statements to deallocate: see forgetIfStale
+	begin, commit *pgconn.StatementDescription // BEGIN and COMMIT, once prepared (prepareOwn)
+	stmts         map[string]struct{}          // first statements prepared
+	stale         []string                     // prepared statements to deallocate: see forgetIfStale
+	// mode is the connection's pgx.ConnConfig.DefaultQueryExecMode and
+	// tracer its Tracer, if it traces batches (its Config method copies
+	// the whole configuration).
+	mode   pgx.QueryExecMode
+	tracer pgx.BatchTracer
+	// Encoders of a prelude's and a first statement's arguments, kept
+	// with the connection so that their buffers serve every transaction.
+	preArgs, stmtArgs pgx.ExtendedQueryBuilder
 }
 
 // preparedOf returns the connection's prepared, kept in its CustomData.
-func preparedOf(pc *pgconn.PgConn) *prepared {
-	data := pc.CustomData()
+func preparedOf(pc *pgx.Conn) *prepared {
+	data := pc.PgConn().CustomData()
 	st, ok := data["pgpipe"].(*prepared)
 	if !ok {
-		st = &prepared{stmts: map[string]struct{}{}}
+		cfg := pc.Config()
+		st = &prepared{stmts: map[string]struct{}{}, mode: cfg.DefaultQueryExecMode}
+		st.tracer, _ = cfg.Tracer.(pgx.BatchTracer)
 		data["pgpipe"] = st
 	}
 	return st
+}
+
+// state returns the prepared of c's connection.
+func (c *Conn) state() *prepared {
+	if c.st == nil {
+		c.st = preparedOf(c.Conn.Conn())
+	}
+	return c.st
 }
 
 // prepareFirst prepares the BEGIN and query on the connection, or reports
@@ -40,7 +58,8 @@ func preparedOf(pc *pgconn.PgConn) *prepared {
 func (c *Conn) prepareFirst(ctx context.Context, query string, args []any) (firstStatements, bool, error) {
 	var sds firstStatements
 	pc := c.Conn.Conn()
-	switch pc.Config().DefaultQueryExecMode {
+	st := c.state()
+	switch st.mode {
 	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe:
 	default:
 		return sds, false, nil
@@ -51,7 +70,6 @@ func (c *Conn) prepareFirst(ctx context.Context, query string, args []any) (firs
 			return sds, false, nil
 		}
 	}
-	st := preparedOf(pc.PgConn())
 	for len(st.stale) > 0 {
 		if err := pc.Deallocate(ctx, st.stale[0]); err != nil {
 			return sds, false, badConn(err)
@@ -61,18 +79,29 @@ func (c *Conn) prepareFirst(ctx context.Context, query string, args []any) (firs
 	if _, ok := st.stmts[query]; !ok && len(st.stmts) >= maxPrepared {
 		return sds, false, nil
 	}
-	if st.begin == nil {
-		var err error
-		if st.begin, err = pc.Prepare(ctx, "BEGIN", "BEGIN"); err != nil {
-			return sds, false, badConn(err)
-		}
+	begin, err := st.prepareOwn(ctx, pc, &st.begin, "BEGIN")
+	if err != nil {
+		return sds, false, badConn(err)
 	}
 	sd, err := pc.Prepare(ctx, query, query) // pgx keeps it: a map lookup after the first time
 	if err != nil {
 		return sds, false, badConn(err)
 	}
 	st.stmts[query] = struct{}{}
-	return firstStatements{begin: st.begin, stmt: sd}, true, nil
+	return firstStatements{begin: begin, stmt: sd}, true, nil
+}
+
+// prepareOwn returns *sd, a statement of pgpipe's own (BEGIN, COMMIT),
+// preparing it on the connection the first time.
+func (st *prepared) prepareOwn(ctx context.Context, pc *pgx.Conn, sd **pgconn.StatementDescription, query string) (*pgconn.StatementDescription, error) {
+	if *sd == nil {
+		p, err := pc.Prepare(ctx, query, query)
+		if err != nil {
+			return nil, err
+		}
+		*sd = p
+	}
+	return *sd, nil
 }
 
 // forgetIfStale drops a prepared statement the server refused to run
@@ -82,7 +111,7 @@ func (c *Conn) prepareFirst(ctx context.Context, query string, args []any) (firs
 func (c *Conn) forgetIfStale(sd *pgconn.StatementDescription, err error) {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "0A000" {
-		st := preparedOf(c.Conn.Conn().PgConn())
+		st := c.state()
 		delete(st.stmts, sd.SQL)
 		st.stale = append(st.stale, sd.SQL)
 	}

@@ -14,6 +14,17 @@
 // statements can see is the same — Postgres takes a transaction's snapshot
 // at its first statement, not at BEGIN — except now(), the transaction's
 // timestamp, which is the time of that first statement.
+//
+// On a connection that prepares its statements (pgx's default exec mode,
+// QueryExecModeCacheStatement, or CacheDescribe) the prelude's and
+// Commit's statements are prepared once per connection and sent as one
+// pgconn.Batch: one write and one Sync, read back with a
+// MultiResultReader, without the per-statement bookkeeping of pgconn's
+// Pipeline. What this package's connections keep between transactions
+// (the statements prepared, the argument encoders' buffers) lives with the
+// pgx connection, in its CustomData, since database/sql drops a Conn
+// each time it goes back to the pool. The prelude's statements are not
+// seen by a pgx tracer; Commit's are, as one batch.
 package pgpipe
 
 import (
@@ -22,6 +33,7 @@ import (
 	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -66,8 +78,7 @@ type Conn struct {
 	// refused is the Prelude's error: no transaction is open, and every
 	// statement but its end fails with it.
 	refused error
-	// Encoders of the prelude's and the statement's arguments.
-	preArgs, stmtArgs pgx.ExtendedQueryBuilder
+	st      *prepared // the connection's, once asked for (state)
 }
 
 // maxPrepared bounds the statements a connection prepares to send behind a
@@ -111,12 +122,17 @@ func (c *Conn) Commit(ctx context.Context, stmts ...Statement) error {
 	if err := c.refused; err != nil {
 		return err
 	}
+	pending := c.pending
+	c.pending, c.prelude = false, nil
+	switch c.state().mode {
+	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe:
+		return c.commitPrepared(ctx, pending, stmts)
+	}
 	b := &pgx.Batch{}
-	if c.pending {
+	if pending {
 		// Nothing was sent in the transaction: it begins here.
 		b.Queue("BEGIN")
 	}
-	c.pending, c.prelude = false, nil
 	for _, s := range stmts {
 		b.Queue(s.SQL, s.Args...)
 	}
@@ -132,6 +148,101 @@ func (c *Conn) Commit(ctx context.Context, stmts ...Statement) error {
 		first = err
 	}
 	return first
+}
+
+// commitPrepared is Commit on a connection that prepares its statements:
+// stmts and the COMMIT (behind a BEGIN when pending) are prepared
+// statements in one batch, one write, one round trip. (pgx's SendBatch
+// would do the same through a pgconn.Pipeline, with a dozen allocations of
+// bookkeeping per statement.) A connection whose Tracer traces batches
+// sees it as one, as from SendBatch.
+func (c *Conn) commitPrepared(ctx context.Context, pending bool, stmts []Statement) (err error) {
+	pc, st := c.Conn.Conn(), c.state()
+	var trace func(i int, tag pgconn.CommandTag, err error)
+	if st.tracer != nil {
+		var end func(error)
+		ctx, trace, end = c.traceCommit(ctx, pending, stmts)
+		defer func() { end(err) }()
+	}
+	var b pgconn.Batch
+	if pending {
+		sd, err := st.prepareOwn(ctx, pc, &st.begin, "BEGIN")
+		if err != nil {
+			return err
+		}
+		b.ExecStatement(sd, nil, nil, nil)
+	}
+	sds := make([]*pgconn.StatementDescription, len(stmts))
+	m := pc.TypeMap()
+	for i, s := range stmts {
+		sd, err := pc.Prepare(ctx, s.SQL, s.SQL) // pgx keeps it: a map lookup after the first time
+		if err != nil {
+			return err
+		}
+		sds[i] = sd
+		a := &st.preArgs
+		if err := a.Build(m, sd, s.Args); err != nil {
+			return err
+		}
+		b.ExecStatement(sd, a.ParamValues, a.ParamFormats, slices.Clone(a.ResultFormats))
+	}
+	sd, err := st.prepareOwn(ctx, pc, &st.commit, "COMMIT")
+	if err != nil {
+		return err
+	}
+	b.ExecStatement(sd, nil, nil, nil)
+	res := pc.PgConn().ExecBatch(ctx, &b)
+	var first error
+	for i := 0; res.NextResult(); i++ {
+		tag, err := res.ResultReader().Close()
+		if trace != nil {
+			trace(i, tag, err)
+		}
+		if err == nil {
+			continue
+		}
+		if first == nil {
+			first = err
+		}
+		if k := i - btoi(pending); k >= 0 && k < len(sds) {
+			c.forgetIfStale(sds[k], err)
+		}
+	}
+	if err := res.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+// traceCommit tells the connection's batch tracer of commitPrepared's
+// batch: it returns the context the tracer gave, trace, which tells it of
+// the i-th statement's result, and end, of the batch's end.
+func (c *Conn) traceCommit(ctx context.Context, pending bool, stmts []Statement) (context.Context, func(int, pgconn.CommandTag, error), func(error)) {
+	pc, tr := c.Conn.Conn(), c.state().tracer
+	b := &pgx.Batch{}
+	if pending {
+		b.Queue("BEGIN")
+	}
+	for _, s := range stmts {
+		b.Queue(s.SQL, s.Args...)
+	}
+	b.Queue("COMMIT")
+	ctx = tr.TraceBatchStart(ctx, pc, pgx.TraceBatchStartData{Batch: b})
+	trace := func(i int, tag pgconn.CommandTag, err error) {
+		if i < len(b.QueuedQueries) {
+			q := b.QueuedQueries[i]
+			tr.TraceBatchQuery(ctx, pc, pgx.TraceBatchQueryData{SQL: q.SQL, Args: q.Arguments, CommandTag: tag, Err: err})
+		}
+	}
+	end := func(err error) { tr.TraceBatchEnd(ctx, pc, pgx.TraceBatchEndData{Err: err}) }
+	return ctx, trace, end
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // txEnd reports whether query only ends a transaction (COMMIT, ROLLBACK,

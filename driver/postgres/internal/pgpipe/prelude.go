@@ -50,10 +50,10 @@ type Pipeline struct {
 	c         *Conn
 	sds       firstStatements
 	pipelined bool
-	pipe      *pgconn.Pipeline // once sent
-	sent      int              // the prelude's statements sent
-	read      int              // their results read
-	ended     bool             // by End
+	res       *pgconn.MultiResultReader // once sent
+	sent      int                       // the prelude's statements sent
+	read      int                       // their results read
+	ended     bool                      // by End
 }
 
 // Send sends stmts, the transaction's BEGIN and its first statement in one
@@ -62,7 +62,7 @@ type Pipeline struct {
 // is sent (a round trip, as pgx takes for any new statement), then kept for
 // the connection's life.
 func (p *Pipeline) Send(ctx context.Context, stmts ...Statement) error {
-	if !p.pipelined || p.pipe != nil {
+	if !p.pipelined || p.res != nil {
 		return ErrNotSent
 	}
 	pc := p.c.Conn.Conn()
@@ -75,32 +75,38 @@ func (p *Pipeline) Send(ctx context.Context, stmts ...Statement) error {
 		sds[i] = sd
 	}
 	m := pc.TypeMap()
-	p.pipe = pc.PgConn().StartPipeline(ctx)
+	// One batch, one write: Bind and Execute of each prepared statement,
+	// then a Sync. (pgconn's Pipeline would do the same with a dozen
+	// allocations of bookkeeping per statement.)
+	var b pgconn.Batch
+	st := p.c.state()
 	for i, s := range stmts {
-		if err := p.c.preArgs.Build(m, sds[i], s.Args); err != nil {
-			return fmt.Errorf("pgpipe: encode statement %d: %w", i, err) // unsynced: the connection closes
+		a := &st.preArgs
+		if err := a.Build(m, sds[i], s.Args); err != nil {
+			return fmt.Errorf("%w: encode statement %d: %w", ErrNotSent, i, err)
 		}
-		// The pipeline keeps the result formats until it reads the
-		// results, and the next Build reuses them: a copy each.
-		p.pipe.SendQueryStatement(sds[i], p.c.preArgs.ParamValues, p.c.preArgs.ParamFormats, slices.Clone(p.c.preArgs.ResultFormats))
+		// The batch keeps the result formats until it reads the results,
+		// and the next Build reuses them: a copy each.
+		b.ExecStatement(sds[i], a.ParamValues, a.ParamFormats, slices.Clone(a.ResultFormats))
 	}
-	p.pipe.SendQueryStatement(p.sds.begin, nil, nil, nil)
-	a := &p.c.stmtArgs
-	p.pipe.SendQueryStatement(p.sds.stmt, a.ParamValues, a.ParamFormats, a.ResultFormats)
+	b.ExecStatement(p.sds.begin, nil, nil, nil)
+	a := &st.stmtArgs
+	b.ExecStatement(p.sds.stmt, a.ParamValues, a.ParamFormats, a.ResultFormats)
 	p.sent = len(stmts)
-	// The connection is closed when Sync fails, and with it whatever the
-	// server began.
-	return p.pipe.Sync()
+	// Should the batch not go out, the connection is closed, and with it
+	// whatever the server began; the error is the first Next's.
+	p.res = pc.PgConn().ExecBatch(ctx, &b)
+	return nil
 }
 
 // Next returns the results of the next of the statements Send sent, for
 // the caller to read and close.
 func (p *Pipeline) Next() (*pgconn.ResultReader, error) {
-	if p.read >= p.sent {
+	if p.read >= p.sent || p.ended {
 		return nil, errors.New("pgpipe: no more of the prelude's results")
 	}
 	p.read++
-	return nextResults(p.pipe)
+	return nextResults(p.res)
 }
 
 // End ends the pipeline Send sent, reading what is left of its results up
@@ -112,12 +118,12 @@ func (p *Pipeline) Next() (*pgconn.ResultReader, error) {
 // then refuse the transaction. End's error is one that broke the
 // connection.
 func (p *Pipeline) End() (*pgx.Conn, error) {
-	if p.pipe == nil {
+	if p.res == nil {
 		return nil, errors.New("pgpipe: End before Send")
 	}
 	p.ended = true
 	pc := p.c.Conn.Conn()
-	if err := p.pipe.Close(); err != nil && pc.IsClosed() {
+	if err := p.res.Close(); err != nil && pc.IsClosed() {
 		return nil, err
 	}
 	return pc, nil
@@ -127,16 +133,16 @@ func (p *Pipeline) End() (*pgx.Conn, error) {
 // hold.
 func (p *Pipeline) TypeMap() *pgtype.Map { return p.c.Conn.Conn().TypeMap() }
 
-func nextResults(pipe *pgconn.Pipeline) (*pgconn.ResultReader, error) {
-	r, err := pipe.GetResults()
-	if err != nil {
-		return nil, err
+// nextResults returns the results of the next statement in res. The
+// reader is the connection's one: it is good until the next call.
+func nextResults(res *pgconn.MultiResultReader) (*pgconn.ResultReader, error) {
+	if !res.NextResult() {
+		if err := res.Close(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("pgpipe: the server sent fewer results than statements")
 	}
-	rr, ok := r.(*pgconn.ResultReader)
-	if !ok {
-		return nil, fmt.Errorf("pgpipe: pipeline: expected a statement's results, got %T", r)
-	}
-	return rr, nil
+	return res.ResultReader(), nil
 }
 
 // sendPrelude sends the pending transaction's first statement behind its
@@ -154,36 +160,36 @@ func (c *Conn) sendPrelude(ctx context.Context, query string, args []any) (br be
 	if pipelined {
 		// Encode the statement's arguments before the prelude runs: an
 		// argument that cannot be sent fails the statement alone.
-		if err := c.stmtArgs.Build(pc.TypeMap(), sds.stmt, args); err != nil {
+		if err := c.state().stmtArgs.Build(pc.TypeMap(), sds.stmt, args); err != nil {
 			c.pending = false
 			return nil, err, true
 		}
 	}
 	p := &Pipeline{c: c, sds: sds, pipelined: pipelined}
 	if err := c.prelude.Before(ctx, p); err != nil {
-		return nil, c.refuse(ctx, p.pipe, err), true
+		return nil, c.refuse(ctx, p.res, err), true
 	}
-	if p.pipe == nil {
+	if p.res == nil {
 		return nil, nil, false
 	}
 	if p.ended {
-		return nil, c.refuse(ctx, p.pipe, errors.New("pgpipe: the prelude ended its pipeline, yet let the transaction go ahead")), true
+		return nil, c.refuse(ctx, p.res, errors.New("pgpipe: the prelude ended its pipeline, yet let the transaction go ahead")), true
 	}
 	c.pending = false
 	for p.read < p.sent { // what the prelude left unread
 		if err := readClosed(p); err != nil {
-			p.pipe.Close()
+			p.res.Close()
 			return nil, err, true
 		}
 	}
-	if rr, err := nextResults(p.pipe); err != nil { // the BEGIN
-		p.pipe.Close()
+	if rr, err := nextResults(p.res); err != nil { // the BEGIN
+		p.res.Close()
 		return nil, err, true
 	} else if _, err := rr.Close(); err != nil {
-		p.pipe.Close()
+		p.res.Close()
 		return nil, err, true
 	}
-	return c.readFirst(p.pipe, sds.stmt, pc.TypeMap())
+	return c.readFirst(p.res, sds.stmt, pc.TypeMap())
 }
 
 func readClosed(p *Pipeline) error {
@@ -195,11 +201,12 @@ func readClosed(p *Pipeline) error {
 	return err
 }
 
-// refuse closes pipe, if one was started, and refuses the transaction
-// with err; should the server have begun it, it is rolled back first.
-func (c *Conn) refuse(ctx context.Context, pipe *pgconn.Pipeline, err error) error {
-	if pipe != nil {
-		pipe.Close()
+// refuse reads what is left of res, if it was sent, and refuses the
+// transaction with err; should the server have begun it, it is rolled back
+// first.
+func (c *Conn) refuse(ctx context.Context, res *pgconn.MultiResultReader, err error) error {
+	if res != nil {
+		res.Close()
 	}
 	pc := c.Conn.Conn()
 	if !pc.IsClosed() && pc.PgConn().TxStatus() != 'I' {
@@ -214,19 +221,14 @@ func (c *Conn) refuse(ctx context.Context, pipe *pgconn.Pipeline, err error) err
 
 // readFirst returns the results of the first statement of a transaction
 // sent behind its prelude, for the caller to read.
-func (c *Conn) readFirst(pipe *pgconn.Pipeline, sd *pgconn.StatementDescription, m *pgtype.Map) (begun, error, bool) {
-	r, err := pipe.GetResults()
+func (c *Conn) readFirst(res *pgconn.MultiResultReader, sd *pgconn.StatementDescription, m *pgtype.Map) (begun, error, bool) {
+	rr, err := nextResults(res)
 	if err != nil {
 		c.forgetIfStale(sd, err)
-		pipe.Close()
+		res.Close()
 		return nil, err, true
 	}
-	rr, ok := r.(*pgconn.ResultReader)
-	if !ok {
-		pipe.Close()
-		return nil, fmt.Errorf("pgpipe: pipeline: expected the statement's results, got %T", r), true
-	}
-	return &pipeResults{c: c, sd: sd, pipe: pipe, rr: rr, m: m}, nil, true
+	return &pipeResults{c: c, sd: sd, res: res, rr: rr, m: m}, nil, true
 }
 
 // pipeResults are the results of the statement sendPrelude sent: the
@@ -234,7 +236,7 @@ func (c *Conn) readFirst(pipe *pgconn.Pipeline, sd *pgconn.StatementDescription,
 type pipeResults struct {
 	c    *Conn
 	sd   *pgconn.StatementDescription
-	pipe *pgconn.Pipeline
+	res  *pgconn.MultiResultReader
 	rr   *pgconn.ResultReader
 	m    *pgtype.Map
 	rows pgx.Rows
@@ -264,7 +266,7 @@ func (r *pipeResults) Close() error {
 	if err != nil {
 		r.c.forgetIfStale(r.sd, err)
 	}
-	if cerr := r.pipe.Close(); err == nil {
+	if cerr := r.res.Close(); err == nil {
 		err = cerr
 	}
 	return err

@@ -234,9 +234,20 @@ func TestPrelude(t *testing.T) {
 	})
 }
 
+// TestCommit runs on a connection that prepares its statements (pgx's
+// default: Commit sends prepared statements in one batch) and on one that
+// does not (the simple protocol: pgx's SendBatch).
 func TestCommit(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
+	for _, mode := range []string{"", "simple_protocol"} {
+		t.Run("mode="+mode, func(t *testing.T) {
+			t.Parallel()
+			testCommit(t, setupWith(t, mode))
+		})
+	}
+}
+
+func testCommit(t *testing.T, f fixture) {
 	ctx := t.Context()
 	table := pgx.Identifier{f.schema, "com"}.Sanitize()
 	if _, err := f.pool.Exec(ctx, `CREATE TABLE `+table+` (id int PRIMARY KEY)`); err != nil {
