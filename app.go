@@ -114,22 +114,21 @@ type Config struct {
 // mounts under any router. Build it with New, bind flows with Handle, then
 // call Start (ServeHTTP calls it on first use if you do not).
 type App struct {
-	cfg      Config
-	engine   idem.Engine
-	journal  driver.Journal // nil when the driver keeps no journal
-	sched    journal.Scheduler
-	done     completions      // wakes requests that wait for a key (Prefer: wait)
-	waiter   driver.KeyWaiter // the driver's notifications of keys completed elsewhere, if it has them
-	unhear   func()           // stops the driver's HearWaiters; nil until Start
-	replayed replayedKeys     // keys answered from their stored response (replayed.go)
-	leases   *lease.Pool      // renews claims' and runs' leases; closed by Close
-	base     context.Context  // cancelled when Close gives up waiting
-	cancel   context.CancelFunc
-	log      *slog.Logger
-	mux      *http.ServeMux
-	flows    map[string]*flow
-	routes   []*route
-	metrics  *metrics
+	cfg     Config
+	engine  idem.Engine
+	journal driver.Journal // nil when the driver keeps no journal
+	sched   journal.Scheduler
+	done    completions      // wakes requests that wait for a key (Prefer: wait)
+	waiter  driver.KeyWaiter // the driver's notifications of keys completed elsewhere, if it has them
+	unhear  func()           // stops the driver's HearWaiters; nil until Start
+	leases  *lease.Pool      // renews claims' and runs' leases; closed by Close
+	base    context.Context  // cancelled when Close gives up waiting
+	cancel  context.CancelFunc
+	log     *slog.Logger
+	mux     *http.ServeMux
+	flows   map[string]*flow
+	routes  []*route
+	metrics *metrics
 
 	mu       sync.Mutex
 	problems []error

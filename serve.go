@@ -232,9 +232,15 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 	key, fp, ttl := k.key, k.fp, k.ttl
 	if f.claim == ClaimInTx { // never Durable: checkOptions refuses it
 		if _, ok := a.cfg.Driver.(driver.TxClaimer); ok {
-			if d, answered := a.answerStored(ctx, f, k, w); !answered {
-				a.serveDeferred(ctx, f, in, id, k, d, w)
+			// A key replayed here before is answered from its row, read
+			// on its own, without starting the flow (idem's replayed.go).
+			d, dec, took, answered := a.engine.Held(ctx, k.key, k.fp, k.ttl)
+			if answered {
+				m.claim.Observe(took.Seconds())
+				a.answerClaim(f, dec, nil, w)
+				return
 			}
+			a.serveDeferred(ctx, f, in, id, k, d, w)
 			return
 		}
 	}
@@ -322,14 +328,14 @@ func (a *App) answerClaim(f *flow, dec idem.Decision, err error, w http.Response
 // non-read effect (on its own), or after the function returns, whichever
 // comes first. A claim that is not the request's stops the flow at that
 // effect, and the request is answered as it would have been had the claim
-// come first. d is the claim (answerStored's: to be made, or decided by a
-// read of the key's row).
+// come first. d is the claim (idem.Engine.Held's: to be made, or decided
+// by a read of the key's row).
 func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, k keyed, d *idem.Deferred, w http.ResponseWriter) {
 	fx := &Fx{app: a, flow: f, identity: id, claim: d}
 	res, _, runErr := a.callUnary(ctx, f, in, fx)
 	dec, err := d.Decide()
 	f.metrics.claim.Observe(d.Took().Seconds())
-	a.noteStored(k.key, dec, err)
+	a.engine.NoteHeld(k.key, dec, err)
 	if dec.Outcome == idem.InProgress {
 		// The flow's transaction never began; end it before waiting.
 		fx.takeTx().Rollback()

@@ -55,7 +55,7 @@ import (
 // A free key — the common case — costs two lock calls, one index probe and
 // a setting ahead of the flow's statement, in the same round trip; and a
 // key this process has replayed once is answered without a claim at all
-// (replayed.go in package oke).
+// (internal/idem/replayed.go).
 //
 // No row is written until the completion, which stores the response as the
 // row (insertCompletedSQL, or replaceCompletedSQL over the row the lookup

@@ -64,6 +64,9 @@ type Engine struct {
 	OnError func(key driver.Key, op string, err error)
 	// Leases renews the claims' leases; its owner closes it.
 	Leases *lease.Pool
+	// replayed: the keys of claims held in a transaction that this
+	// process answered from their stored response (replayed.go).
+	replayed replayedKeys
 }
 
 func (e *Engine) lease() time.Duration {

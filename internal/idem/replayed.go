@@ -1,14 +1,12 @@
-package oke
+package idem
 
 import (
 	"context"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/okengine/oke/driver"
-	"github.com/okengine/oke/internal/idem"
 )
 
 // A retry of a completed request under a claim held in the flow's
@@ -21,7 +19,7 @@ import (
 //
 // So a keyed request whose key this process has answered from its stored
 // response before is first answered from the key's row, read on its own
-// (one statement, no lock, no transaction; idem.Engine.Stored): the same
+// (one statement, no lock, no transaction; Engine.Stored): the same
 // replay, by the same rule, without starting the flow. Another payload
 // under the key (422) is decided by that read too, and answered as before:
 // the flow starts and its first effect is refused, no claim sent. Anything
@@ -72,34 +70,36 @@ func (s *replayedKeys) forget(k driver.Key) {
 	s.mu.Unlock()
 }
 
-// answerStored answers a keyed request of a ClaimInTx flow from its key's
-// stored response when the key was replayed here before (see above), and
-// reports whether it answered. Otherwise it returns the claim for
-// serveDeferred: decided already (422) or, most often, to be made. A store
-// error decides nothing: the ordinary path then meets it too, and answers
-// for it.
-func (a *App) answerStored(ctx context.Context, f *flow, k keyed, w http.ResponseWriter) (*idem.Deferred, bool) {
-	if !a.replayed.has(k.key) {
-		return a.engine.Defer(ctx, k.key, k.fp, k.ttl), false
+// Held returns the claim of a keyed request of a flow whose claim is held
+// in its transaction (Defer's), or, when the key was replayed here before
+// (see above) and its row still holds its stored response, the decision
+// that answers it from that row (answered true; took is the read's time).
+// Another payload under a key replayed before gives a claim decided
+// already (Decided): the flow starts and is refused at its first effect. A
+// store error decides nothing: the ordinary path then meets it too, and
+// answers for it.
+func (e *Engine) Held(ctx context.Context, key driver.Key, fp string, ttl time.Duration) (d *Deferred, dec Decision, took time.Duration, answered bool) {
+	if !e.replayed.has(key) {
+		return e.Defer(ctx, key, fp, ttl), Decision{}, 0, false
 	}
 	start := time.Now()
-	dec, ok, err := a.engine.Stored(ctx, k.key, k.fp, storedMargin)
-	took := time.Since(start)
+	dec, ok, err := e.Stored(ctx, key, fp, storedMargin)
+	took = time.Since(start)
 	switch {
 	case err != nil || !ok:
-		a.replayed.forget(k.key)
-		return a.engine.Defer(ctx, k.key, k.fp, k.ttl), false
-	case dec.Outcome != idem.Replay: // another payload: the flow starts, refused at its first effect
-		return a.engine.Decided(ctx, k.key, k.fp, k.ttl, dec, took), false
+		e.replayed.forget(key)
+		return e.Defer(ctx, key, fp, ttl), Decision{}, 0, false
+	case dec.Outcome != Replay: // another payload: the flow starts, refused at its first effect
+		return e.Decided(ctx, key, fp, ttl, dec, took), Decision{}, 0, false
 	}
-	f.metrics.claim.Observe(took.Seconds())
-	a.answerClaim(f, dec, nil, w)
-	return nil, true
+	return nil, dec, took, true
 }
 
-// noteStored remembers k after a held claim replayed its request.
-func (a *App) noteStored(k driver.Key, dec idem.Decision, err error) {
-	if err == nil && dec.Outcome == idem.Replay {
-		a.replayed.add(k)
+// NoteHeld remembers key when a claim held in the transaction decided dec
+// for it (err nil): a Replay makes its next request read the row first
+// (Held).
+func (e *Engine) NoteHeld(key driver.Key, dec Decision, err error) {
+	if err == nil && dec.Outcome == Replay {
+		e.replayed.add(key)
 	}
 }
