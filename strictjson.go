@@ -32,7 +32,7 @@ import (
 // field match or invalid string it finds.
 func strictCheck(body []byte, t reflect.Type) *Error {
 	s := strictScanner{b: body}
-	s.value(t)
+	s.value(strictTarget(t))
 	return s.err
 }
 
@@ -98,21 +98,20 @@ func (s *strictScanner) ws() {
 	}
 }
 
-// value scans one value that decodes into t (nil: unknown, check only keys
-// and strings).
+// value scans one value that decodes into t, a strictTarget (nil:
+// unknown, check only keys and strings).
 func (s *strictScanner) value(t reflect.Type) {
 	s.ws()
 	if s.err != nil || s.i >= len(s.b) {
 		return
 	}
-	t = strictTarget(t)
 	switch s.b[s.i] {
 	case '{':
 		s.object(t)
 	case '[':
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			elem = t.Elem()
+			elem = strictTarget(t.Elem())
 		}
 		s.i++
 		for n := 0; ; n++ {
@@ -153,7 +152,7 @@ func (s *strictScanner) object(t reflect.Type) {
 		case reflect.Struct:
 			fields = fieldsOf(t)
 		case reflect.Map:
-			elem = t.Elem()
+			elem = strictTarget(t.Elem())
 		}
 	}
 	s.i++
@@ -351,6 +350,24 @@ var (
 // known (an interface, or a type that decodes itself), so only duplicate keys
 // and strings are checked below it.
 func strictTarget(t reflect.Type) reflect.Type {
+	if t == nil {
+		return nil
+	}
+	if v, ok := strictTargets.Load(t); ok {
+		target, _ := v.(reflect.Type)
+		return target
+	}
+	target := strictTargetOf(t)
+	strictTargets.Store(t, target)
+	return target
+}
+
+// strictTargets remembers strictTarget's answer by type (a program has
+// finitely many): the Implements checks would otherwise run for every
+// value of every body.
+var strictTargets sync.Map
+
+func strictTargetOf(t reflect.Type) reflect.Type {
 	for t != nil {
 		if t.Implements(jsonUnmarshalerType) || reflect.PointerTo(t).Implements(jsonUnmarshalerType) ||
 			t.Implements(textUnmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType) {
@@ -371,7 +388,7 @@ func strictTarget(t reflect.Type) reflect.Type {
 // strictFields are the JSON names of a struct type's fields, as
 // encoding/json matches them.
 type strictFields struct {
-	exact map[string]reflect.Type
+	exact map[string]reflect.Type // each field's strictTarget
 	names []string
 }
 
@@ -429,7 +446,7 @@ func fieldsOf(t reflect.Type) *strictFields {
 				f.names = append(f.names, name)
 			}
 			depth[name] = d
-			f.exact[name] = sf.Type
+			f.exact[name] = strictTarget(sf.Type)
 		}
 		visited[t] = false
 	}
