@@ -13,6 +13,12 @@
   const root = document.getElementById("main");
   let main = root;
   let cleanup = []; // what the current page must stop when it is left
+  // Stored bodies revealed on the idempotency pages, by row (rowId): a row
+  // drawn again — by a lookup's page taking the old one's place, by a reload
+  // — shows its body still, and a Reveal clicked on a row that is redrawn
+  // before its answer comes shows the body on the row as drawn now.
+  // Forgotten when another page is opened.
+  const revealed = new Map();
 
   // el builds an element: attrs are attributes (set with setAttribute),
   // except "text" (textContent), "class", and "on…" (listeners); children
@@ -116,6 +122,7 @@
     const params = new URLSearchParams(query || "");
     const parts = path.split("/").filter(Boolean);
     const page = parts[0] || "flows";
+    if (page !== "idempotency") revealed.clear();
     for (const a of document.querySelectorAll("[data-nav]")) {
       a.classList.toggle("active", a.getAttribute("data-nav") === page);
     }
@@ -143,6 +150,7 @@
       if (main !== view) return; // left before it was drawn
       root.replaceChildren(...view.childNodes);
       main = root;
+      root.dataset.shown = h; // the page shown now, drawn whole
     });
   }
 
@@ -522,11 +530,29 @@
     await load();
   }
 
+  // rowId names an idempotency row by its whole scope.
+  function rowId(r) {
+    return JSON.stringify([r.tenant, r.principal, r.flow, r.key]);
+  }
+
+  // showBody shows a revealed body in the body cell of every drawing of
+  // the row id: the page shown, and the one being drawn to take its place.
+  function showBody(id, body) {
+    for (const scope of new Set([document, main])) {
+      for (const cell of scope.querySelectorAll("td[data-body-cell]")) {
+        if (cell.dataset.bodyCell === id) cell.replaceChildren(el("pre", { "data-body": "", text: json(body) }));
+      }
+    }
+  }
+
   function rowEl(r, notice) {
     const state = r.expired ? "expired" : r.state;
-    const bodyCell = el("td");
+    const id = rowId(r);
+    const bodyCell = el("td", { "data-body-cell": id });
     const tr = el("tr", { "data-row": r.key, "data-tenant": r.tenant, "data-principal": r.principal, "data-flow-name": r.flow, "data-state": state });
-    if (r.bodyHidden) {
+    if (r.bodyHidden && revealed.has(id)) {
+      bodyCell.append(el("pre", { "data-body": "", text: json(revealed.get(id)) }));
+    } else if (r.bodyHidden) {
       bodyCell.append(el("span", { class: "muted", "data-body-hidden": "", text: `hidden (${r.bodyBytes} bytes) ` }),
         el("button", { class: "secondary", "data-action": "reveal", text: "Reveal", onclick: async () => {
           try {
@@ -534,7 +560,9 @@
             const u = new URLSearchParams({ tenant: r.tenant, principal: r.principal, flow: r.flow, key: r.key, reveal: "1" });
             const res = await api("GET", "idempotency/row?" + u.toString());
             const resp = res.row.response || {};
+            revealed.set(id, resp.body);
             bodyCell.replaceChildren(el("pre", { "data-body": "", text: json(resp.body) }));
+            showBody(id, resp.body);
           } catch (e) {
             notice.replaceChildren(errorBox(e));
           }

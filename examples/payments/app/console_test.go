@@ -170,6 +170,20 @@ func consoleInABrowser(t *testing.T, e *env) {
 	}
 	browsertest.Do(t, ctx, "reveal the body", chromedp.Click(chromedp.CSS(row+` [data-action="reveal"]`)),
 		chromedp.WaitVisible(chromedp.CSS(row+` [data-body]`)))
+	// Reveal clicked on a row whose page is being replaced (a lookup just
+	// sent: the rows shown narrow at once, the lookup's page comes after):
+	// the body shows on the page that ends up shown, whichever answer comes
+	// first.
+	browsertest.Do(t, ctx, "look up again and reveal at once", chromedp.Click(chromedp.CSS(`[data-nav="flows"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#main[data-shown="/flows"]`)),
+		chromedp.Click(chromedp.CSS(`[data-nav="idempotency"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#main[data-shown="/idempotency"] `+row+` [data-action="reveal"]`)),
+		chromedp.SendKeys(chromedp.CSS(`[data-input="key"]`), chargeKey),
+		chromedp.Evaluate[chromedp.Void](`(() => {
+			document.querySelector('[data-action="lookup"]').click();
+			document.querySelector(`+"`"+row+` [data-action="reveal"]`+"`"+`).click();
+		})()`),
+		chromedp.WaitVisible(chromedp.CSS(`#main[data-shown="/idempotency?key=`+chargeKey+`"] `+row+` [data-body]`)))
 	if body := browsertest.Get(t, ctx, "read the body", chromedp.TextContent(chromedp.CSS(row+` [data-body]`))); !strings.Contains(body, `"amount": 500`) {
 		t.Errorf("revealed body %q, want the charge", body)
 	}
