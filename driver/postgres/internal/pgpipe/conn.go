@@ -128,15 +128,7 @@ func (c *Conn) Commit(ctx context.Context, stmts ...Statement) error {
 	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe:
 		return c.commitPrepared(ctx, pending, stmts)
 	}
-	b := &pgx.Batch{}
-	if pending {
-		// Nothing was sent in the transaction: it begins here.
-		b.Queue("BEGIN")
-	}
-	for _, s := range stmts {
-		b.Queue(s.SQL, s.Args...)
-	}
-	b.Queue("COMMIT")
+	b := commitBatch(pending, stmts)
 	br := c.Conn.Conn().SendBatch(ctx, b)
 	var first error
 	for range b.Len() {
@@ -148,6 +140,21 @@ func (c *Conn) Commit(ctx context.Context, stmts ...Statement) error {
 		first = err
 	}
 	return first
+}
+
+// commitBatch is what Commit sends, as a pgx.Batch: a BEGIN when the
+// transaction sent nothing yet (pending: it begins here), stmts, and the
+// COMMIT.
+func commitBatch(pending bool, stmts []Statement) *pgx.Batch {
+	b := &pgx.Batch{}
+	if pending {
+		b.Queue("BEGIN")
+	}
+	for _, s := range stmts {
+		b.Queue(s.SQL, s.Args...)
+	}
+	b.Queue("COMMIT")
+	return b
 }
 
 // commitPrepared is Commit on a connection that prepares its statements:
@@ -219,14 +226,7 @@ func (c *Conn) commitPrepared(ctx context.Context, pending bool, stmts []Stateme
 // the i-th statement's result, and end, of the batch's end.
 func (c *Conn) traceCommit(ctx context.Context, pending bool, stmts []Statement) (context.Context, func(int, pgconn.CommandTag, error), func(error)) {
 	pc, tr := c.Conn.Conn(), c.state().tracer
-	b := &pgx.Batch{}
-	if pending {
-		b.Queue("BEGIN")
-	}
-	for _, s := range stmts {
-		b.Queue(s.SQL, s.Args...)
-	}
-	b.Queue("COMMIT")
+	b := commitBatch(pending, stmts)
 	ctx = tr.TraceBatchStart(ctx, pc, pgx.TraceBatchStartData{Batch: b})
 	trace := func(i int, tag pgconn.CommandTag, err error) {
 		if i < len(b.QueuedQueries) {
