@@ -79,9 +79,10 @@ import (
 
 // heldLockSQL takes the request's lock ($2: requestLockKey, shared; in a
 // subquery the planner may not flatten, so it is taken before the key's)
-// and tries the key's ($1: lockKey), failing with a division by zero when
-// another transaction holds it.
-const heldLockSQL = `SELECT 1 / pg_try_advisory_xact_lock($1)::int
+// and tries the key's ($1: lockKey), failing (oke_claim_refused, migration
+// 012: SQLSTATE OKE01) when another transaction holds it.
+const heldLockSQL = `SELECT CASE WHEN pg_try_advisory_xact_lock($1) THEN 1
+	ELSE {s}.oke_claim_refused('another transaction holds the key') END
 	FROM (SELECT pg_advisory_xact_lock_shared($2) OFFSET 0) AS request_lock`
 
 // heldLookupSQL reads the key's row, if any, and the server's clock, and
@@ -91,10 +92,11 @@ var heldLookupSQL = `SELECT ` + prefixed("o") + `, now(),
 	set_config('oke.held_claim', coalesce(o.idem_key IS NULL OR (` + mayReplaceSQL("o", "$5") + `), false)::int::text, true)
 	FROM (VALUES (1)) AS one LEFT JOIN {s}.oke_idempotency o ON ` + keyWhere
 
-// heldGuardSQL fails, with a division by zero, unless the lookup found
-// the key free. Should the lookup not have run, the setting is not there
-// (or empty, from an earlier transaction), and it fails as well.
-const heldGuardSQL = `SELECT 1 / current_setting('oke.held_claim')::int`
+// heldGuardSQL fails (oke_claim_refused) unless the lookup found the key
+// free. Should the lookup not have run, the setting is not there (an error
+// of its own) or empty, from an earlier transaction, and it fails as well.
+const heldGuardSQL = `SELECT CASE current_setting('oke.held_claim') WHEN '1' THEN 1
+	ELSE {s}.oke_claim_refused('the key has a row this request may not take') END`
 
 // heldRefusedSQL is what the driver asks when heldLockSQL or heldLookupSQL
 // failed, after the pipeline: the key's row, if any, the server's clock
@@ -205,7 +207,7 @@ func (p *claimPrelude) sendHeld(ctx context.Context, pipe *pgpipe.Pipeline, req 
 	err := pipe.Send(ctx,
 		pgpipe.Statement{SQL: d.sql(heldLockSQL), Args: []any{kl, requestLockKey(k, req.Fingerprint)}},
 		pgpipe.Statement{SQL: d.sql(heldLookupSQL), Args: []any{k.Tenant, k.Principal, k.Flow, k.Key, req.Fingerprint}},
-		pgpipe.Statement{SQL: heldGuardSQL},
+		pgpipe.Statement{SQL: d.sql(heldGuardSQL)},
 	)
 	if errors.Is(err, pgpipe.ErrNotSent) {
 		// Claim on the driver's pool, and send the statement with its
@@ -217,7 +219,7 @@ func (p *claimPrelude) sendHeld(ctx context.Context, pipe *pgpipe.Pipeline, req 
 	}
 
 	if err := readClosed(pipe); err != nil { // the lock
-		if !divByZero(err) {
+		if !claimRefused(err) {
 			return p.claimFailed(d.wrap("claim", err))
 		}
 		return p.refused(ctx, pipe, req, kl)
@@ -227,7 +229,7 @@ func (p *claimPrelude) sendHeld(ctx context.Context, pipe *pgpipe.Pipeline, req 
 		return p.claimFailed(d.wrap("claim", err))
 	}
 	if err := readClosed(pipe); err != nil { // the guard
-		if !divByZero(err) {
+		if !claimRefused(err) {
 			return p.claimFailed(d.wrap("claim", err))
 		}
 		res := driver.ClaimResult{Row: seen, Now: now}
@@ -362,9 +364,9 @@ func readLookup(pipe *pgpipe.Pipeline, m *pgtype.Map) (row driver.Row, existed b
 	return row, existed, now, nil
 }
 
-// divByZero reports whether err is the server's division by zero: how the
-// claim's lock and guard refuse.
-func divByZero(err error) bool {
+// claimRefused reports whether err is oke_claim_refused's: how the claim's
+// lock and guard refuse.
+func claimRefused(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "22012"
+	return errors.As(err, &pgErr) && pgErr.Code == "OKE01"
 }
