@@ -129,18 +129,7 @@ func (e *Engine) decide(key driver.Key, owner string, lease, ttl time.Duration, 
 // (driver.ErrNotOwner): another attempt holds the key now, and the refused
 // one must answer what that attempt's row holds, never its own result.
 func (e *Engine) Current(ctx context.Context, key driver.Key, fp string) (d Decision, ok bool, err error) {
-	row, err := e.Driver.Get(ctx, key)
-	if errors.Is(err, driver.ErrNotFound) {
-		return Decision{}, false, nil
-	}
-	if err != nil {
-		return Decision{}, false, fmt.Errorf("read idempotency row: %w", err)
-	}
-	now := time.Now()
-	if row.Expired(now) {
-		return Decision{}, false, nil
-	}
-	return e.decide(key, "", 0, 0, fp, driver.ClaimResult{Row: row, Now: now}), true, nil
+	return e.fromRow(ctx, key, fp, func(row driver.Row, now time.Time) bool { return !row.Expired(now) })
 }
 
 // Stored says what a request with fingerprint fp gets from the row of key
@@ -151,6 +140,16 @@ func (e *Engine) Current(ctx context.Context, key driver.Key, fp string) (d Deci
 // expires within margin (the row's expiry is the store's clock; margin
 // covers the skew of this process's).
 func (e *Engine) Stored(ctx context.Context, key driver.Key, fp string, margin time.Duration) (d Decision, ok bool, err error) {
+	return e.fromRow(ctx, key, fp, func(row driver.Row, now time.Time) bool {
+		return row.State == driver.Completed && row.Response != nil && !row.Expired(now.Add(margin))
+	})
+}
+
+// fromRow reads the row of key and, when stands says it decides (at this
+// process's now), says what a request with fingerprint fp gets from it, by
+// the same rules as Begin (ok true); no row, or one that does not stand, is
+// ok false.
+func (e *Engine) fromRow(ctx context.Context, key driver.Key, fp string, stands func(row driver.Row, now time.Time) bool) (d Decision, ok bool, err error) {
 	row, err := e.Driver.Get(ctx, key)
 	if errors.Is(err, driver.ErrNotFound) {
 		return Decision{}, false, nil
@@ -159,7 +158,7 @@ func (e *Engine) Stored(ctx context.Context, key driver.Key, fp string, margin t
 		return Decision{}, false, fmt.Errorf("read idempotency row: %w", err)
 	}
 	now := time.Now()
-	if row.State != driver.Completed || row.Response == nil || row.Expired(now.Add(margin)) {
+	if !stands(row, now) {
 		return Decision{}, false, nil
 	}
 	return e.decide(key, "", 0, 0, fp, driver.ClaimResult{Row: row, Now: now}), true, nil
