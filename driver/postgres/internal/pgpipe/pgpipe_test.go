@@ -37,6 +37,23 @@ type fixture struct {
 	schema string
 }
 
+// table creates the table name (id int PRIMARY KEY) in f's schema and
+// returns its quoted name and a count of its rows.
+func (f fixture) table(t *testing.T, name string) (string, func() int) {
+	t.Helper()
+	table := pgx.Identifier{f.schema, name}.Sanitize()
+	if _, err := f.pool.Exec(t.Context(), `CREATE TABLE `+table+` (id int PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	return table, func() (n int) {
+		t.Helper()
+		if err := f.pool.QueryRow(t.Context(), `SELECT count(*) FROM `+table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+}
+
 func setup(t *testing.T) fixture {
 	t.Helper()
 	return setupWith(t, "")
@@ -200,17 +217,7 @@ func TestLazyBeginIsATransaction(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := t.Context()
-	table := pgx.Identifier{f.schema, "lazy"}.Sanitize()
-	if _, err := f.pool.Exec(ctx, `CREATE TABLE `+table+` (id int PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
-	count := func() (n int) {
-		t.Helper()
-		if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	table, count := f.table(t, "lazy")
 
 	t.Run("nothing is sent until the first statement, which begins it", func(t *testing.T) {
 		conn := begun(t, f)

@@ -76,17 +76,7 @@ func TestPrelude(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := t.Context()
-	table := pgx.Identifier{f.schema, "pre"}.Sanitize()
-	if _, err := f.pool.Exec(ctx, `CREATE TABLE `+table+` (id int PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
-	count := func() (n int) {
-		t.Helper()
-		if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	table, count := f.table(t, "pre")
 	begin := func(t *testing.T, p pgpipe.Prelude) *sql.Conn {
 		t.Helper()
 		conn, err := f.db.Conn(ctx)
@@ -249,17 +239,7 @@ func TestCommit(t *testing.T) {
 
 func testCommit(t *testing.T, f fixture) {
 	ctx := t.Context()
-	table := pgx.Identifier{f.schema, "com"}.Sanitize()
-	if _, err := f.pool.Exec(ctx, `CREATE TABLE `+table+` (id int PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
-	count := func() (n int) {
-		t.Helper()
-		if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	table, count := f.table(t, "com")
 	commit := func(conn *sql.Conn, stmts ...pgpipe.Statement) error {
 		return conn.Raw(func(dc any) error { return dc.(*pgpipe.Conn).Commit(ctx, stmts...) })
 	}
