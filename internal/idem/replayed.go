@@ -36,38 +36,43 @@ const replayedMax = 4096
 const storedMargin = time.Minute
 
 // replayedKeys is the set of keys this process replayed through a claim
-// held in the transaction.
+// held in the transaction. has runs for every such request, so it takes no
+// lock: one atomic load while the set is empty, a sync.Map read otherwise.
+// add and forget, which run only for replays, take mu to keep n exact.
 type replayedKeys struct {
-	n  atomic.Int64 // keys in m; has costs one atomic load while 0
+	n  atomic.Int64 // keys in m
 	mu sync.Mutex
-	m  map[driver.Key]struct{}
+	m  sync.Map // driver.Key → struct{}
 }
 
 func (s *replayedKeys) has(k driver.Key) bool {
 	if s.n.Load() == 0 {
 		return false
 	}
-	s.mu.Lock()
-	_, ok := s.m[k]
-	s.mu.Unlock()
+	_, ok := s.m.Load(k)
 	return ok
 }
 
 func (s *replayedKeys) add(k driver.Key) {
 	s.mu.Lock()
-	if s.m == nil || len(s.m) >= replayedMax {
-		s.m = make(map[driver.Key]struct{})
+	defer s.mu.Unlock()
+	if _, loaded := s.m.Load(k); loaded {
+		return
 	}
-	s.m[k] = struct{}{}
-	s.n.Store(int64(len(s.m)))
-	s.mu.Unlock()
+	if s.n.Load() >= replayedMax {
+		s.m.Clear()
+		s.n.Store(0)
+	}
+	s.m.Store(k, struct{}{})
+	s.n.Add(1)
 }
 
 func (s *replayedKeys) forget(k driver.Key) {
 	s.mu.Lock()
-	delete(s.m, k)
-	s.n.Store(int64(len(s.m)))
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	if _, loaded := s.m.LoadAndDelete(k); loaded {
+		s.n.Add(-1)
+	}
 }
 
 // Held returns the claim of a keyed request of a flow whose claim is held

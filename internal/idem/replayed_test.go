@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -70,5 +71,26 @@ func TestHeld(t *testing.T) {
 	again, _, _, answered := e.Held(ctx, key, "fp", time.Hour)
 	if answered || again == nil || e.replayed.has(key) {
 		t.Fatalf("after the row went: answered %v, still remembered %v; want the claim, forgotten", answered, e.replayed.has(key))
+	}
+}
+
+// TestReplayedKeysAreBounded: past replayedMax keys the set starts again,
+// and its count stays what it holds.
+func TestReplayedKeysAreBounded(t *testing.T) {
+	var s replayedKeys
+	key := func(i int) driver.Key {
+		return driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: fmt.Sprint("k-", i)}
+	}
+	for i := range replayedMax + 1 {
+		s.add(key(i))
+		s.add(key(i)) // twice: counted once
+	}
+	if n := s.n.Load(); n != 1 || !s.has(key(replayedMax)) || s.has(key(0)) {
+		t.Fatalf("after %d keys: %d counted, last held %v, first held %v; want 1, the last only", replayedMax+1, n, s.has(key(replayedMax)), s.has(key(0)))
+	}
+	s.forget(key(replayedMax))
+	s.forget(key(replayedMax))
+	if n := s.n.Load(); n != 0 || s.has(key(replayedMax)) {
+		t.Fatalf("after forgetting it: %d counted; want 0", n)
 	}
 }
