@@ -159,8 +159,7 @@ WITH done AS (
 		resp_location = NULL,
 		resp_body = NULL,
 		run_id = CASE WHEN NOT ` + expiredSQL("t") + ` AND t.run_id <> '' THEN t.run_id ELSE excluded.run_id END
-	WHERE ` + expiredSQL("t") + `
-		OR (t.state = 1 AND t.lease_until <= now() AND t.fingerprint = excluded.fingerprint)
+	WHERE ` + mayReplaceSQL("t", "excluded.fingerprint") + `
 	RETURNING ` + prefixed("t") + `
 )
 SELECT ` + prefixed("up") + `, ` + prefixed("seen") + `, seen.expired, now()
