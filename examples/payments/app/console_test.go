@@ -161,7 +161,9 @@ func consoleInABrowser(t *testing.T, e *env) {
 		chromedp.WaitVisible(chromedp.CSS(`[data-input="key"]`)),
 		chromedp.SendKeys(chromedp.CSS(`[data-input="key"]`), chargeKey),
 		chromedp.Click(chromedp.CSS(`[data-action="lookup"]`)),
-		chromedp.WaitVisible(chromedp.CSS(row)))
+		// The lookup's page, not the one before it, narrowed at once
+		// (it holds the row too, until the lookup's page replaces it).
+		chromedp.WaitVisible(chromedp.CSS(`#main[data-shown="/idempotency?key=`+chargeKey+`"] `+row)))
 	if n := browsertest.Get(t, ctx, "count rows", chromedp.Evaluate[int](`document.querySelectorAll("[data-row]").length`)); n != 1 {
 		t.Errorf("looking up one key shows %d rows, want 1", n)
 	}
