@@ -40,8 +40,12 @@ type Contract struct {
 // Start logs a warning naming the flow and the fix (`go generate`), and the
 // flow falls back to its declared effects.
 type ContractFlow struct {
-	Name        string
-	Source      string // FILE:LINE of the constructor, relative to the module root
+	Name   string
+	Source string // FILE:LINE of the constructor, relative to the module root
+	// Digest is extract's digest of the code the contract was inferred
+	// from ("sha256:…"). Start does not check it (the code is not there
+	// at run time); `oke extract -check` and oke vet do.
+	Digest      string
 	Shape       string // "unary", "stream" or "live"
 	Durable     bool
 	Idempotency ContractIdempotency

@@ -20,7 +20,14 @@ type Flow struct {
 	Description string `json:"description"`
 	// Source is FILE:LINE of the flow's constructor call, relative to the
 	// module root.
-	Source  string `json:"source"`
+	Source string `json:"source"`
+	// Digest is a SHA-256 ("sha256:" and 64 hex digits) of what the
+	// contract was inferred from: the flow's options and bindings, its
+	// types, and the code reachable from its function (digest.go says
+	// exactly what). It changes with any change of that code, and not with
+	// formatting or comments; `oke extract -check` and oke vet compare it
+	// with the code's.
+	Digest  string `json:"digest"`
 	Shape   string `json:"shape"` // "unary", "stream", "live"
 	Durable bool   `json:"durable"`
 	// Effects are the inferred effects, in the order of oke's Effect

@@ -34,10 +34,13 @@ type Result struct {
 	// Warnings are what extract could not read statically.
 	Warnings []Diagnostic
 
-	modPath string
-	pkgs    []genPkg
-	openapi *openAPIDoc
-	io      map[string]*flowIO
+	modPath  string
+	patterns []string // as given to Run, for the fix of a stale contract
+	modRoot  string
+	flowPos  map[string]token.Position // each flow's constructor, module-relative
+	pkgs     []genPkg
+	openapi  *openAPIDoc
+	io       map[string]*flowIO
 }
 
 // genPkg is a package whose flows get an oke_contract_gen.go.
@@ -66,7 +69,9 @@ func Run(cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return extract(prog), nil
+	res := extract(prog)
+	res.patterns = patterns
+	return res, nil
 }
 
 func extract(prog *program) *Result {
@@ -80,8 +85,10 @@ func extract(prog *program) *Result {
 	a.flows = fd.flowsOf
 	a.flowSummary = fd.summary
 	fd.find()
+	dg := newDigester(prog, fd)
 
-	res := &Result{Contract: Contract{Version: 1, Flows: []Flow{}}, modPath: prog.modPath, io: map[string]*flowIO{}}
+	res := &Result{Contract: Contract{Version: 1, Flows: []Flow{}}, modPath: prog.modPath, io: map[string]*flowIO{},
+		modRoot: prog.modRoot, flowPos: map[string]token.Position{}}
 	sg := newSchemaGen(prog)
 	byPkg := map[string]*genPkg{}
 	names := map[string]*flowInst{}
@@ -93,6 +100,9 @@ func extract(prog *program) *Result {
 		}
 		names[f.name] = f
 		fl, gf, diags := build(fd, sg, f)
+		fl.Digest = dg.digest(f)
+		gf.Digest = fl.Digest
+		res.flowPos[f.name] = f.pos
 		res.io[f.name] = &flowIO{in: f.in, out: f.out, statuses: fd.statuses(f)}
 		res.Diagnostics = append(res.Diagnostics, diags...)
 		res.Contract.Flows = append(res.Contract.Flows, fl)

@@ -25,6 +25,7 @@ const (
 // genFlow is a flow as the generated Go file registers it (oke.ContractFlow).
 type genFlow struct {
 	Name, Source, Shape string
+	Digest              string
 	Durable             bool
 	Mode, TTL, Claim    string // as written
 	Declared            []string
@@ -184,6 +185,7 @@ func goFile(p genPkg) ([]byte, error) {
 		b.WriteString("\t\t{\n")
 		fmt.Fprintf(&b, "\t\t\tName:    %q,\n", f.Name)
 		fmt.Fprintf(&b, "\t\t\tSource:  %q,\n", f.Source)
+		fmt.Fprintf(&b, "\t\t\tDigest:  %q,\n", f.Digest)
 		fmt.Fprintf(&b, "\t\t\tShape:   %q,\n", f.Shape)
 		if f.Durable {
 			b.WriteString("\t\t\tDurable: true,\n")

@@ -12,18 +12,21 @@ import (
 	"github.com/okengine/oke/extract"
 )
 
-// runExtract is `oke extract [-o DIR] [-json] [PACKAGES]`: it infers the
-// flows' effects, checks their options, and writes DIR/oke.contract.json,
-// DIR/openapi.json and an oke_contract_gen.go in each package with flows.
-// Exit status: 0, 1 when a flow breaks a rule (nothing is written), 2 for a
-// usage or load error.
+// runExtract is `oke extract [-check] [-o DIR] [-json] [PACKAGES]`: it
+// infers the flows' effects, checks their options, and writes
+// DIR/oke.contract.json, DIR/openapi.json and an oke_contract_gen.go in
+// each package with flows; with -check it writes nothing and compares those
+// files with what it would write. Exit status: 0, 1 when a flow breaks a
+// rule (nothing is written) or, with -check, when a contract is stale, 2 for
+// a usage or load error.
 func runExtract(_ context.Context, name string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("o", ".", "write oke.contract.json and openapi.json in this `DIR`")
-	asJSON := fs.Bool("json", false, `print the broken rules as a JSON array of {"file","line","col","flow","rule","message"} on stdout`)
+	asJSON := fs.Bool("json", false, `print the broken rules (and, with -check, the stale contracts) as a JSON array of {"file","line","col","flow","rule","message"} on stdout`)
+	check := fs.Bool("check", false, "write nothing; exit 1 when the files in DIR and the packages' oke_contract_gen.go differ from what extract would write (a stale contract)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: %s [-o DIR] [-json] [PACKAGES]
+		fmt.Fprintf(fs.Output(), `Usage: %s [-check] [-o DIR] [-json] [PACKAGES]
 
 Finds the flows of PACKAGES (default ./...), infers the effects of each from
 its code, checks their options, and writes DIR/oke.contract.json,
@@ -36,7 +39,16 @@ From go generate, in the package that declares the flows:
 
   //go:generate go run github.com/okengine/oke/cmd/oke extract -o .. .
 
-Exit status: 0; 1 when a flow breaks a rule; 2 for a usage or load error.
+With -check it writes nothing: it compares the files with what it would
+write, flow by flow (each flow's digest of its code, its effects, options,
+bindings and schemas; not line numbers), and reports each stale flow as
+FILE:LINE:COL: flow "NAME": its contract is stale (…); fix: …. Run it in CI
+with the arguments of the go:generate line, from the module root, e.g.
+
+  oke extract -check -o examples/payments ./examples/payments/app
+
+Exit status: 0; 1 when a flow breaks a rule, or with -check when a contract
+is stale or missing; 2 for a usage or load error.
 
 Flags:
 `, name)
@@ -58,18 +70,10 @@ Flags:
 		w.Message = "warning: " + w.Message
 		fmt.Fprintln(stderr, w)
 	}
-	if *asJSON {
-		diags := res.Diagnostics
-		if diags == nil {
-			diags = []extract.Diagnostic{}
-		}
-		b, _ := json.MarshalIndent(diags, "", "  ")
-		stdout.Write(append(b, '\n'))
-	} else {
-		for _, d := range res.Diagnostics {
-			fmt.Fprintln(stderr, d)
-		}
+	if *check {
+		return checkExtract(name, res, *out, *asJSON, stdout, stderr)
 	}
+	printDiags(res.Diagnostics, *asJSON, stdout, stderr)
 	if len(res.Diagnostics) > 0 {
 		fmt.Fprintf(stderr, "%s: %d broken %s; nothing written\n", name, len(res.Diagnostics), plural(len(res.Diagnostics), "rule", "rules"))
 		return 1
@@ -87,6 +91,48 @@ Flags:
 		fmt.Fprintf(stderr, "%s: wrote %s\n", name, w)
 	}
 	return 0
+}
+
+// checkExtract is `oke extract -check`: nothing is written; the stale
+// contracts (and broken rules, which keep extract from writing a fresh one)
+// are reported, with a summary line on stderr.
+func checkExtract(name string, res *extract.Result, out string, asJSON bool, stdout, stderr io.Writer) int {
+	stale, err := res.Check(out)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2
+	}
+	diags := append(append([]extract.Diagnostic{}, res.Diagnostics...), stale...)
+	printDiags(diags, asJSON, stdout, stderr)
+	n := len(res.Contract.Flows)
+	switch {
+	case len(res.Diagnostics) > 0:
+		fmt.Fprintf(stderr, "%s: %d broken %s and %d stale %s; nothing written\n", name,
+			len(res.Diagnostics), plural(len(res.Diagnostics), "rule", "rules"), len(stale), plural(len(stale), "contract", "contracts"))
+		return 1
+	case len(stale) > 0:
+		fmt.Fprintf(stderr, "%s: %d of %d %s stale or missing in %s; nothing written\n", name,
+			len(stale), n, plural(n, "flow's contract is", "flows' contracts are"), out)
+		return 1
+	}
+	fmt.Fprintf(stderr, "%s: the contract of %d %s in %s is fresh\n", name, n, plural(n, "flow", "flows"), out)
+	return 0
+}
+
+// printDiags prints diagnostics on stderr, or with asJSON as a JSON array
+// on stdout.
+func printDiags(diags []extract.Diagnostic, asJSON bool, stdout, stderr io.Writer) {
+	if asJSON {
+		if diags == nil {
+			diags = []extract.Diagnostic{}
+		}
+		b, _ := json.MarshalIndent(diags, "", "  ")
+		stdout.Write(append(b, '\n'))
+		return
+	}
+	for _, d := range diags {
+		fmt.Fprintln(stderr, d)
+	}
 }
 
 func plural(n int, one, many string) string {

@@ -13,6 +13,7 @@ func init() {
 		{
 			Name:        "bench.chargeUnprotected",
 			Source:      "examples/payments/app/charges.go:88",
+			Digest:      "sha256:f4476da1cbd9dfdf637fef8c226627f00750c14e3a7be519b5750562519382f7",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "off", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -26,6 +27,7 @@ func init() {
 		{
 			Name:        "demo.events",
 			Source:      "examples/payments/app/events.go:24",
+			Digest:      "sha256:f9c2147616fb8f44b6fcf9d6d174ee2f9c09439dd43ce8f4e0b91436ed866b89",
 			Shape:       "live",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -37,6 +39,7 @@ func init() {
 		{
 			Name:        "demo.export",
 			Source:      "examples/payments/app/demo.go:182",
+			Digest:      "sha256:99cdb82f5d14093d54c8d25abdf79a1778747961b497326468f852b1fbdbd13e",
 			Shape:       "stream",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -47,6 +50,7 @@ func init() {
 		{
 			Name:        "demo.fail",
 			Source:      "examples/payments/app/demo.go:132",
+			Digest:      "sha256:f599e2b263ca931c044277b5eaf44c3e0bbcf7f4b83c2b810958abbead5d7b01",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -60,6 +64,7 @@ func init() {
 		{
 			Name:        "demo.note",
 			Source:      "examples/payments/app/demo.go:94",
+			Digest:      "sha256:521f4c42988ed2d676c6a80b17c0127b102342c06a6f9f11dccebec9ec31e098",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "2s", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -74,6 +79,7 @@ func init() {
 		{
 			Name:        "demo.pipeline",
 			Source:      "examples/payments/app/durable.go:53",
+			Digest:      "sha256:203356815a9b4930901dc7302754683107585328bf3540eb4f61bff7b391bd6d",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -88,6 +94,7 @@ func init() {
 		{
 			Name:        "demo.pipelineLog",
 			Source:      "examples/payments/app/durable.go:115",
+			Digest:      "sha256:f3106105f7b3770ea9ae8dacf858b4b9a2a4e08786c09a686f56c375b2828819",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -102,6 +109,7 @@ func init() {
 		{
 			Name:        "demo.remind",
 			Source:      "examples/payments/app/durable.go:176",
+			Digest:      "sha256:9d68635e9d744a77e4d9cbe08a34c39099b5b6a5f2f3d553bca137bef20c9899",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -118,6 +126,7 @@ func init() {
 		{
 			Name:        "demo.reminders",
 			Source:      "examples/payments/app/durable.go:231",
+			Digest:      "sha256:1d2bdcc804be6451343d2c916f7f87487c88f04d3001d2049ce62b4ba198946a",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -132,6 +141,7 @@ func init() {
 		{
 			Name:        "demo.slow",
 			Source:      "examples/payments/app/demo.go:36",
+			Digest:      "sha256:5b44162a83916dc143eb688294687c0ea9c1cb6cbcd4b658e924fd2a85118cd5",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -145,6 +155,7 @@ func init() {
 		{
 			Name:        "demo.webhook",
 			Source:      "examples/payments/app/demo.go:254",
+			Digest:      "sha256:3cb80cf9dfaa81bad2fbb7e2273f65680077195508054c93e9e2de6e2e305412",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -159,6 +170,7 @@ func init() {
 		{
 			Name:        "demo.whoami",
 			Source:      "examples/payments/app/demo.go:285",
+			Digest:      "sha256:cbcc3691371da0166e637a437b6a625492fc1d7aa3f918077349fe45b3090f59",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{},
@@ -170,6 +182,7 @@ func init() {
 		{
 			Name:        "payments.charge",
 			Source:      "examples/payments/app/charges.go:74",
+			Digest:      "sha256:68bca678479dcb7a3ef2b1fb9e770f59055585a182791ce8d1b34dcecb9598f4",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "required", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -184,6 +197,7 @@ func init() {
 		{
 			Name:        "payments.get",
 			Source:      "examples/payments/app/charges.go:156",
+			Digest:      "sha256:66fc6575e5f9472d6c11137984e14c9f18f5e9cea7f998072b42176f7d296d0c",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -198,6 +212,7 @@ func init() {
 		{
 			Name:        "payments.getRefund",
 			Source:      "examples/payments/app/refunds.go:200",
+			Digest:      "sha256:a6bb749b21828970b8db2efa2d06f727a317239f952682e57e8e4ddbddf56e32",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -212,6 +227,7 @@ func init() {
 		{
 			Name:        "payments.list",
 			Source:      "examples/payments/app/charges.go:119",
+			Digest:      "sha256:3999b8cd53fa4a63a30d1224b423b9b8f76c8fe8a077209b0938e899a156ed96",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -226,6 +242,7 @@ func init() {
 		{
 			Name:        "payments.quote",
 			Source:      "examples/payments/app/charges.go:198",
+			Digest:      "sha256:081ef9a6793d445c1ae741232a90a15e03323aabd4b915dd74a6845ecf4b1c55",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -239,6 +256,7 @@ func init() {
 		{
 			Name:        "payments.refund",
 			Source:      "examples/payments/app/refunds.go:81",
+			Digest:      "sha256:6254973fb0db1865651400bf004b06d03fb6d8dfc0b1ef217fb7496cccc109a2",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
