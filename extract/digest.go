@@ -61,8 +61,10 @@ const digestVersion = "oke-digest 1"
 type digester struct {
 	prog *program
 	fd   *finder
-	// framework: packages of the oke framework (oke and what it imports):
-	// extract reads them by name, so they are hashed by name.
+	// framework: packages of the oke framework (oke and what it imports;
+	// when the main module is oke's own, every package of it but the
+	// examples and test fixtures): extract reads them by name, so they are
+	// hashed by name, as for a module that requires oke.
 	framework map[string]bool
 	units     map[ast.Node]string // a function's syntax → hash of it
 	methods   map[string][]*ssa.Function
@@ -87,6 +89,13 @@ func newDigester(prog *program, fd *finder) *digester {
 			}
 		}
 		mark(p.types)
+	}
+	if prog.modPath == okePath {
+		for path, p := range prog.pkgs {
+			if p.body && !strings.HasPrefix(path, okePath+"/examples/") && !strings.Contains(path, "/testdata/") {
+				d.framework[path] = true
+			}
+		}
 	}
 	return d
 }

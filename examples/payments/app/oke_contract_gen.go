@@ -27,7 +27,7 @@ func init() {
 		{
 			Name:        "demo.events",
 			Source:      "examples/payments/app/events.go:24",
-			Digest:      "sha256:f9c2147616fb8f44b6fcf9d6d174ee2f9c09439dd43ce8f4e0b91436ed866b89",
+			Digest:      "sha256:19504e617b69a3a2c671b1a93e8af66bf37a32d4b5a04e476d012b372f616731",
 			Shape:       "live",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -256,7 +256,7 @@ func init() {
 		{
 			Name:        "payments.refund",
 			Source:      "examples/payments/app/refunds.go:81",
-			Digest:      "sha256:6254973fb0db1865651400bf004b06d03fb6d8dfc0b1ef217fb7496cccc109a2",
+			Digest:      "sha256:f29964843fb3423820788b958a53e93b133accaec24163aea52ae847920926d9",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
