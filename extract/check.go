@@ -245,8 +245,8 @@ func (c *checker) openapi(name string, have, want []byte) {
 	}
 }
 
-// operations returns an OpenAPI document's operations by operationId (or
-// "METHOD PATH" when one has none).
+// operations returns an OpenAPI document's operations, with their method
+// and path, by operationId (or "METHOD PATH" when one has none).
 func operations(doc map[string]any) map[string]any {
 	out := map[string]any{}
 	paths, _ := doc["paths"].(map[string]any)
@@ -259,7 +259,7 @@ func operations(doc map[string]any) map[string]any {
 					id = s
 				}
 			}
-			out[id] = op
+			out[id] = map[string]any{"method": method, "path": path, "operation": op}
 		}
 	}
 	return out

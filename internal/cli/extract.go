@@ -26,7 +26,8 @@ func runExtract(_ context.Context, name string, args []string, stdout, stderr io
 	asJSON := fs.Bool("json", false, `print the broken rules (and, with -check, the stale contracts) as a JSON array of {"file","line","col","flow","rule","message"} on stdout`)
 	check := fs.Bool("check", false, "write nothing; exit 1 when the files in DIR and the packages' oke_contract_gen.go differ from what extract would write (a stale contract)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: %s [-check] [-o DIR] [-json] [PACKAGES]
+		fmt.Fprintf(fs.Output(), `Usage: %[1]s [-o DIR] [-json] [PACKAGES]
+       %[1]s -check [-o DIR] [-json] [PACKAGES]
 
 Finds the flows of PACKAGES (default ./...), infers the effects of each from
 its code, checks their options, and writes DIR/oke.contract.json,

@@ -158,6 +158,10 @@ func TestExtractUsageAndLoadErrorsExit2(t *testing.T) {
 		{"an empty -o", []string{"extract", "-o", ""}, "-o needs a directory"},
 		{"a package that does not exist", []string{"extract", "./no/such/package"}, "oke extract: load packages:"},
 		{"a package that does not compile", []string{"extract", "../../extract/testdata/broken"}, "undefined: oke.NoSuchThing"},
+		{"-check: an unknown flag", []string{"extract", "-check", "-nope"}, "flag provided but not defined: -nope"},
+		{"-check: an empty -o", []string{"extract", "-check", "-o", ""}, "-o needs a directory"},
+		{"-check: a package that does not exist", []string{"extract", "-check", "./no/such/package"}, "oke extract: load packages:"},
+		{"-check: a package that does not compile", []string{"extract", "-check", "../../extract/testdata/broken"}, "undefined: oke.NoSuchThing"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -171,7 +175,117 @@ func TestExtractUsageAndLoadErrorsExit2(t *testing.T) {
 
 func TestExtractHelp(t *testing.T) {
 	code, stdout, _ := run("help", "extract")
-	if code != 0 || !strings.Contains(stdout, "Usage: oke extract [-o DIR] [-json] [PACKAGES]") || !strings.Contains(stdout, "//go:generate go run github.com/okengine/oke/cmd/oke extract") {
+	if code != 0 || !strings.Contains(stdout, "Usage: oke extract [-o DIR] [-json] [PACKAGES]\n       oke extract -check [-o DIR] [-json] [PACKAGES]") || !strings.Contains(stdout, "//go:generate go run github.com/okengine/oke/cmd/oke extract") {
 		t.Errorf("exit %d, stdout:\n%s", code, stdout)
+	}
+}
+
+// checkSrc is a package with one flow whose effects come from a helper.
+const checkSrc = `package check
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/okengine/oke"
+)
+
+type In struct {
+	Item string ` + "`json:\"item\"`" + `
+}
+
+func Register(app *oke.App, db *sql.DB) {
+	app.Handle(oke.POST("/orders"), oke.NewFlow("check.order", oke.Options{}, func(ctx context.Context, in In, fx *oke.Fx) (oke.Response[In], error) {
+		return save(ctx, fx, db, in)
+	}))
+}
+
+func save(ctx context.Context, fx *oke.Fx, db *sql.DB, in In) (oke.Response[In], error) {
+	_, err := fx.Store(db).Exec(ctx, "UPDATE orders SET seen = true WHERE item = $1", in.Item)
+	return oke.OK(in), err
+}
+`
+
+// oke extract -check writes nothing and exits 0 while the contract matches
+// the code (also after a formatting-only change), and 1 naming the flow,
+// what differs and the fix once the code changed; with -json the stale
+// flows are diagnostics of rule stale-contract on stdout.
+func TestExtractCheck(t *testing.T) {
+	pkg, err := os.MkdirTemp("../../extract/testdata", "tmp-check-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(pkg) })
+	src := filepath.Join(pkg, "check.go")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(src, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(checkSrc)
+	out := t.TempDir()
+	if code, _, stderr := run("extract", "-o", out, pkg); code != 0 {
+		t.Fatalf("extract: exit %d\n%s", code, stderr)
+	}
+	snapshot := func() map[string]string {
+		m := map[string]string{}
+		for _, name := range []string{filepath.Join(out, extract.ContractFile), filepath.Join(out, extract.OpenAPIFile), filepath.Join(pkg, extract.GoFile)} {
+			b, _ := os.ReadFile(name)
+			m[name] = string(b)
+		}
+		return m
+	}
+	written := snapshot()
+
+	code, stdout, stderr := run("extract", "-check", "-o", out, pkg)
+	if code != 0 || stdout != "" || !strings.HasSuffix(stderr, "oke extract: the contract of 1 flow in "+out+" is fresh\n") {
+		t.Errorf("fresh: exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	}
+
+	// Formatting and comments only: still fresh (the line numbers the
+	// contract records moved; -check does not compare them).
+	write(strings.Replace(checkSrc, "func save(", "// save marks the order seen.\n//\n// (Comments only.)\n\n\nfunc save(", 1))
+	if code, _, stderr := run("extract", "-check", "-o", out, pkg); code != 0 {
+		t.Errorf("formatting only: exit %d, stderr:\n%s", code, stderr)
+	}
+
+	// The helper's statement changed: stale.
+	write(strings.Replace(checkSrc, "SET seen = true", "SET seen = false", 1))
+	code, stdout, stderr = run("extract", "-check", "-o", out, pkg)
+	base := "extract/testdata/" + filepath.Base(pkg)
+	want := base + `/check.go:15:34: flow "check.order": its contract is stale (` +
+		filepath.ToSlash(filepath.Join(out, extract.ContractFile)) + `: digest (the code changed), why; ` +
+		base + `/oke_contract_gen.go: digest (the code changed) and its entry); fix: run go generate (or oke extract -o ` + out + ` ` + pkg + `) and commit the result
+oke extract: 1 of 1 flow's contract is stale or missing in ` + out + `; nothing written
+`
+	if code != 1 || stdout != "" || stderr != want {
+		t.Errorf("stale: exit %d, stdout %q, stderr:\n%s\nwant:\n%s", code, stdout, stderr, want)
+	}
+	code, stdout, _ = run("extract", "-check", "-json", "-o", out, pkg)
+	var diags []extract.Diagnostic
+	if err := json.Unmarshal([]byte(stdout), &diags); err != nil || code != 1 || len(diags) != 1 ||
+		diags[0].Rule != "stale-contract" || diags[0].Flow != "check.order" || diags[0].Line != 15 {
+		t.Errorf("-json: exit %d, %v, stdout:\n%s", code, err, stdout)
+	}
+	if got := snapshot(); !reflect.DeepEqual(got, written) {
+		t.Errorf("-check wrote files")
+	}
+
+	// A missing file is stale too.
+	os.Remove(filepath.Join(out, extract.OpenAPIFile))
+	write(checkSrc)
+	code, _, stderr = run("extract", "-check", "-o", out, pkg)
+	if code != 1 || !strings.Contains(stderr, "openapi.json is missing") {
+		t.Errorf("missing file: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// The checked-in demo contract is fresh, checked as CI checks it (.ci/run),
+// with the arguments of examples/payments/app/generate.go.
+func TestExtractCheckDemo(t *testing.T) {
+	code, _, stderr := run("extract", "-check", "-o", "../../examples/payments", "../../examples/payments/app")
+	if code != 0 {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
 	}
 }
