@@ -100,7 +100,9 @@ func TestCheckStaleContract(t *testing.T) {
 				return strings.Replace(s, "SELECT id FROM orders WHERE item = $1", "INSERT INTO orders (item) VALUES ($1) RETURNING id", 1)
 			}},
 		{name: "an interface method's implementation changed", stale: []string{"shop.order"}, what: []string{"digest (the code changed)"},
-			change: func(s string) string { return strings.Replace(s, `fx.Emit(ctx, "mail", msg)`, `fx.Emit(ctx, "mail", "to: "+msg)`, 1) }},
+			change: func(s string) string {
+				return strings.Replace(s, `fx.Emit(ctx, "mail", msg)`, `fx.Emit(ctx, "mail", "to: "+msg)`, 1)
+			}},
 		{name: "a binding changed", stale: []string{"shop.lookup"}, what: []string{"digest (the code changed), bindings", "openapi.json: operation shop.lookup"},
 			change: func(s string) string { return strings.Replace(s, `oke.POST("/lookup")`, `oke.PUT("/lookup")`, 1) }},
 		{name: "a flow renamed", stale: []string{"shop.find", "shop.lookup"}, what: []string{"not in it", "the code no longer does"},
