@@ -87,6 +87,10 @@ func (r *Result) Check(outDir string) ([]Diagnostic, error) {
 	return out, nil
 }
 
+// ModuleRoot is the directory of the main module extract loaded: the
+// flows' Source and the diagnostics' File are relative to it.
+func (r *Result) ModuleRoot() string { return r.modRoot }
+
 type checker struct {
 	r     *Result
 	fix   string

@@ -50,6 +50,8 @@ var (
 // Analyzers are oke vet's analyzers, in the order of docs/vet.md.
 var Analyzers = []*analysis.Analyzer{EffectOutsideStep, NondetOutsideStep, NondetStepName, FxGoroutine, IgnoreReason}
 
+func init() { Analyzers = append(Analyzers, StaleContract) } // vet/stale.go: not a rule of durable steps
+
 // engine finds the durable flows of a package and checks every rule once;
 // each rule's analyzer reports that rule's findings that no //oke:ignore
 // silences. It reports nothing itself.
