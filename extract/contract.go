@@ -84,7 +84,17 @@ type Diagnostic struct {
 	Flow    string `json:"flow"`
 	Rule    string `json:"rule"`
 	Message string `json:"message"`
+	// Severity is "error" for a broken rule (extract exits 1) and
+	// "warning" for what does not fail it (an effect outside fx, what
+	// extract could not read). Empty means "error".
+	Severity string `json:"severity,omitempty"`
 }
+
+// The severities of a Diagnostic.
+const (
+	SeverityError   = "error"
+	SeverityWarning = "warning"
+)
 
 func (d Diagnostic) String() string {
 	if d.Flow == "" {

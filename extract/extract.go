@@ -92,7 +92,8 @@ func extract(prog *program) *Result {
 			continue
 		}
 		names[f.name] = f
-		fl, gf, diags := build(fd, sg, f)
+		fl, gf, diags, outside := build(fd, sg, f)
+		res.Warnings = append(res.Warnings, outside...)
 		res.io[f.name] = &flowIO{in: f.in, out: f.out, statuses: fd.statuses(f)}
 		res.Diagnostics = append(res.Diagnostics, diags...)
 		res.Contract.Flows = append(res.Contract.Flows, fl)
@@ -128,7 +129,11 @@ func extract(prog *program) *Result {
 }
 
 func diag(pos token.Position, flow, rule, msg string) Diagnostic {
-	return Diagnostic{File: pos.Filename, Line: pos.Line, Col: pos.Column, Flow: flow, Rule: rule, Message: msg}
+	sev := SeverityError
+	if rule == RuleWarning {
+		sev = SeverityWarning
+	}
+	return Diagnostic{File: pos.Filename, Line: pos.Line, Col: pos.Column, Flow: flow, Rule: rule, Message: msg, Severity: sev}
 }
 
 func sortDiags(ds []Diagnostic) {
@@ -149,10 +154,9 @@ func sortDiags(ds []Diagnostic) {
 
 // build turns a found flow into its contract entry, its generated Go entry
 // and the rules it breaks.
-func build(fd *finder, sg *schemaGen, f *flowInst) (Flow, genFlow, []Diagnostic) {
+func build(fd *finder, sg *schemaGen, f *flowInst) (fl Flow, gf genFlow, diags []Diagnostic, outside []Diagnostic) {
 	s := fd.summary(f)
-	var diags []Diagnostic
-	fl := Flow{
+	fl = Flow{
 		Name:        f.name,
 		Description: f.opts.description,
 		Source:      fmt.Sprintf("%s:%d", f.pos.Filename, f.pos.Line),
@@ -265,9 +269,32 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (Flow, genFlow, []Diagnostic)
 			}
 		}
 	}
+	// Effects outside fx: one warning per call.
+	warned := map[token.Pos]bool{}
+	for _, o := range s.occs {
+		if !o.outside || warned[o.pos] {
+			continue
+		}
+		warned[o.pos] = true
+		what := o.hops[len(o.hops)-1]
+		if _, rest, ok := strings.Cut(what, " "); ok {
+			what = rest
+		}
+		via := ""
+		if len(o.hops) > 1 {
+			via = " (reached " + o.why() + ")"
+		}
+		pos := fd.prog.position(o.pos)
+		if !o.pos.IsValid() {
+			pos = f.pos
+		}
+		outside = append(outside, Diagnostic{File: pos.Filename, Line: pos.Line, Col: pos.Column, Flow: f.name, Rule: RuleOutsideFx,
+			Severity: SeverityWarning,
+			Message:  fmt.Sprintf("%s%s; it counts as raw, so the flow honors Idempotency-Key; fix: %s", what, via, o.fix)})
+	}
 	fl.Warnings = f.warnings
 
-	gf := genFlow{
+	gf = genFlow{
 		Name:     f.name,
 		Source:   fl.Source,
 		Shape:    f.shape,
@@ -293,7 +320,7 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (Flow, genFlow, []Diagnostic)
 		}
 		gf.Bindings = append(gf.Bindings, gb)
 	}
-	return fl, gf, diags
+	return fl, gf, diags, outside
 }
 
 // sortWhy orders why lines by position, then text, without duplicates.
