@@ -696,8 +696,8 @@ func (f *frame) externalCall(cc *ssa.CallCommon, callee *ssa.Function, pos token
 		f.stdCall(cc, callee, pos)
 		return
 	}
-	f.outsideFx(pos, fmt.Sprintf("%s (%s), outside the main module: extract does not read its body, so it counts as an effect outside fx", f.callText(cc), funcName(callee)),
-		"if it changes nothing, call it inside fx.Raw only when it does; otherwise route the effect through fx (fx.Store, fx.HTTPClient, fx.Send, …) or wrap it in fx.Raw(ctx, \"what\", fn)")
+	f.outsideFx(pos, fmt.Sprintf("%s (%s) is outside the main module, whose code extract does not read: outside fx", f.callText(cc), funcName(callee)),
+		"route its effect through fx (fx.Store, fx.HTTPClient, fx.Send, …) or wrap the call in fx.Raw(ctx, \"what\", fn); a call that changes nothing costs only a stored response")
 }
 
 // funcValue classifies a call through a function value extract did not see

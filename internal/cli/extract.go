@@ -59,10 +59,10 @@ Flags:
 		fmt.Fprintln(stderr, w)
 	}
 	if *asJSON {
-		diags := res.Diagnostics
-		if diags == nil {
-			diags = []extract.Diagnostic{}
-		}
+		// The broken rules (severity "error"), then the warnings
+		// (severity "warning": effects outside fx, what extract could
+		// not read), which do not change the exit status.
+		diags := append(append([]extract.Diagnostic{}, res.Diagnostics...), res.Warnings...)
 		b, _ := json.MarshalIndent(diags, "", "  ")
 		stdout.Write(append(b, '\n'))
 	} else {
