@@ -25,7 +25,9 @@ import (
 // transaction) or from Store.Tx (a transaction of its own). A handle that
 // reaches code extract cannot see — an interface method, a function value
 // from elsewhere, a function of a package outside the main module — counts
-// as a write: "conservative". Code that receives no handle adds nothing.
+// as a write: "conservative". Code that receives no handle is classified by
+// outside.go: pure, or an effect outside fx (raw), so that a flow ignores
+// the header only when extract proves it has no non-read effect.
 
 // taint is the set of handles a value is, or holds.
 type taint uint16

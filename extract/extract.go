@@ -282,7 +282,7 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (fl Flow, gf genFlow, diags [
 		}
 		via := ""
 		if len(o.hops) > 1 {
-			via = " (reached " + o.why() + ")"
+			via = " (reached through " + strings.Join(o.hops[:len(o.hops)-1], " → ") + ")"
 		}
 		pos := fd.prog.position(o.pos)
 		if !o.pos.IsValid() {

@@ -571,7 +571,8 @@ func (f *frame) stdCall(cc *ssa.CallCommon, callee *ssa.Function, pos token.Pos)
 	case stdWriter:
 		i := writerParam(obj)
 		if i >= 0 && i < len(cc.Args) && !f.pureWriter(cc.Args[i]) {
-			f.outsideFx(pos, fmt.Sprintf("%s (%s) writes to a writer extract cannot see: outside fx", text, name), fixFile)
+			f.outsideFx(pos, fmt.Sprintf("%s (%s) writes to a writer extract cannot see: outside fx", text, name),
+				"write to a buffer oke can see (*bytes.Buffer, *strings.Builder), or wrap the write in fx.Raw(ctx, \"what\", fn) so oke records it")
 		}
 	}
 }
