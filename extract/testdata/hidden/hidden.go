@@ -356,6 +356,27 @@ var ThirdParty = oke.NewFlow("hidden.thirdParty", oke.Options{},
 		return ok()
 	})
 
+// --- conservative: harmless, but not provably so -------------------------
+
+// RuntimeSelect reads with a SELECT built at run time: extract classifies
+// only constant SQL, so it counts as a write.
+var RuntimeSelect = oke.NewFlow("hidden.runtimeSelect", oke.Options{},
+	func(ctx context.Context, in In, fx *oke.Fx) (oke.Response[Out], error) {
+		var n int
+		q := "SELECT count(*) FROM " + strings.TrimSpace("notes")
+		if err := fx.Store(DB).QueryRow(ctx, q).Scan(&n); err != nil {
+			return fail(err)
+		}
+		return oke.OK(Out{OK: n > 0}), nil
+	})
+
+// ThirdPartyPure calls a pure function of another module: extract does not
+// read other modules' code, so it counts as raw.
+var ThirdPartyPure = oke.NewFlow("hidden.thirdPartyPure", oke.Options{},
+	func(ctx context.Context, in In, fx *oke.Fx) (oke.Response[Out], error) {
+		return oke.OK(Out{OK: pgx.Identifier{"notes", in.ID}.Sanitize() != ""}), nil
+	})
+
 // --- clean reads: not honored -----------------------------------------------
 
 // ReadStore only reads through fx.Store.
@@ -427,6 +448,8 @@ func Bind(app *oke.App) {
 	app.Handle(oke.POST("/reflect"), Reflect)
 	app.Handle(oke.POST("/socket"), Socket)
 	app.Handle(oke.POST("/thirdParty"), ThirdParty)
+	app.Handle(oke.POST("/runtimeSelect"), RuntimeSelect)
+	app.Handle(oke.POST("/thirdPartyPure"), ThirdPartyPure)
 	app.Handle(oke.POST("/readStore"), ReadStore)
 	app.Handle(oke.POST("/readRaw"), ReadRaw)
 	app.Handle(oke.POST("/pure"), Pure)
