@@ -51,6 +51,7 @@ var hiddenConservative = []struct {
 }{
 	{"hidden.runtimeSelect", "write", "with SQL computed at run time (counts as a write)"},
 	{"hidden.thirdPartyPure", "raw", "(github.com/jackc/pgx/v5.Identifier).Sanitize) is outside the main module"},
+	{"hidden.linkname", "raw", "has no Go body (assembly, linkname or cgo)"},
 }
 
 var hiddenReads = []struct {
