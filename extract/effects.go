@@ -102,6 +102,7 @@ type occ struct {
 	// outside marks an effect outside fx (outside.go): raw, warned about
 	// unless it is inside fx.Raw. pos is its call, fix what to do.
 	outside bool
+	unread  bool // outside: a call of code extract did not read
 	pos     token.Pos
 	fix     string
 }
@@ -151,7 +152,7 @@ type analyzer struct {
 func newAnalyzer(prog *program, ix *index, ev *evaluator) *analyzer {
 	a := &analyzer{prog: prog, ix: ix, ev: ev, sums: map[sumKey]*summary{}, busy: map[sumKey]bool{},
 		types: map[types.Type]taint{}, calls: map[token.Pos]*ast.CallExpr{}, impls: map[string][]impl{}}
-	for _, p := range prog.sortedBodyPkgs() {
+	for _, p := range prog.sortedCodePkgs() {
 		for _, f := range p.files {
 			ast.Inspect(f, func(n ast.Node) bool {
 				if c, ok := n.(*ast.CallExpr); ok {
@@ -601,6 +602,9 @@ func (f *frame) include(s *summary, at ssa.Instruction, h string) {
 		o.hops = append([]string{h}, o.hops...)
 		if f.raw > 0 {
 			o.outside = false // inside fx.Raw: declared
+		}
+		if o.outside && !f.a.prog.inMain(o.pos) && f.a.prog.inMain(at.Pos()) {
+			o.pos = at.Pos() // warn at the main module's call into another module's code
 		}
 		f.emit(o)
 	}

@@ -62,12 +62,32 @@ func Run(cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, &LoadError{Problems: []string{err.Error()}}
 	}
-	prog, err := load(abs, patterns, cfg.Env, cfg.Overlay)
+	prog, err := load(abs, patterns, cfg.Env, cfg.Overlay, nil)
 	if err != nil {
 		return nil, err
 	}
-	return extract(prog), nil
+	res := extract(prog)
+	// Flows call functions of other modules: read those packages' bodies
+	// too, so that their effects are found the same way, and again for
+	// the packages those call, up to maxDeepRounds loads; what is still
+	// unread then stays conservative (raw).
+	deep := map[string]bool{}
+	for round := 1; round < maxDeepRounds && len(prog.wantDeep) > 0; round++ {
+		for path := range prog.wantDeep {
+			deep[path] = true
+		}
+		next, err := load(abs, patterns, cfg.Env, cfg.Overlay, deep)
+		if err != nil {
+			break // best effort: keep the conservative result
+		}
+		prog, res = next, extract(next)
+	}
+	return res, nil
 }
+
+// maxDeepRounds bounds how many times extract loads the program to read
+// more of other modules' code (each load reads one more level of calls).
+const maxDeepRounds = 3
 
 func extract(prog *program) *Result {
 	ix := newIndex(prog)
@@ -177,7 +197,7 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (fl Flow, gf genFlow, diags [
 	set := map[string]bool{}
 	txOnly := f.shape == "unary" && !f.opts.durable && f.opts.mode != "off" && f.opts.known
 	nonRead := 0
-	for _, o := range s.occs {
+	for _, o := range capOutside(s.occs) {
 		e := string(o.effect)
 		set[e] = true
 		fl.Why[e] = append(fl.Why[e], o.why())
@@ -270,12 +290,24 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (fl Flow, gf genFlow, diags [
 		}
 	}
 	// Effects outside fx: one warning per call.
-	warned := map[token.Pos]bool{}
+	// At one call, the chain to a definite effect (the standard
+	// library's I/O) says more than one that stops at unread code.
+	best := map[token.Pos]occ{}
+	var order []token.Pos
 	for _, o := range s.occs {
-		if !o.outside || warned[o.pos] {
+		if !o.outside {
 			continue
 		}
-		warned[o.pos] = true
+		b, ok := best[o.pos]
+		if !ok {
+			order = append(order, o.pos)
+		}
+		if !ok || b.unread && !o.unread {
+			best[o.pos] = o
+		}
+	}
+	for _, p := range order {
+		o := best[p]
 		what := o.hops[len(o.hops)-1]
 		if _, rest, ok := strings.Cut(what, " "); ok {
 			what = rest
@@ -366,4 +398,33 @@ func splitWhy(s string) (file string, line int, rest string) {
 		n = n*10 + int(c-'0')
 	}
 	return head[:colon], n, s[sp:]
+}
+
+// maxOutsideWhy bounds the why chains of effects outside fx: code of
+// another module read deep can reach one effect by many paths.
+const maxOutsideWhy = 8
+
+// capOutside keeps every occurrence of an effect through fx and at most
+// maxOutsideWhy of those outside fx, preferring chains to a definite effect
+// (the standard library's I/O) and shorter ones.
+func capOutside(occs []occ) []occ {
+	var out, outside []occ
+	for _, o := range occs {
+		if o.outside {
+			outside = append(outside, o)
+		} else {
+			out = append(out, o)
+		}
+	}
+	if len(outside) <= maxOutsideWhy {
+		return append(out, outside...)
+	}
+	sort.SliceStable(outside, func(i, j int) bool {
+		a, b := outside[i], outside[j]
+		if a.unread != b.unread {
+			return !a.unread
+		}
+		return len(a.hops) < len(b.hops)
+	})
+	return append(out, outside[:maxOutsideWhy]...)
 }

@@ -24,9 +24,11 @@ import (
 //     or code of the main module that calls only such functions;
 //   - an effect through fx: the oke API (api.go), with its precise kind;
 //   - an effect outside fx, which counts as raw (spec 004's fx.raw): a call
-//     into the standard library's I/O (the table below), a call of a
-//     function outside the main module (extract does not read its body), a
-//     call it cannot resolve (an interface method with an implementation it
+//     into the standard library's I/O (the table below), found in the main
+//     module's code or in another module's code that a flow calls (Run
+//     loads the program again with those packages' bodies, up to
+//     maxDeepRounds loads; a call into code still unread then), a call it
+//     cannot resolve (an interface method with an implementation it
 //     cannot see into, a function value from elsewhere, reflection, a
 //     function with no Go body: assembly or cgo).
 //
@@ -536,6 +538,12 @@ func (f *frame) outsideFx(pos token.Pos, what, fix string) {
 	f.emit(occ{effect: oke.EffectRaw, outside: true, pos: pos, fix: fix, hops: []string{f.hop(pos, what)}})
 }
 
+// unread records a call of code extract did not read (another module's,
+// past what it reads of them): raw, conservatively.
+func (f *frame) unread(pos token.Pos, what, fix string) {
+	f.emit(occ{effect: oke.EffectRaw, outside: true, unread: true, pos: pos, fix: fix, hops: []string{f.hop(pos, what)}})
+}
+
 // stdCall classifies a call of a standard-library function (no body) that
 // receives no effect handle of the flow's.
 func (f *frame) stdCall(cc *ssa.CallCommon, callee *ssa.Function, pos token.Pos) {
@@ -671,7 +679,8 @@ func (f *frame) target(in ssa.CallInstruction, cc *ssa.CallCommon, fn *ssa.Funct
 		}
 		return
 	}
-	f.outsideFx(pos, fmt.Sprintf("%s → %s, outside the main module (extract does not read its body): outside fx", what, funcName(fn)), fixOther)
+	f.a.prog.wantBodies(pkg)
+	f.unread(pos, fmt.Sprintf("%s → %s, outside the main module (extract does not read its body): outside fx", what, funcName(fn)), fixOther)
 }
 
 // externalCall classifies a call of a function with no body that receives
@@ -697,7 +706,8 @@ func (f *frame) externalCall(cc *ssa.CallCommon, callee *ssa.Function, pos token
 		f.stdCall(cc, callee, pos)
 		return
 	}
-	f.outsideFx(pos, fmt.Sprintf("%s (%s) is outside the main module, whose code extract does not read: outside fx", f.callText(cc), funcName(callee)),
+	f.a.prog.wantBodies(pkg)
+	f.unread(pos, fmt.Sprintf("%s (%s) is outside the main module, whose code extract does not read: outside fx", f.callText(cc), funcName(callee)),
 		"route its effect through fx (fx.Store, fx.HTTPClient, fx.Send, …) or wrap the call in fx.Raw(ctx, \"what\", fn); a call that changes nothing costs only a stored response")
 }
 

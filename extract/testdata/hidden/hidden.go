@@ -344,9 +344,9 @@ var Socket = oke.NewFlow("hidden.socket", oke.Options{},
 		return ok()
 	})
 
-// ThirdParty connects with a client of another module: extract does not
-// read code outside the main module, so the call counts as raw. (The
-// run-once test does not run it: it needs a server.)
+// ThirdParty connects with a client of another module: extract reads the
+// module's code (a few levels deep) and finds it dials. (The run-once test
+// does not run it: it needs a server.)
 var ThirdParty = oke.NewFlow("hidden.thirdParty", oke.Options{},
 	func(ctx context.Context, in In, fx *oke.Fx) (oke.Response[Out], error) {
 		conn, err := pgx.Connect(ctx, "postgres://127.0.0.1/"+in.ID)
@@ -371,8 +371,8 @@ var RuntimeSelect = oke.NewFlow("hidden.runtimeSelect", oke.Options{},
 		return oke.OK(Out{OK: n > 0}), nil
 	})
 
-// ThirdPartyPure calls a pure function of another module: extract does not
-// read other modules' code, so it counts as raw.
+// ThirdPartyPure calls a pure function of another module: extract reads
+// it and finds it pure.
 var ThirdPartyPure = oke.NewFlow("hidden.thirdPartyPure", oke.Options{},
 	func(ctx context.Context, in In, fx *oke.Fx) (oke.Response[Out], error) {
 		return oke.OK(Out{OK: pgx.Identifier{"notes", in.ID}.Sanitize() != ""}), nil
