@@ -4,4 +4,4 @@ package paymentsclient
 // flows of ../app; see docs/client.md. Regenerate after changing a flow or
 // its types: the client's freshness test (extract/clientgen) fails until
 // then.
-//go:generate go run github.com/okengine/oke/cmd/oke gen client -o . -pkg paymentsclient ../app
+//go:generate go tool oke gen client -o . -pkg paymentsclient ../app
