@@ -90,6 +90,9 @@ func Generate(res *extract.Result, cfg Config) ([]byte, error) {
 	if err := g.collect(); err != nil {
 		return nil, err
 	}
+	if len(g.groups) == 0 {
+		delete(g.imports, "context") // no method: only New, which needs none
+	}
 	src := g.file()
 	if g.err != nil {
 		return nil, g.err

@@ -255,6 +255,25 @@ func TestStandaloneByDefault(t *testing.T) {
 	goTool(t, append([]string{"vet"}, pkgs...)...)
 }
 
+// Flows with no HTTP or RPC binding make a client with New and no method,
+// which still compiles: it does not import context.
+func TestNoRouteNoMethod(t *testing.T) {
+	res := only(fixture(t), func(n string) bool { return n == "shop.hook" || n == "shop.restock" })
+	if len(res.Contract.Flows) != 2 {
+		t.Fatalf("flows: %v", res.Contract.Flows)
+	}
+	src, err := clientgen.Generate(res, clientgen.Config{Package: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := importsOf(t, src); len(got) != 1 || got[0] != "github.com/okengine/oke/client" {
+		t.Errorf("imports %v, want only the client package:\n%s", got, src)
+	}
+	if !bytes.Contains(src, []byte("func New(")) || bytes.Contains(src, []byte("ctx context.Context")) {
+		t.Errorf("generated:\n%s", src)
+	}
+}
+
 // The same result gives the same bytes (no map order leaks in).
 func TestGenerateIsDeterministic(t *testing.T) {
 	res := fixture(t)
