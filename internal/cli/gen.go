@@ -66,7 +66,7 @@ PACKAGES (default ./...): one method per HTTP or RPC binding, grouped by
 the first part of the flow's name, on github.com/okengine/oke/client —
 
   api, err := paymentsclient.New("http://127.0.0.1:8080")
-  ch, meta, err := api.Payments.Charge(ctx, app.ChargeIn{Amount: 1000, Currency: "usd"})
+  ch, meta, err := api.Payments.Charge(ctx, paymentsclient.ChargeIn{Amount: 1000, Currency: "usd"})
 
 The client stands alone: its types are copies of the flows' input and
 output types (same fields, same JSON), and it imports only the standard

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/okengine/oke/extract/clientgen"
+	"github.com/okengine/oke/internal/cli"
 )
 
 const shopFixture = "../../extract/clientgen/testdata/shop"
@@ -223,5 +224,22 @@ func TestGenHelp(t *testing.T) {
 	code, _, stderr := run("gen", "client", "-h")
 	if code != 0 || !strings.Contains(stderr, "Usage: oke gen client -o DIR [-pkg NAME] [-import-types | -module PATH] [PACKAGES]") || !strings.Contains(stderr, "//go:generate go tool oke gen client") {
 		t.Errorf("gen client -h: exit %d\n%s", code, stderr)
+	}
+}
+
+// A client module's go line is the language version of the toolchain
+// that built oke.
+func TestClientGoLine(t *testing.T) {
+	for version, want := range map[string]string{
+		"go1.26.8":                        "1.26",
+		"go1.26":                          "1.26",
+		"go1.27rc1":                       "1.27",
+		"go1.30.0 X:jsonv2":               "1.30",
+		"devel go1.27-abcdef Mon Jan 1 …": "1.26",
+		"":                                "1.26",
+	} {
+		if got := cli.GoLineOf(version); got != want {
+			t.Errorf("GoLineOf(%q) = %q, want %q", version, got, want)
+		}
 	}
 }

@@ -133,17 +133,19 @@ func writeGoMod(dir, modPath string) (string, error) {
 }
 
 // goLine is the go line of a client's go.mod: the language version of the
-// toolchain that built this oke (which is at least what oke needs), e.g.
-// "1.26" for go1.26.8.
-func goLine() string {
-	v := strings.TrimPrefix(runtime.Version(), "go") // "1.26.8", "1.27rc1"
-	major, rest, ok := strings.Cut(v, ".")
+// toolchain that built this oke (which is at least what oke needs).
+func goLine() string { return goLineOf(runtime.Version()) }
+
+// goLineOf is the go line for a toolchain version: "1.26" for "go1.26.8"
+// or "go1.26rc1"; oke's own go line for a development toolchain.
+func goLineOf(version string) string {
+	major, rest, ok := strings.Cut(strings.TrimPrefix(version, "go"), ".")
 	minor := rest
 	if i := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
 		minor = rest[:i]
 	}
 	if !ok || minor == "" || !semver.IsValid("v"+major+"."+minor) {
-		return "1.26" // a development toolchain: oke's own go line
+		return "1.26"
 	}
 	return major + "." + minor
 }
