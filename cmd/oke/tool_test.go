@@ -74,8 +74,10 @@ var Stamped = oke.NewFlow("bad.stamp", oke.Options{Durable: true},
 // go.mod and go.sum with which `go tool oke extract|vet|gen client` and
 // `go generate` (a `//go:generate go tool oke …` line) run and exit as
 // documented — with the default -mod=readonly, so a go.sum entry that tidy
-// dropped fails here as it would for a user. A standalone client written
-// outside the module, as a module of its own (-module), builds too.
+// dropped fails here as it would for a user. The clients build: the
+// standalone one (linking nothing of the app), the -import-types one, and
+// a standalone one written outside the module as a module of its own
+// (-module).
 //
 // No network: GOPROXY=off, so every module comes from the module cache,
 // which holds oke's dependencies once this checkout has built them and
@@ -189,6 +191,16 @@ func TestModuleTool(t *testing.T) {
 	must(shop, "build", "./...")
 	if deps := must(shop, "list", "-deps", "./shopclient"); strings.Contains(deps, "example.com/shop/orders") || !strings.Contains(deps, "github.com/okengine/oke/client") {
 		t.Errorf("the standalone client's dependencies:\n%s", deps)
+	}
+
+	// -import-types: the app's own types, so the client depends on them.
+	must(shop, "tool", "oke", "gen", "client", "-import-types", "-o", "./shopimported", "./orders")
+	if src := readFile(t, filepath.Join(shop, "shopimported", "oke_client_gen.go")); !strings.Contains(src, "in orders.PlaceIn, ") {
+		t.Errorf("the -import-types client does not take orders.PlaceIn:\n%s", src)
+	}
+	must(shop, "build", "./shopimported")
+	if deps := must(shop, "list", "-deps", "./shopimported"); !strings.Contains(deps, "example.com/shop/orders") {
+		t.Errorf("the -import-types client's dependencies:\n%s", deps)
 	}
 
 	// gen client outside the module: a module of its own, which builds
