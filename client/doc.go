@@ -30,11 +30,13 @@
 // # Generated clients
 //
 // `oke gen client` writes a package with one method per route of an app's
-// flows, from the flows' own types (docs/client.md):
+// flows, with copies of the flows' input and output types, so that it
+// imports only this package and the standard library (-import-types uses
+// the app's own types instead; docs/client.md):
 //
 //	api, err := paymentsclient.New("http://127.0.0.1:8080", client.WithRetry(client.Retry{MaxAttempts: 5}))
-//	ch, meta, err := api.Payments.Charge(ctx, app.ChargeIn{Amount: 1000, Currency: "usd"})
-//	got, _, err := api.Payments.Get(ctx, app.GetIn{ID: ch.ID})
+//	ch, meta, err := api.Payments.Charge(ctx, paymentsclient.ChargeIn{Amount: 1000, Currency: "usd"})
+//	got, _, err := api.Payments.Get(ctx, paymentsclient.GetIn{ID: ch.ID})
 //
 // Each method is an [Operation] — the route, and the flow's key rule from
 // its contract ([KeyRequired], [KeyAuto], [KeyIgnored]) — called with

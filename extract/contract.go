@@ -91,7 +91,14 @@ type Diagnostic struct {
 	Flow    string `json:"flow"`
 	Rule    string `json:"rule"`
 	Message string `json:"message"`
+	// Severity is "warning" for what does not fail extract (an effect
+	// outside fx, what extract could not read); it is absent from a
+	// broken rule (extract exits 1).
+	Severity string `json:"severity,omitempty"`
 }
+
+// SeverityWarning is the Severity of a warning.
+const SeverityWarning = "warning"
 
 func (d Diagnostic) String() string {
 	if d.Flow == "" {

@@ -11,8 +11,12 @@
 //
 // It loads the packages with golang.org/x/tools/go/packages, type-checks
 // them from source and analyzes the main module's code in SSA
-// (golang.org/x/tools/go/ssa). A call it cannot see into that receives the
-// flow's fx, a Store or a Tx counts as a write. See docs/extract.md.
+// (golang.org/x/tools/go/ssa). It fails safe: the header is ignored only
+// for a flow it proves has no non-read effect. A call it cannot see into that
+// receives the flow's fx, a Store or a Tx counts as a write; an effect
+// outside fx — the standard library's I/O, code of another module, a call it
+// cannot resolve — counts as raw and is reported as a warning (rule
+// RuleOutsideFx). See docs/extract.md.
 //
 // The API of this package is for the oke command and its tests; it may
 // change.

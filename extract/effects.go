@@ -25,7 +25,9 @@ import (
 // transaction) or from Store.Tx (a transaction of its own). A handle that
 // reaches code extract cannot see — an interface method, a function value
 // from elsewhere, a function of a package outside the main module — counts
-// as a write: "conservative". Code that receives no handle adds nothing.
+// as a write: "conservative". Code that receives no handle is classified by
+// outside.go: pure, or an effect outside fx (raw), so that a flow ignores
+// the header only when extract proves it has no non-read effect.
 
 // taint is the set of handles a value is, or holds.
 type taint uint16
@@ -37,6 +39,8 @@ const (
 	tStoreTx                     // a transaction of Store.Tx
 	tTx                          // a *oke.Tx of an origin extract did not see
 	tUnknownFn                   // a function value from elsewhere
+	tClient                      // the *http.Client of fx.HTTPClient (its requests are fetches)
+	tOke                         // a value oke gives the flow: a stream's writer, a live feed's send
 )
 
 const tHandles = tFx | tStore | tFlowTx | tStoreTx | tTx
@@ -95,6 +99,12 @@ type occ struct {
 	hops         []string
 	tx           bool // a statement through the flow's transaction (fx.Tx)
 	conservative bool
+	// outside marks an effect outside fx (outside.go): raw, warned about
+	// unless it is inside fx.Raw. pos is its call, fix what to do.
+	outside bool
+	unread  bool // outside: a call of code extract did not read
+	pos     token.Pos
+	fix     string
 }
 
 func (o occ) why() string { return strings.Join(o.hops, " → ") }
@@ -133,12 +143,16 @@ type analyzer struct {
 	// oke.Run), and flowSummary summarizes one: set by the extractor.
 	flows       func(v ssa.Value, c *ctxt) ([]*flowInst, bool)
 	flowSummary func(f *flowInst) *summary
+	// impls caches the implementations of interface methods; named is
+	// every loaded named type they are looked for among (outside.go).
+	impls map[string][]impl
+	named []*types.Named
 }
 
 func newAnalyzer(prog *program, ix *index, ev *evaluator) *analyzer {
 	a := &analyzer{prog: prog, ix: ix, ev: ev, sums: map[sumKey]*summary{}, busy: map[sumKey]bool{},
-		types: map[types.Type]taint{}, calls: map[token.Pos]*ast.CallExpr{}}
-	for _, p := range prog.sortedBodyPkgs() {
+		types: map[types.Type]taint{}, calls: map[token.Pos]*ast.CallExpr{}, impls: map[string][]impl{}}
+	for _, p := range prog.sortedCodePkgs() {
 		for _, f := range p.files {
 			ast.Inspect(f, func(n ast.Node) bool {
 				if c, ok := n.(*ast.CallExpr); ok {
@@ -234,6 +248,12 @@ type frame struct {
 	handled map[*ssa.MakeClosure]bool
 	out     summary
 	seen    map[string]bool
+	// raw counts the fx.Raw bodies being included: an effect outside fx
+	// there is declared raw, not warned about.
+	raw int
+	// ifaces are the main module's types this frame converts to an
+	// interface, whose methods it has included.
+	ifaces map[types.Type]bool
 }
 
 func (f *frame) taintOf(v ssa.Value) taint {
@@ -407,6 +427,8 @@ func (f *frame) results(c *ssa.Call) []taint {
 				ts = []taint{tStore}
 			case opFlowTx:
 				ts = []taint{tFlowTx, 0}
+			case opClient:
+				ts = []taint{tClient}
 			}
 		} else if len(callee.Blocks) > 0 && !inOke(callee) {
 			ts = f.a.summarize(callee, f.callEnv(cc, callee)).ret
@@ -578,6 +600,12 @@ func (f *frame) emit(o occ) {
 func (f *frame) include(s *summary, at ssa.Instruction, h string) {
 	for _, o := range s.occs {
 		o.hops = append([]string{h}, o.hops...)
+		if f.raw > 0 {
+			o.outside = false // inside fx.Raw: declared
+		}
+		if o.outside && !f.a.prog.inMain(o.pos) && f.a.prog.inMain(at.Pos()) {
+			o.pos = at.Pos() // warn at the main module's call into another module's code
+		}
 		f.emit(o)
 	}
 	for _, st := range s.steps {
@@ -618,7 +646,9 @@ func (f *frame) call(in ssa.CallInstruction) {
 		if t := f.argTaint(cc); t != 0 {
 			f.conservative(pos, fmt.Sprintf("passes %s to the interface method %s.%s, which extract cannot see into",
 				t, typeName(cc.Value.Type()), cc.Method.Name()))
+			return
 		}
+		f.invoke(in, cc, pos)
 		return
 	}
 	if _, ok := cc.Value.(*ssa.Builtin); ok {
@@ -628,10 +658,17 @@ func (f *frame) call(in ssa.CallInstruction) {
 		f.callFunc(in, cc, callee, pos)
 		return
 	}
-	// A call through a function value.
-	if t := f.argTaint(cc); t != 0 && !f.knownFunc(cc.Value) {
-		f.conservative(pos, fmt.Sprintf("passes %s to a function value from elsewhere (%s), which extract cannot see into", t, f.callText(cc)))
+	// A call through a function value: one made in code extract sees is
+	// analyzed where it is made (values); one from elsewhere is traced to
+	// the functions it may hold.
+	if f.knownFunc(cc.Value) {
+		return
 	}
+	if t := f.argTaint(cc); t != 0 {
+		f.conservative(pos, fmt.Sprintf("passes %s to a function value from elsewhere (%s), which extract cannot see into", t, f.callText(cc)))
+		return
+	}
+	f.funcValue(in, cc, pos)
 }
 
 func (f *frame) callFunc(in ssa.CallInstruction, cc *ssa.CallCommon, callee *ssa.Function, pos token.Pos) {
@@ -652,6 +689,7 @@ func (f *frame) callFunc(in ssa.CallInstruction, cc *ssa.CallCommon, callee *ssa
 		if t := f.argTaint(cc); t != 0 {
 			f.conservative(pos, fmt.Sprintf("passes %s to %s, whose source extract does not read", t, funcName(callee)))
 		}
+		f.externalCall(cc, callee, pos)
 		return
 	}
 	if mc, ok := cc.Value.(*ssa.MakeClosure); ok {
@@ -717,7 +755,9 @@ func (f *frame) callAPI(in ssa.CallInstruction, cc *ssa.CallCommon, name string,
 			what += " " + quoteAll(ss)
 		}
 		f.emit(occ{effect: oke.EffectRaw, hops: []string{f.hop(pos, what)}})
+		f.raw++
 		f.bodies(in, arg(entry.fn), pos, what, nil)
+		f.raw--
 	case opStep, opStepName:
 		use := stepUse{sites: []ssa.Instruction{in}}
 		if s, ok := constString(arg(entry.arg)); ok {
@@ -801,6 +841,10 @@ func (f *frame) bodies(in ssa.CallInstruction, fnArg ssa.Value, pos token.Pos, w
 // than by calling them: a function literal or method value passed on or
 // stored is analyzed where it is made, as if called there.
 func (f *frame) values(in ssa.Instruction) {
+	if mi, ok := in.(*ssa.MakeInterface); ok {
+		f.converted(mi)
+		return
+	}
 	if mc, ok := in.(*ssa.MakeClosure); ok {
 		if f.handled[mc] || allCalled(mc) {
 			return

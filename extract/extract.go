@@ -65,14 +65,33 @@ func Run(cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, &LoadError{Problems: []string{err.Error()}}
 	}
-	prog, err := load(abs, patterns, cfg.Env, cfg.Overlay)
+	prog, err := load(abs, patterns, cfg.Env, cfg.Overlay, nil)
 	if err != nil {
 		return nil, err
 	}
 	res := extract(prog)
+	// Flows call functions of other modules: read those packages' bodies
+	// too, so that their effects are found the same way, and again for
+	// the packages those call, up to maxDeepRounds loads; what is still
+	// unread then stays conservative (raw).
+	deep := map[string]bool{}
+	for round := 1; round < maxDeepRounds && len(prog.wantDeep) > 0; round++ {
+		for path := range prog.wantDeep {
+			deep[path] = true
+		}
+		next, err := load(abs, patterns, cfg.Env, cfg.Overlay, deep)
+		if err != nil {
+			break // best effort: keep the conservative result
+		}
+		prog, res = next, extract(next)
+	}
 	res.patterns = patterns
 	return res, nil
 }
+
+// maxDeepRounds bounds how many times extract loads the program to read
+// more of other modules' code (each load reads one more level of calls).
+const maxDeepRounds = 3
 
 func extract(prog *program) *Result {
 	ix := newIndex(prog)
@@ -99,7 +118,8 @@ func extract(prog *program) *Result {
 			continue
 		}
 		names[f.name] = f
-		fl, gf, diags := build(fd, sg, f)
+		fl, gf, diags, outside := build(fd, sg, f)
+		res.Warnings = append(res.Warnings, outside...)
 		fl.Digest = dg.digest(f)
 		gf.Digest = fl.Digest
 		res.flowPos[f.name] = f.pos
@@ -138,7 +158,11 @@ func extract(prog *program) *Result {
 }
 
 func diag(pos token.Position, flow, rule, msg string) Diagnostic {
-	return Diagnostic{File: pos.Filename, Line: pos.Line, Col: pos.Column, Flow: flow, Rule: rule, Message: msg}
+	sev := "" // a broken rule: DESIGN.md's six keys, no severity
+	if rule == RuleWarning {
+		sev = SeverityWarning
+	}
+	return Diagnostic{File: pos.Filename, Line: pos.Line, Col: pos.Column, Flow: flow, Rule: rule, Message: msg, Severity: sev}
 }
 
 func sortDiags(ds []Diagnostic) {
@@ -159,10 +183,9 @@ func sortDiags(ds []Diagnostic) {
 
 // build turns a found flow into its contract entry, its generated Go entry
 // and the rules it breaks.
-func build(fd *finder, sg *schemaGen, f *flowInst) (Flow, genFlow, []Diagnostic) {
+func build(fd *finder, sg *schemaGen, f *flowInst) (fl Flow, gf genFlow, diags []Diagnostic, outside []Diagnostic) {
 	s := fd.summary(f)
-	var diags []Diagnostic
-	fl := Flow{
+	fl = Flow{
 		Name:        f.name,
 		Description: f.opts.description,
 		Source:      fmt.Sprintf("%s:%d", f.pos.Filename, f.pos.Line),
@@ -183,7 +206,7 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (Flow, genFlow, []Diagnostic)
 	set := map[string]bool{}
 	txOnly := f.shape == "unary" && !f.opts.durable && f.opts.mode != "off" && f.opts.known
 	nonRead := 0
-	for _, o := range s.occs {
+	for _, o := range capOutside(s.occs) {
 		e := string(o.effect)
 		set[e] = true
 		fl.Why[e] = append(fl.Why[e], o.why())
@@ -275,9 +298,44 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (Flow, genFlow, []Diagnostic)
 			}
 		}
 	}
+	// Effects outside fx: one warning per call.
+	// At one call, the chain to a definite effect (the standard
+	// library's I/O) says more than one that stops at unread code.
+	best := map[token.Pos]occ{}
+	var order []token.Pos
+	for _, o := range s.occs {
+		if !o.outside {
+			continue
+		}
+		b, ok := best[o.pos]
+		if !ok {
+			order = append(order, o.pos)
+		}
+		if !ok || b.unread && !o.unread {
+			best[o.pos] = o
+		}
+	}
+	for _, p := range order {
+		o := best[p]
+		what := o.hops[len(o.hops)-1]
+		if _, rest, ok := strings.Cut(what, " "); ok {
+			what = rest
+		}
+		via := ""
+		if len(o.hops) > 1 {
+			via = " (reached through " + strings.Join(o.hops[:len(o.hops)-1], " → ") + ")"
+		}
+		pos := fd.prog.position(o.pos)
+		if !o.pos.IsValid() {
+			pos = f.pos
+		}
+		outside = append(outside, Diagnostic{File: pos.Filename, Line: pos.Line, Col: pos.Column, Flow: f.name, Rule: RuleOutsideFx,
+			Severity: SeverityWarning,
+			Message:  fmt.Sprintf("%s%s; it counts as raw, so the flow honors Idempotency-Key; fix: %s", what, via, o.fix)})
+	}
 	fl.Warnings = f.warnings
 
-	gf := genFlow{
+	gf = genFlow{
 		Name:     f.name,
 		Source:   fl.Source,
 		Shape:    f.shape,
@@ -303,7 +361,7 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (Flow, genFlow, []Diagnostic)
 		}
 		gf.Bindings = append(gf.Bindings, gb)
 	}
-	return fl, gf, diags
+	return fl, gf, diags, outside
 }
 
 // sortWhy orders why lines by position, then text, without duplicates.
@@ -349,4 +407,33 @@ func splitWhy(s string) (file string, line int, rest string) {
 		n = n*10 + int(c-'0')
 	}
 	return head[:colon], n, s[sp:]
+}
+
+// maxOutsideWhy bounds the why chains of effects outside fx: code of
+// another module read deep can reach one effect by many paths.
+const maxOutsideWhy = 8
+
+// capOutside keeps every occurrence of an effect through fx and at most
+// maxOutsideWhy of those outside fx, preferring chains to a definite effect
+// (the standard library's I/O) and shorter ones.
+func capOutside(occs []occ) []occ {
+	var out, outside []occ
+	for _, o := range occs {
+		if o.outside {
+			outside = append(outside, o)
+		} else {
+			out = append(out, o)
+		}
+	}
+	if len(outside) <= maxOutsideWhy {
+		return append(out, outside...)
+	}
+	sort.SliceStable(outside, func(i, j int) bool {
+		a, b := outside[i], outside[j]
+		if a.unread != b.unread {
+			return !a.unread
+		}
+		return len(a.hops) < len(b.hops)
+	})
+	return append(out, outside[:maxOutsideWhy]...)
 }

@@ -425,8 +425,10 @@ func (fd *finder) summary(f *flowInst) *summary {
 			if len(e.params) >= 3 {
 				e.params[2] = tFx
 			}
-			if f.shape == "live" && len(e.params) >= 4 {
-				e.params[3] = 0 // the send callback is not an effect
+			if f.shape != "unary" && len(e.params) >= 4 {
+				// A stream's writer and a live feed's send callback
+				// are the response: writing to them is not an effect.
+				e.params[3] = tOke
 			}
 			add(fd.a.summarize(fn, e))
 		})

@@ -54,12 +54,47 @@ type program struct {
 	pkgs    map[string]*pkg
 	ssa     *ssa.Program
 	stubs   map[string]*types.Package // packages loaded for no one's types
+	// deepMods are the modules of the packages read deep, longest
+	// directory first.
+	deepMods []*packages.Module
+	// wantDeep are the packages of other modules whose functions the
+	// flows call, found by the analysis: a second load reads them deep.
+	wantDeep map[string]bool
+	goroot   string // GOROOT/src, found on first use ("-": unknown)
+}
+
+// inMain reports whether pos is in a file of the main module.
+func (prog *program) inMain(pos token.Pos) bool {
+	if !pos.IsValid() {
+		return false
+	}
+	r, err := filepath.Rel(prog.modRoot, prog.fset.Position(pos).Filename)
+	return err == nil && !strings.HasPrefix(r, "..")
+}
+
+// wantBodies notes that a flow calls a function of the package path of
+// another module, which this load read without bodies.
+func (prog *program) wantBodies(path string) {
+	p := prog.pkgs[path]
+	if p == nil || p.body || p.deep || isStd(path) || p.lp.Module == nil || p.lp.Module.Path == okeModule {
+		return
+	}
+	if prog.wantDeep == nil {
+		prog.wantDeep = map[string]bool{}
+	}
+	prog.wantDeep[path] = true
 }
 
 type pkg struct {
-	lp    *packages.Package
-	path  string
-	body  bool // in the main module: checked with bodies, built to SSA
+	lp   *packages.Package
+	path string
+	body bool // in the main module: checked with bodies, built to SSA
+	// deep: another module's package that the main module imports
+	// directly: checked with bodies and built to SSA too, so that the
+	// effects of its functions are found the way the main module's are
+	// (its own imports are read without bodies). Flows and bindings are
+	// looked for only in the main module.
+	deep  bool
 	root  bool
 	files []*ast.File
 	// imports needed from this package's files (import path → true); for
@@ -75,7 +110,7 @@ type pkg struct {
 // load lists, parses, type-checks and builds the packages that patterns
 // match, from dir. overlay maps absolute file names to contents that replace
 // the files on disk (for tests).
-func load(dir string, patterns []string, env []string, overlay map[string][]byte) (*program, error) {
+func load(dir string, patterns []string, env []string, overlay map[string][]byte, deep map[string]bool) (*program, error) {
 	cfg := &packages.Config{
 		Mode:    packages.NeedName | packages.NeedFiles | packages.NeedImports | packages.NeedDeps | packages.NeedModule,
 		Dir:     dir,
@@ -132,6 +167,7 @@ func load(dir string, patterns []string, env []string, overlay map[string][]byte
 		return nil, &LoadError{Problems: problems}
 	}
 	sort.Slice(prog.roots, func(i, j int) bool { return prog.roots[i].path < prog.roots[j].path })
+	prog.markDeep(deep)
 
 	needed := prog.parseNeeded(overlay)
 	for _, p := range needed {
@@ -206,6 +242,7 @@ func (prog *program) parse(p *pkg, overlay map[string][]byte) {
 	if p.body {
 		mode |= parser.ParseComments
 	}
+	bodies := p.body || p.deep
 	for _, name := range p.lp.GoFiles {
 		src, ok := overlay[name]
 		if !ok {
@@ -231,7 +268,7 @@ func (prog *program) parse(p *pkg, overlay map[string][]byte) {
 		p.files = append(p.files, f)
 		used := map[string]bool{} // names used outside function bodies
 		dot := false
-		if !p.body {
+		if !bodies {
 			used = declNames(f)
 		}
 		for _, is := range f.Imports {
@@ -248,7 +285,7 @@ func (prog *program) parse(p *pkg, overlay map[string][]byte) {
 			case is.Name != nil && is.Name.Name == ".":
 				dot = true
 			}
-			if p.body || dot {
+			if bodies || dot {
 				p.needs[path] = true
 				continue
 			}
@@ -336,7 +373,7 @@ func (prog *program) check(needed []*pkg) {
 				return
 			}
 			conf := types.Config{
-				IgnoreFuncBodies: !p.body,
+				IgnoreFuncBodies: !p.body && !p.deep,
 				FakeImportC:      true,
 				Error: func(err error) {
 					if len(p.errs) < 20 {
@@ -369,7 +406,7 @@ func (prog *program) check(needed []*pkg) {
 			if m := p.lp.Module; m != nil && m.GoVersion != "" {
 				conf.GoVersion = "go" + m.GoVersion
 			}
-			if p.body {
+			if p.body || p.deep {
 				p.info = &types.Info{
 					Types:        map[ast.Expr]types.TypeAndValue{},
 					Defs:         map[*ast.Ident]types.Object{},
@@ -383,6 +420,9 @@ func (prog *program) check(needed []*pkg) {
 			}
 			p.types, _ = conf.Check(p.path, prog.fset, p.files, p.info)
 			if !p.body {
+				if p.deep && len(p.errs) > 0 {
+					p.deep = false // ill-typed here: read without bodies
+				}
 				p.errs = nil // best effort outside the main module
 			}
 		}()
@@ -409,7 +449,7 @@ func (prog *program) build(needed []*pkg) {
 		for _, imp := range tp.Imports() {
 			create(imp)
 		}
-		if p := prog.pkgs[tp.Path()]; p != nil && p.types == tp && p.body {
+		if p := prog.pkgs[tp.Path()]; p != nil && p.types == tp && (p.body || p.deep) {
 			p.ssa = prog.ssa.CreatePackage(tp, p.files, p.info, true)
 			return
 		}
@@ -433,13 +473,86 @@ func (prog *program) sortedBodyPkgs() []*pkg {
 	return out
 }
 
-// rel returns file relative to the module root, with forward slashes.
+// rel returns file relative to the module root, with forward slashes; a
+// file of another module's package read deep is MODULE@VERSION/FILE, so
+// that the contract does not depend on where the module cache is.
 func (prog *program) rel(file string) string {
 	if r, err := filepath.Rel(prog.modRoot, file); err == nil && !strings.HasPrefix(r, "..") {
 		return filepath.ToSlash(r)
 	}
+	if prog.goroot == "" {
+		prog.goroot = prog.findGoroot()
+	}
+	if r, err := filepath.Rel(prog.goroot, file); prog.goroot != "-" && err == nil && !strings.HasPrefix(r, "..") {
+		return filepath.ToSlash(r) // the standard library's: net/dial.go
+	}
+	for _, m := range prog.deepMods {
+		if r, err := filepath.Rel(m.Dir, file); err == nil && !strings.HasPrefix(r, "..") {
+			v := m.Path
+			if m.Version != "" {
+				v += "@" + m.Version
+			}
+			return v + "/" + filepath.ToSlash(r)
+		}
+	}
 	return filepath.ToSlash(file)
 }
+
+// findGoroot returns the directory of the standard library's sources
+// (GOROOT/src), from a standard package's files; "-" if none is loaded.
+func (prog *program) findGoroot() string {
+	for path, p := range prog.pkgs {
+		if !isStd(path) || len(p.lp.GoFiles) == 0 {
+			continue
+		}
+		dir := filepath.Dir(p.lp.GoFiles[0])
+		if strings.HasSuffix(filepath.ToSlash(dir), "/"+path) {
+			return dir[:len(dir)-len(path)-1]
+		}
+	}
+	return "-"
+}
+
+// sortedCodePkgs returns the packages whose code extract reads: the main
+// module's and those read deep, by path.
+func (prog *program) sortedCodePkgs() []*pkg {
+	var out []*pkg
+	for _, p := range prog.pkgs {
+		if (p.body || p.deep) && p.ssa != nil {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
+	return out
+}
+
+// markDeep marks the packages of other modules named in deep (those whose
+// functions a flow calls, found by a first pass) to be read with their
+// bodies. The standard library (classified by its table) and oke's own
+// module (its API is the table of api.go) are never read deep.
+func (prog *program) markDeep(deep map[string]bool) {
+	seenMod := map[string]bool{}
+	paths := make([]string, 0, len(deep))
+	for path := range deep {
+		paths = append(paths, path)
+	}
+	sort.Strings(paths)
+	for _, path := range paths {
+		q := prog.pkgs[path]
+		if q == nil || q.body || q.lp.Module == nil || isStd(q.path) || q.lp.Module.Path == okeModule || q.lp.Module.Dir == "" {
+			continue
+		}
+		q.deep = true
+		if !seenMod[q.lp.Module.Dir] {
+			seenMod[q.lp.Module.Dir] = true
+			prog.deepMods = append(prog.deepMods, q.lp.Module)
+		}
+	}
+	sort.Slice(prog.deepMods, func(i, j int) bool { return len(prog.deepMods[i].Dir) > len(prog.deepMods[j].Dir) })
+}
+
+// okeModule is the path of oke's own module.
+const okeModule = "github.com/okengine/oke"
 
 // position returns the module-relative position of pos.
 func (prog *program) position(pos token.Pos) token.Position {

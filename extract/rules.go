@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/tools/go/ssa"
 
+	"github.com/okengine/oke"
 	"github.com/okengine/oke/internal/idem"
 )
 
@@ -57,8 +58,18 @@ func checkRules(fd *finder, f *flowInst, effects map[string]bool, qualifies bool
 			declared[e] = true
 		}
 		var missing []string
+		declaresQualifying := false
+		for _, e := range f.opts.declared {
+			declaresQualifying = declaresQualifying || qualifying(e)
+		}
 		for e := range effects {
 			if qualifying(e) && !declared[e] {
+				// Effects outside fx alone (raw) are warned about, not
+				// a broken rule, while the declared effects honor the
+				// header anyway.
+				if e == string(oke.EffectRaw) && declaresQualifying && onlyOutside(fd.summary(f).occs, e) {
+					continue
+				}
 				missing = append(missing, e)
 			}
 		}
@@ -241,4 +252,15 @@ func inLoop(in ssa.Instruction) bool {
 		work = append(work, blk.Succs...)
 	}
 	return false
+}
+
+// onlyOutside reports whether every occurrence of effect e is an effect
+// outside fx.
+func onlyOutside(occs []occ, e string) bool {
+	for _, o := range occs {
+		if string(o.effect) == e && !o.outside {
+			return false
+		}
+	}
+	return true
 }

@@ -34,16 +34,31 @@ const clientPath = "github.com/okengine/oke/client"
 type Config struct {
 	// Package is the generated package's name, e.g. "paymentsclient".
 	Package string
-	// ImportPath is the generated package's import path. It decides which
-	// of the flows' types the client may import: not a main package's, and
-	// an internal package's only from within its parent's tree (Go's
-	// rule). [ImportPath] finds it from the go.mod above a directory.
+	// ImportPath is the generated package's import path ([ImportPath]
+	// finds it from the go.mod above a directory). With ImportTypes it is
+	// required: it decides which of the flows' types the client may
+	// import — not a main package's, and an internal package's only from
+	// within its parent's tree (Go's rule). A standalone client may leave
+	// it empty (a directory in no module yet).
 	ImportPath string
-	// CopyTypes copies every type the methods use, importing nothing of
-	// the app, only the standard library: for a client that must not
-	// depend on the app's module.
+	// ImportTypes makes the methods use the flows' own Go types where the
+	// client's package may import them (copies of the others), so the
+	// client depends on the app's packages and everything they import. By
+	// default (false) the client stands alone: every type the methods use
+	// is copied, and the file imports only the standard library and
+	// github.com/okengine/oke/client.
+	ImportTypes bool
+	// CopyTypes is the default (a standalone client); it is kept so that
+	// callers that set it still compile. Setting it with ImportTypes is an
+	// error.
+	//
+	// Deprecated: leave it false; set ImportTypes to import the app's
+	// types.
 	CopyTypes bool
 }
+
+// standalone reports whether the client copies every type of the app.
+func (c Config) standalone() bool { return !c.ImportTypes }
 
 // Generate returns the source of the client for the flows of res: one
 // method per HTTP or RPC binding (webhook, event and internal bindings are
@@ -57,8 +72,11 @@ func Generate(res *extract.Result, cfg Config) ([]byte, error) {
 	if !isIdent(cfg.Package) || token.IsKeyword(cfg.Package) || cfg.Package == "main" {
 		return nil, fmt.Errorf("package name %q is not a Go package name (a lower-case identifier such as paymentsclient, not main)", cfg.Package)
 	}
-	if cfg.ImportPath == "" {
-		return nil, errors.New("the generated package's import path is unknown (Config.ImportPath)")
+	if cfg.ImportTypes && cfg.CopyTypes {
+		return nil, errors.New("ImportTypes and CopyTypes both set: a client either imports the app's types or copies them; pick one")
+	}
+	if cfg.ImportTypes && cfg.ImportPath == "" {
+		return nil, errors.New("the generated package's import path is unknown (Config.ImportPath): a client that imports the app's types must be written inside a Go module")
 	}
 	g := &gen{
 		cfg: cfg, modPath: res.ModulePath(), res: res,
@@ -71,6 +89,9 @@ func Generate(res *extract.Result, cfg Config) ([]byte, error) {
 	g.imports[clientPath] = "client"
 	if err := g.collect(); err != nil {
 		return nil, err
+	}
+	if len(g.groups) == 0 {
+		delete(g.imports, "context") // no method: only New, which needs none
 	}
 	src := g.file()
 	if g.err != nil {
@@ -148,7 +169,7 @@ func (g *gen) collect() error {
 	sort.Strings(flowNames)
 	for _, name := range flowNames {
 		f := flows[name]
-		if dir := sourceDir(f.Source); dir != "" && g.modPath != "" && path.Join(g.modPath, dir) == g.cfg.ImportPath {
+		if dir := sourceDir(f.Source); dir != "" && g.modPath != "" && g.cfg.ImportPath != "" && path.Join(g.modPath, dir) == g.cfg.ImportPath {
 			return fmt.Errorf("flow %s is declared in %s, the package being generated; generate the client into a package of its own (another -o)", f.Name, g.cfg.ImportPath)
 		}
 		var ops []*operation
@@ -280,7 +301,11 @@ func (g *gen) file() []byte {
 	var b bytes.Buffer
 	b.WriteString(Header + "\n\n")
 	pkgs := g.flowPackages()
-	b.WriteString(comment(fmt.Sprintf("Package %s is a typed client for the flows of %s, written by `oke gen client` from their code: one method per HTTP or RPC route, grouped by the first part of the flow's name, built on github.com/okengine/oke/client (Idempotency-Key handling, retries, Meta). See docs/client.md of github.com/okengine/oke.", g.cfg.Package, strings.Join(pkgs, ", ")), ""))
+	pkgDoc := fmt.Sprintf("Package %s is a typed client for the flows of %s, written by `oke gen client` from their code: one method per HTTP or RPC route, grouped by the first part of the flow's name, built on github.com/okengine/oke/client (Idempotency-Key handling, retries, Meta).", g.cfg.Package, strings.Join(pkgs, ", "))
+	if g.cfg.standalone() {
+		pkgDoc += " It stands alone: its types are copies of the flows' input and output types, with the same JSON, and it imports only the standard library and the client package, not the app (oke gen client -import-types would use the app's own types)."
+	}
+	b.WriteString(comment(pkgDoc+" See docs/client.md of github.com/okengine/oke.", ""))
 	fmt.Fprintf(&b, "package %s\n\n", g.cfg.Package)
 	b.WriteString(g.importBlock())
 

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -116,6 +119,21 @@ func firstDiff(got, want []byte) string {
 	return "(same lines)"
 }
 
+// importsOf lists the import paths of a Go file.
+func importsOf(t *testing.T, src []byte) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "", src, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, im := range f.Imports {
+		p, _ := strconv.Unquote(im.Path.Value)
+		out = append(out, p)
+	}
+	return out
+}
+
 // goTool runs the go command in the module root.
 func goTool(t *testing.T, args ...string) {
 	t.Helper()
@@ -140,14 +158,21 @@ func TestDemoClientIsFresh(t *testing.T) {
 	if !bytes.HasPrefix(src, []byte(clientgen.Header+"\n")) {
 		t.Errorf("the file starts %q", bytes.SplitN(src, []byte("\n"), 2)[0])
 	}
+	// It stands alone: a program using it links neither the demo nor its
+	// drivers (pgx, SQLite).
+	for _, p := range importsOf(t, src) {
+		if strings.HasPrefix(p, modPath+"/") && p != modPath+"/client" {
+			t.Errorf("the demo's client imports %s", p)
+		}
+	}
 }
 
-// The fixture's client (testdata/shopclient): every shape of method, the
-// shop's types imported, the internal package's and the depot's (package
-// main) copied. It is checked in beside tests of what each method sends;
-// it must pass go vet and those tests.
+// The fixture's client (testdata/shopclient), with ImportTypes: every
+// shape of method, the shop's types imported, the internal package's and
+// the depot's (package main) copied. It is checked in beside tests of what
+// each method sends; it must pass go vet and those tests.
 func TestFixtureClient(t *testing.T) {
-	src, err := clientgen.Generate(fixture(t), clientgen.Config{Package: "shopclient", ImportPath: shopClient})
+	src, err := clientgen.Generate(fixture(t), clientgen.Config{Package: "shopclient", ImportPath: shopClient, ImportTypes: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,9 +194,11 @@ func TestFixtureClient(t *testing.T) {
 	goTool(t, "test", "-count=1", "./extract/clientgen/testdata/shopclient")
 }
 
-// With -copy-types the client imports nothing of the app: the demo's and
-// the shop's types are all copies, and the package compiles and vets.
-func TestCopyTypes(t *testing.T) {
+// By default the client stands alone: it imports nothing of the app (the
+// demo's and the shop's types are all copies, each saying so), and the
+// package compiles and vets. CopyTypes (the old flag's field) and an
+// unknown ImportPath (a directory in no module yet) give the same bytes.
+func TestStandaloneByDefault(t *testing.T) {
 	root := moduleRoot(t)
 	cases := []struct {
 		name string
@@ -188,15 +215,37 @@ func TestCopyTypes(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { os.RemoveAll(dir) })
-		src, err := clientgen.Generate(tc.res, clientgen.Config{Package: "copied", ImportPath: modPath + "/extract/clientgen/" + filepath.ToSlash(dir), CopyTypes: true})
+		cfg := clientgen.Config{Package: "copied", ImportPath: modPath + "/extract/clientgen/" + filepath.ToSlash(dir)}
+		src, err := clientgen.Generate(tc.res, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if bytes.Contains(src, []byte(tc.app)) {
 			t.Errorf("%s: the client imports %s", tc.name, tc.app)
 		}
-		if !bytes.Contains(src, []byte("(-copy-types)")) {
-			t.Errorf("%s: no type says it is a copy", tc.name)
+		if imports := importsOf(t, src); len(imports) == 0 {
+			t.Errorf("%s: no imports", tc.name)
+		} else {
+			for _, p := range imports {
+				if p != "github.com/okengine/oke/client" && strings.Contains(strings.SplitN(p, "/", 2)[0], ".") {
+					t.Errorf("%s: the standalone client imports %s; want only the standard library and the client package", tc.name, p)
+				}
+			}
+		}
+		if text := strings.ReplaceAll(string(src), "\n// ", " "); !strings.Contains(text, "It stands alone: its types are copies") || !strings.Contains(text, "is a copy of ") {
+			t.Errorf("%s: neither the package nor a type says the types are copies", tc.name)
+		}
+		for _, other := range []clientgen.Config{
+			{Package: cfg.Package, ImportPath: cfg.ImportPath, CopyTypes: true},
+			{Package: cfg.Package},
+		} {
+			again, err := clientgen.Generate(tc.res, other)
+			if err != nil {
+				t.Fatalf("%s: %+v: %v", tc.name, other, err)
+			}
+			if !bytes.Equal(again, src) {
+				t.Errorf("%s: %+v gives other bytes:\n%s", tc.name, other, firstDiff(src, again))
+			}
 		}
 		if _, err := clientgen.Write(dir, src); err != nil {
 			t.Fatal(err)
@@ -204,6 +253,25 @@ func TestCopyTypes(t *testing.T) {
 		pkgs = append(pkgs, "./extract/clientgen/"+filepath.ToSlash(dir))
 	}
 	goTool(t, append([]string{"vet"}, pkgs...)...)
+}
+
+// Flows with no HTTP or RPC binding make a client with New and no method,
+// which still compiles: it does not import context.
+func TestNoRouteNoMethod(t *testing.T) {
+	res := only(fixture(t), func(n string) bool { return n == "shop.hook" || n == "shop.restock" })
+	if len(res.Contract.Flows) != 2 {
+		t.Fatalf("flows: %v", res.Contract.Flows)
+	}
+	src, err := clientgen.Generate(res, clientgen.Config{Package: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := importsOf(t, src); len(got) != 1 || got[0] != "github.com/okengine/oke/client" {
+		t.Errorf("imports %v, want only the client package:\n%s", got, src)
+	}
+	if !bytes.Contains(src, []byte("func New(")) || bytes.Contains(src, []byte("ctx context.Context")) {
+		t.Errorf("generated:\n%s", src)
+	}
 }
 
 // The same result gives the same bytes (no map order leaks in).
@@ -251,6 +319,12 @@ func TestGenerateRefuses(t *testing.T) {
 			"flows payMents.* and pay-ments.* both make the Client field PayMents; rename one group"},
 		{"into the flows' own package", named("shop.get"), clientgen.Config{Package: "shop", ImportPath: modPath + "/extract/clientgen/testdata/shop"},
 			"flow shop.get is declared in github.com/okengine/oke/extract/clientgen/testdata/shop, the package being generated; generate the client into a package of its own (another -o)"},
+		{"into the flows' own package, importing types", named("shop.get"), clientgen.Config{Package: "shop", ImportPath: modPath + "/extract/clientgen/testdata/shop", ImportTypes: true},
+			"flow shop.get is declared in github.com/okengine/oke/extract/clientgen/testdata/shop, the package being generated"},
+		{"import types with no import path", named("shop.get"), clientgen.Config{Package: "x", ImportTypes: true},
+			"the generated package's import path is unknown (Config.ImportPath): a client that imports the app's types must be written inside a Go module"},
+		{"both ImportTypes and CopyTypes", named("shop.get"), clientgen.Config{Package: "x", ImportPath: shopClient, ImportTypes: true, CopyTypes: true},
+			"ImportTypes and CopyTypes both set"},
 		{"a bad package name", named("shop.get"), clientgen.Config{Package: "my-client", ImportPath: shopClient},
 			`package name "my-client" is not a Go package name`},
 		{"package main", named("shop.get"), clientgen.Config{Package: "main", ImportPath: shopClient},

@@ -98,8 +98,8 @@ func (g *gen) notImportable(obj *types.TypeName) string {
 		return "it is declared inside a function"
 	case pkg.Name() == "main":
 		return "package main (" + path + ") cannot be imported"
-	case g.cfg.CopyTypes && !g.std(path):
-		return "the client imports no package of the app (-copy-types)"
+	case g.cfg.standalone() && !g.std(path):
+		return "the client stands alone"
 	}
 	if parent, ok := internalParent(path, g.cfg.ImportPath); !ok {
 		return fmt.Sprintf("%s is internal to %s", path, parent)
@@ -165,6 +165,9 @@ func (g *gen) copyNamed(t *types.Named) string {
 	obj := t.Obj()
 	short := types.TypeString(t, func(p *types.Package) string { return p.Name() })
 	doc := fmt.Sprintf("%s is a copy of %s, with the same JSON: %s.", name, short, g.notImportable(obj))
+	if g.cfg.standalone() {
+		doc = fmt.Sprintf("%s is a copy of %s, with the same JSON.", name, short)
+	}
 	g.decls = append(g.decls, typeDecl{name: name, src: comment(doc, "") + "type " + name + " " + body + "\n"})
 	return name
 }

@@ -14,6 +14,10 @@ import (
 	"strings"
 )
 
+// ErrNoModule is returned (wrapped) by ImportPath and FindModule for a
+// directory that no go.mod holds.
+var ErrNoModule = errors.New("not inside a Go module")
+
 // ImportPath returns the import path of the package in dir (which need not
 // exist yet), from the go.mod of the module that holds it.
 func ImportPath(dir string) (string, error) {
@@ -21,27 +25,43 @@ func ImportPath(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	gomod, mod, err := FindModule(abs)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(filepath.Dir(gomod), abs)
+	if err != nil {
+		return "", err
+	}
+	if rel == "." {
+		return mod, nil
+	}
+	return mod + "/" + filepath.ToSlash(rel), nil
+}
+
+// FindModule returns the go.mod that holds dir (in dir or above it; dir
+// need not exist yet) and the module path it declares. The error wraps
+// ErrNoModule when there is none.
+func FindModule(dir string) (gomod, modPath string, err error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", "", err
+	}
 	for d := abs; ; d = filepath.Dir(d) {
-		data, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		name := filepath.Join(d, "go.mod")
+		data, err := os.ReadFile(name)
 		if err == nil {
 			mod := modulePath(data)
 			if mod == "" {
-				return "", fmt.Errorf("%s has no module line", filepath.Join(d, "go.mod"))
+				return "", "", fmt.Errorf("%s has no module line", name)
 			}
-			rel, err := filepath.Rel(d, abs)
-			if err != nil {
-				return "", err
-			}
-			if rel == "." {
-				return mod, nil
-			}
-			return mod + "/" + filepath.ToSlash(rel), nil
+			return name, mod, nil
 		}
 		if !errors.Is(err, os.ErrNotExist) {
-			return "", err
+			return "", "", err
 		}
 		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("%s is not inside a Go module (no go.mod in it or above it): write the client inside the module that will build it", abs)
+			return "", "", fmt.Errorf("%s is %w (no go.mod in it or above it)", abs, ErrNoModule)
 		}
 	}
 }

@@ -2,3 +2,6 @@ package cli
 
 // BuildVersion is buildVersion, for tests.
 var BuildVersion = buildVersion
+
+// GoLineOf is goLineOf, for tests.
+var GoLineOf = goLineOf

@@ -74,7 +74,7 @@ Flags:
 	if *check {
 		return checkExtract(name, res, *out, *asJSON, stdout, stderr)
 	}
-	printDiags(res.Diagnostics, *asJSON, stdout, stderr)
+	printDiags(res.Diagnostics, res.Warnings, *asJSON, stdout, stderr)
 	if len(res.Diagnostics) > 0 {
 		fmt.Fprintf(stderr, "%s: %d broken %s; nothing written\n", name, len(res.Diagnostics), plural(len(res.Diagnostics), "rule", "rules"))
 		return 1
@@ -104,7 +104,7 @@ func checkExtract(name string, res *extract.Result, out string, asJSON bool, std
 		return 2
 	}
 	diags := append(append([]extract.Diagnostic{}, res.Diagnostics...), stale...)
-	printDiags(diags, asJSON, stdout, stderr)
+	printDiags(diags, res.Warnings, asJSON, stdout, stderr)
 	n := len(res.Contract.Flows)
 	switch {
 	case len(res.Diagnostics) > 0:
@@ -121,13 +121,13 @@ func checkExtract(name string, res *extract.Result, out string, asJSON bool, std
 }
 
 // printDiags prints diagnostics on stderr, or with asJSON as a JSON array
-// on stdout.
-func printDiags(diags []extract.Diagnostic, asJSON bool, stdout, stderr io.Writer) {
+// on stdout: the broken rules (and stale contracts), then the warnings
+// (severity "warning": effects outside fx, what extract could not read),
+// which do not change the exit status. (Warnings are on stderr already.)
+func printDiags(diags, warnings []extract.Diagnostic, asJSON bool, stdout, stderr io.Writer) {
 	if asJSON {
-		if diags == nil {
-			diags = []extract.Diagnostic{}
-		}
-		b, _ := json.MarshalIndent(diags, "", "  ")
+		all := append(append([]extract.Diagnostic{}, diags...), warnings...)
+		b, _ := json.MarshalIndent(all, "", "  ")
 		stdout.Write(append(b, '\n'))
 		return
 	}

@@ -111,8 +111,12 @@ func TestExtractWrites(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr:\n%s", code, stderr)
 	}
-	if stdout != "[]\n" {
-		t.Errorf("stdout %q, want []", stdout)
+	// With -json the warning is in the array too, as a warning: it does
+	// not change the exit status.
+	var diags []extract.Diagnostic
+	if err := json.Unmarshal([]byte(stdout), &diags); err != nil || len(diags) != 1 ||
+		diags[0].Severity != extract.SeverityWarning || diags[0].Flow != "runtime.charge" {
+		t.Errorf("stdout %q (%v), want one warning of flow runtime.charge with severity warning", stdout, err)
 	}
 	base := filepath.Base(pkg)
 	if !strings.Contains(stderr, `extract/testdata/`+base+`/runtime.go:21:9: flow "runtime.charge": warning: options computed at run time`) {
@@ -177,6 +181,67 @@ func TestExtractHelp(t *testing.T) {
 	code, stdout, _ := run("help", "extract")
 	if code != 0 || !strings.Contains(stdout, "Usage: oke extract [-o DIR] [-json] [PACKAGES]\n       oke extract -check [-o DIR] [-json] [PACKAGES]") || !strings.Contains(stdout, "//go:generate go run github.com/okengine/oke/cmd/oke extract") {
 		t.Errorf("exit %d, stdout:\n%s", code, stdout)
+	}
+}
+
+// An effect outside fx is a warning, in the -json array with rule
+// effect-outside-fx and severity warning; the exit status stays 0 and the
+// contract is written, with the flow's effect raw.
+func TestExtractWarnsAboutEffectsOutsideFx(t *testing.T) {
+	pkg, err := os.MkdirTemp("../../extract/testdata", "tmp-cli-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(pkg) })
+	src := `package outside
+
+import (
+	"context"
+	"os"
+
+	"github.com/okengine/oke"
+)
+
+type In struct {
+	ID string ` + "`json:\"id\"`" + `
+}
+
+var Save = oke.NewFlow("outside.save", oke.Options{},
+	func(ctx context.Context, in In, fx *oke.Fx) (oke.Response[struct{}], error) {
+		return oke.OK(struct{}{}), os.WriteFile(in.ID, nil, 0o644)
+	})
+
+func Bind(app *oke.App) { app.Handle(oke.POST("/save"), Save) }
+`
+	if err := os.WriteFile(filepath.Join(pkg, "outside.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	code, stdout, stderr := run("extract", "-json", "-o", out, pkg)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\nstderr:\n%s", code, stderr)
+	}
+	var diags []extract.Diagnostic
+	if err := json.Unmarshal([]byte(stdout), &diags); err != nil {
+		t.Fatalf("stdout %q: %v", stdout, err)
+	}
+	base := filepath.Base(pkg)
+	if len(diags) != 1 || diags[0].Rule != extract.RuleOutsideFx || diags[0].Severity != extract.SeverityWarning ||
+		diags[0].File != "extract/testdata/"+base+"/outside.go" || diags[0].Line != 16 || diags[0].Flow != "outside.save" ||
+		!strings.Contains(diags[0].Message, "os.WriteFile") || !strings.Contains(diags[0].Message, "fix: ") {
+		t.Errorf("diagnostics %+v, want one effect-outside-fx warning at outside.go:16 naming os.WriteFile and the fix", diags)
+	}
+	if !strings.Contains(stderr, `outside.go:16:`) || !strings.Contains(stderr, `flow "outside.save": warning: `) {
+		t.Errorf("stderr has no warning:\n%s", stderr)
+	}
+	var c extract.Contract
+	b, err := os.ReadFile(filepath.Join(out, extract.ContractFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &c); err != nil || len(c.Flows) != 1 || strings.Join(c.Flows[0].Effects, ",") != "raw" ||
+		len(c.Flows[0].Why["raw"]) != 1 || !c.Flows[0].Bindings[0].Honored {
+		t.Errorf("contract %s: want outside.save with effects [raw], its why, and its POST honored", b)
 	}
 }
 

@@ -16,8 +16,8 @@ import (
 )
 
 // The demo through its generated typed client (examples/payments/
-// paymentsclient, written by oke gen client), served in-process on the file
-// driver.
+// paymentsclient, written by oke gen client; it stands alone, with copies
+// of the app's types), served in-process on the file driver.
 
 // newAPI returns the generated client for e, calling as user:alice.
 func newAPI(t *testing.T, e *env, opts ...client.Option) *paymentsclient.Client {
@@ -29,7 +29,7 @@ func newAPI(t *testing.T, e *env, opts ...client.Option) *paymentsclient.Client 
 	return api
 }
 
-var usd1000 = app.ChargeIn{Amount: 1000, Currency: "usd"}
+var usd1000 = paymentsclient.ChargeIn{Amount: 1000, Currency: "usd"}
 
 // Charge twice with one client.Key: the second answer is the first,
 // replayed, and the charge is made once.
@@ -82,7 +82,7 @@ func TestClientKeyReusedWithAnotherBody(t *testing.T) {
 	if _, _, err := api.Payments.Charge(ctx, usd1000, client.Key(key)); err != nil {
 		t.Fatal(err)
 	}
-	_, meta, err := api.Payments.Charge(ctx, app.ChargeIn{Amount: 2000, Currency: "usd"}, client.Key(key))
+	_, meta, err := api.Payments.Charge(ctx, paymentsclient.ChargeIn{Amount: 2000, Currency: "usd"}, client.Key(key))
 	var ce *client.Error
 	if !errors.Is(err, client.ErrKeyReused) || !errors.As(err, &ce) || ce.Status != http.StatusUnprocessableEntity || ce.Flow != "payments.charge" {
 		t.Fatalf("err = %v, want 422 client.ErrKeyReused of payments.charge", err)
@@ -104,18 +104,18 @@ func TestClientInProgressWithoutRetries(t *testing.T) {
 	ctx := context.Background()
 	key := client.NewKey()
 	type result struct {
-		out  app.Slow
+		out  paymentsclient.Slow
 		meta client.Meta
 		err  error
 	}
 	first := make(chan result, 1)
 	go func() {
-		out, meta, err := api.Demo.Slow(ctx, app.SlowIn{Ms: 1500}, client.Key(key))
+		out, meta, err := api.Demo.Slow(ctx, paymentsclient.SlowIn{Ms: 1500}, client.Key(key))
 		first <- result{out, meta, err}
 	}()
 	waitFor(t, func() bool { return e.executions("demo.slow") >= 1 }) // it has claimed the key
 
-	_, meta, err := api.Demo.Slow(ctx, app.SlowIn{Ms: 1500}, client.Key(key))
+	_, meta, err := api.Demo.Slow(ctx, paymentsclient.SlowIn{Ms: 1500}, client.Key(key))
 	var ce *client.Error
 	if !errors.Is(err, client.ErrInProgress) || !errors.As(err, &ce) || ce.Status != http.StatusConflict || ce.RetryAfter <= 0 {
 		t.Fatalf("err = %v, want 409 client.ErrInProgress with a Retry-After", err)
@@ -127,7 +127,7 @@ func TestClientInProgressWithoutRetries(t *testing.T) {
 	if got.err != nil || got.meta.Status != http.StatusCreated {
 		t.Fatalf("first call: %+v, %v", got.meta, got.err)
 	}
-	again, meta, err := api.Demo.Slow(ctx, app.SlowIn{Ms: 1500}, client.Key(key))
+	again, meta, err := api.Demo.Slow(ctx, paymentsclient.SlowIn{Ms: 1500}, client.Key(key))
 	if err != nil || !meta.IdempotentReplayed || again != got.out {
 		t.Fatalf("after the run: %+v, meta %+v, err %v; want a replay of %+v", again, meta, err, got.out)
 	}
@@ -149,16 +149,16 @@ func TestClientRetryWaitsForTheAnswer(t *testing.T) {
 	}
 	ctx := context.Background()
 	key := client.NewKey()
-	first := make(chan app.Slow, 1)
+	first := make(chan paymentsclient.Slow, 1)
 	go func() {
-		out, _, err := api.Demo.Slow(ctx, app.SlowIn{Ms: 1500}, client.Key(key))
+		out, _, err := api.Demo.Slow(ctx, paymentsclient.SlowIn{Ms: 1500}, client.Key(key))
 		if err != nil {
 			t.Errorf("first call: %v", err)
 		}
 		first <- out
 	}()
 	waitFor(t, func() bool { return e.executions("demo.slow") >= 1 }) // it has claimed the key
-	second, meta, err := api.Demo.Slow(ctx, app.SlowIn{Ms: 1500}, client.Key(key))
+	second, meta, err := api.Demo.Slow(ctx, paymentsclient.SlowIn{Ms: 1500}, client.Key(key))
 	if err != nil || !meta.IdempotentReplayed || !meta.Waited || meta.Attempts != 2 {
 		t.Fatalf("second call: meta %+v, err %v; want a replay after one held retry", meta, err)
 	}
@@ -183,7 +183,7 @@ func TestClientKeyRulesFromTheContract(t *testing.T) {
 	if m := e.metrics(); outcome(m, "payments.charge", "missing") != 0 || e.count("charges") != 0 {
 		t.Errorf("the refused call reached the server")
 	}
-	if _, _, err := api.Payments.List(ctx, app.ListIn{}, client.Key(client.NewKey())); err == nil || !strings.Contains(err.Error(), "flow payments.list does not honor the Idempotency-Key header") {
+	if _, _, err := api.Payments.List(ctx, paymentsclient.ListIn{}, client.Key(client.NewKey())); err == nil || !strings.Contains(err.Error(), "flow payments.list does not honor the Idempotency-Key header") {
 		t.Errorf("Key on payments.list: err %v, want a refusal naming the flow", err)
 	}
 }
@@ -193,35 +193,35 @@ func TestClientPathAndQueryFromInput(t *testing.T) {
 	e := setup(t)
 	api := newAPI(t, e)
 	ctx := context.Background()
-	var made []app.Charge
+	var made []paymentsclient.Charge
 	for i := int64(1); i <= 3; i++ {
-		ch, _, err := api.Payments.Charge(ctx, app.ChargeIn{Amount: 100 * i, Currency: "usd"})
+		ch, _, err := api.Payments.Charge(ctx, paymentsclient.ChargeIn{Amount: 100 * i, Currency: "usd"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		made = append(made, ch)
 	}
-	got, meta, err := api.Payments.Get(ctx, app.GetIn{ID: made[1].ID})
+	got, meta, err := api.Payments.Get(ctx, paymentsclient.GetIn{ID: made[1].ID})
 	if err != nil || got != made[1] || meta.IdempotencyKey != "" {
 		t.Fatalf("Get(%s) = %+v, meta %+v, err %v; want %+v, no key", made[1].ID, got, meta, err, made[1])
 	}
-	list, _, err := api.Payments.List(ctx, app.ListIn{Limit: 2})
+	list, _, err := api.Payments.List(ctx, paymentsclient.ListIn{Limit: 2})
 	if err != nil || len(list.Charges) != 2 || list.Charges[0] != made[2] {
 		t.Fatalf("List(limit 2) = %+v, %v; want the newest two", list, err)
 	}
-	if all, _, err := api.Payments.List(ctx, app.ListIn{}); err != nil || len(all.Charges) != 3 {
+	if all, _, err := api.Payments.List(ctx, paymentsclient.ListIn{}); err != nil || len(all.Charges) != 3 {
 		t.Fatalf("List() = %+v, %v; want 3", all, err)
 	}
-	_, _, err = api.Payments.Get(ctx, app.GetIn{ID: "ch_nope"})
+	_, _, err = api.Payments.Get(ctx, paymentsclient.GetIn{ID: "ch_nope"})
 	if !errors.Is(err, &client.Error{Status: http.StatusNotFound}) {
 		t.Fatalf("Get(ch_nope): err %v, want 404", err)
 	}
 	// The path parameter is escaped: the flow gets the id whole.
-	if _, _, err := api.Payments.Get(ctx, app.GetIn{ID: "a/b c"}); !errors.Is(err, &client.Error{Status: http.StatusNotFound}) || !strings.Contains(err.Error(), `No charge has id "a/b c"`) {
+	if _, _, err := api.Payments.Get(ctx, paymentsclient.GetIn{ID: "a/b c"}); !errors.Is(err, &client.Error{Status: http.StatusNotFound}) || !strings.Contains(err.Error(), `No charge has id "a/b c"`) {
 		t.Fatalf("Get(a/b c): err %v, want payments.get's 404 for that id", err)
 	}
 	who, _, err := api.Demo.Whoami(ctx, client.Header("X-Tenant", "acme"))
-	if err != nil || who != (app.Whoami{Tenant: "acme", Principal: "user:alice"}) {
+	if err != nil || who != (paymentsclient.Whoami{Tenant: "acme", Principal: "user:alice"}) {
 		t.Fatalf("Whoami = %+v, %v", who, err)
 	}
 }
@@ -236,24 +236,24 @@ func TestClientOtherShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, meta, err := api.Payments.Refund(ctx, app.RefundIn{ChargeID: ch.ID})
+	ref, meta, err := api.Payments.Refund(ctx, paymentsclient.RefundIn{ChargeID: ch.ID})
 	if err != nil || ref.ChargeID != ch.ID || meta.Status != http.StatusCreated {
 		t.Fatalf("Refund = %+v, %+v, %v", ref, meta, err)
 	}
-	if got, _, err := api.Payments.GetRefund(ctx, app.GetIn{ID: ref.ID}); err != nil || got != ref {
+	if got, _, err := api.Payments.GetRefund(ctx, paymentsclient.GetIn{ID: ref.ID}); err != nil || got != ref {
 		t.Fatalf("GetRefund = %+v, %v; want %+v", got, err, ref)
 	}
 
-	_, err = api.Demo.Fail(ctx, app.FailIn{When: "declared"})
+	_, err = api.Demo.Fail(ctx, paymentsclient.FailIn{When: "declared"})
 	var ce *client.Error
 	if !errors.As(err, &ce) || ce.Status != http.StatusPaymentRequired || ce.Code != "PaymentDeclined" {
 		t.Fatalf("Fail(declared): %v, want 402 PaymentDeclined", err)
 	}
-	if meta, err := api.Demo.Remind(ctx, app.RemindIn{To: "bob", Delay: "1h"}); err != nil || meta.Status != http.StatusNoContent {
+	if meta, err := api.Demo.Remind(ctx, paymentsclient.RemindIn{To: "bob", Delay: "1h"}); err != nil || meta.Status != http.StatusNoContent {
 		t.Fatalf("Remind: meta %+v, err %v; want 204", meta, err)
 	}
 
-	resp, meta, err := api.Demo.Export(ctx, app.ExportIn{Lines: 3, DelayMs: 1})
+	resp, meta, err := api.Demo.Export(ctx, paymentsclient.ExportIn{Lines: 3, DelayMs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

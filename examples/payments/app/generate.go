@@ -3,4 +3,4 @@ package app
 // oke extract writes the demo's contract (../oke.contract.json,
 // ../openapi.json) and oke_contract_gen.go, which registers it; see
 // docs/extract.md.
-//go:generate go run github.com/okengine/oke/cmd/oke extract -o .. .
+//go:generate go tool oke extract -o .. .

@@ -4,7 +4,11 @@
 // github.com/okengine/oke/examples/payments/app, written by `oke gen client`
 // from their code: one method per HTTP or RPC route, grouped by the first part
 // of the flow's name, built on github.com/okengine/oke/client (Idempotency-Key
-// handling, retries, Meta). See docs/client.md of github.com/okengine/oke.
+// handling, retries, Meta). It stands alone: its types are copies of the flows'
+// input and output types, with the same JSON, and it imports only the standard
+// library and the client package, not the app (oke gen client -import-types
+// would use the app's own types). See docs/client.md of
+// github.com/okengine/oke.
 package paymentsclient
 
 import (
@@ -12,7 +16,6 @@ import (
 	"net/http"
 
 	"github.com/okengine/oke/client"
-	"github.com/okengine/oke/examples/payments/app"
 )
 
 // Client calls the flows of github.com/okengine/oke/examples/payments/app over
@@ -57,8 +60,8 @@ type BenchFlows struct{ c *client.Client }
 //
 // Idempotency-Key: not honored (its Idempotency is Off), so none is sent, and
 // client.Key fails the call before anything is sent.
-func (f *BenchFlows) ChargeUnprotected(ctx context.Context, in app.ChargeIn, opts ...client.CallOption) (app.Charge, client.Meta, error) {
-	return client.Invoke[app.ChargeIn, app.Charge](ctx, f.c, client.Operation{
+func (f *BenchFlows) ChargeUnprotected(ctx context.Context, in ChargeIn, opts ...client.CallOption) (Charge, client.Meta, error) {
+	return client.Invoke[ChargeIn, Charge](ctx, f.c, client.Operation{
 		Flow:   "bench.chargeUnprotected",
 		Method: "POST",
 		Path:   "/bench/unprotected-charges",
@@ -95,7 +98,7 @@ func (f *DemoFlows) Events(ctx context.Context, opts ...client.CallOption) (*htt
 //
 // It returns the streamed body as it arrives (never stored by the server): read
 // resp.Body, and close it.
-func (f *DemoFlows) Export(ctx context.Context, in app.ExportIn, opts ...client.CallOption) (*http.Response, client.Meta, error) {
+func (f *DemoFlows) Export(ctx context.Context, in ExportIn, opts ...client.CallOption) (*http.Response, client.Meta, error) {
 	return client.Stream(ctx, f.c, client.Operation{
 		Flow:     "demo.export",
 		Method:   "POST",
@@ -111,8 +114,8 @@ func (f *DemoFlows) Export(ctx context.Context, in app.ExportIn, opts ...client.
 // Idempotency-Key: honored (TTL 24h). Each call sends a fresh key, the same on
 // every retry, unless client.Key gives one (a retry with it gets the first
 // answer: Meta.IdempotentReplayed) or client.NoKey() sends none.
-func (f *DemoFlows) Fail(ctx context.Context, in app.FailIn, opts ...client.CallOption) (client.Meta, error) {
-	_, meta, err := client.Invoke[app.FailIn, struct{}](ctx, f.c, client.Operation{
+func (f *DemoFlows) Fail(ctx context.Context, in FailIn, opts ...client.CallOption) (client.Meta, error) {
+	_, meta, err := client.Invoke[FailIn, struct{}](ctx, f.c, client.Operation{
 		Flow:   "demo.fail",
 		Method: "POST",
 		Path:   "/fail",
@@ -127,8 +130,8 @@ func (f *DemoFlows) Fail(ctx context.Context, in app.FailIn, opts ...client.Call
 // Idempotency-Key: honored (TTL 2s). Each call sends a fresh key, the same on
 // every retry, unless client.Key gives one (a retry with it gets the first
 // answer: Meta.IdempotentReplayed) or client.NoKey() sends none.
-func (f *DemoFlows) Note(ctx context.Context, in app.NoteIn, opts ...client.CallOption) (app.Note, client.Meta, error) {
-	return client.Invoke[app.NoteIn, app.Note](ctx, f.c, client.Operation{
+func (f *DemoFlows) Note(ctx context.Context, in NoteIn, opts ...client.CallOption) (Note, client.Meta, error) {
+	return client.Invoke[NoteIn, Note](ctx, f.c, client.Operation{
 		Flow:   "demo.note",
 		Method: "POST",
 		Path:   "/notes",
@@ -142,8 +145,8 @@ func (f *DemoFlows) Note(ctx context.Context, in app.NoteIn, opts ...client.Call
 // Idempotency-Key: honored (TTL 24h). Each call sends a fresh key, the same on
 // every retry, unless client.Key gives one (a retry with it gets the first
 // answer: Meta.IdempotentReplayed) or client.NoKey() sends none.
-func (f *DemoFlows) Pipeline(ctx context.Context, in app.PipelineIn, opts ...client.CallOption) (app.Pipeline, client.Meta, error) {
-	return client.Invoke[app.PipelineIn, app.Pipeline](ctx, f.c, client.Operation{
+func (f *DemoFlows) Pipeline(ctx context.Context, in PipelineIn, opts ...client.CallOption) (Pipeline, client.Meta, error) {
+	return client.Invoke[PipelineIn, Pipeline](ctx, f.c, client.Operation{
 		Flow:   "demo.pipeline",
 		Method: "POST",
 		Path:   "/pipeline",
@@ -158,8 +161,8 @@ func (f *DemoFlows) Pipeline(ctx context.Context, in app.PipelineIn, opts ...cli
 //
 // Idempotency-Key: not honored (a GET), so none is sent, and client.Key fails
 // the call before anything is sent.
-func (f *DemoFlows) PipelineLog(ctx context.Context, in app.PipelineLogIn, opts ...client.CallOption) (app.PipelineLog, client.Meta, error) {
-	return client.Invoke[struct{}, app.PipelineLog](ctx, f.c, client.Operation{
+func (f *DemoFlows) PipelineLog(ctx context.Context, in PipelineLogIn, opts ...client.CallOption) (PipelineLog, client.Meta, error) {
+	return client.Invoke[struct{}, PipelineLog](ctx, f.c, client.Operation{
 		Flow:   "demo.pipelineLog",
 		Method: "GET",
 		Path:   "/pipeline/{tag}",
@@ -173,8 +176,8 @@ func (f *DemoFlows) PipelineLog(ctx context.Context, in app.PipelineLogIn, opts 
 // Idempotency-Key: honored (TTL 24h). Each call sends a fresh key, the same on
 // every retry, unless client.Key gives one (a retry with it gets the first
 // answer: Meta.IdempotentReplayed) or client.NoKey() sends none.
-func (f *DemoFlows) Remind(ctx context.Context, in app.RemindIn, opts ...client.CallOption) (client.Meta, error) {
-	_, meta, err := client.Invoke[app.RemindIn, struct{}](ctx, f.c, client.Operation{
+func (f *DemoFlows) Remind(ctx context.Context, in RemindIn, opts ...client.CallOption) (client.Meta, error) {
+	_, meta, err := client.Invoke[RemindIn, struct{}](ctx, f.c, client.Operation{
 		Flow:   "demo.remind",
 		Method: "POST",
 		Path:   "/reminders",
@@ -188,8 +191,8 @@ func (f *DemoFlows) Remind(ctx context.Context, in app.RemindIn, opts ...client.
 //
 // Idempotency-Key: not honored (a GET), so none is sent, and client.Key fails
 // the call before anything is sent.
-func (f *DemoFlows) Reminders(ctx context.Context, opts ...client.CallOption) (app.ReminderList, client.Meta, error) {
-	return client.Invoke[struct{}, app.ReminderList](ctx, f.c, client.Operation{
+func (f *DemoFlows) Reminders(ctx context.Context, opts ...client.CallOption) (ReminderList, client.Meta, error) {
+	return client.Invoke[struct{}, ReminderList](ctx, f.c, client.Operation{
 		Flow:   "demo.reminders",
 		Method: "GET",
 		Path:   "/reminders",
@@ -202,8 +205,8 @@ func (f *DemoFlows) Reminders(ctx context.Context, opts ...client.CallOption) (a
 // Idempotency-Key: honored (TTL 24h). Each call sends a fresh key, the same on
 // every retry, unless client.Key gives one (a retry with it gets the first
 // answer: Meta.IdempotentReplayed) or client.NoKey() sends none.
-func (f *DemoFlows) Slow(ctx context.Context, in app.SlowIn, opts ...client.CallOption) (app.Slow, client.Meta, error) {
-	return client.Invoke[app.SlowIn, app.Slow](ctx, f.c, client.Operation{
+func (f *DemoFlows) Slow(ctx context.Context, in SlowIn, opts ...client.CallOption) (Slow, client.Meta, error) {
+	return client.Invoke[SlowIn, Slow](ctx, f.c, client.Operation{
 		Flow:   "demo.slow",
 		Method: "POST",
 		Path:   "/slow",
@@ -216,8 +219,8 @@ func (f *DemoFlows) Slow(ctx context.Context, in app.SlowIn, opts ...client.Call
 //
 // Idempotency-Key: not honored (a GET), so none is sent, and client.Key fails
 // the call before anything is sent.
-func (f *DemoFlows) Whoami(ctx context.Context, opts ...client.CallOption) (app.Whoami, client.Meta, error) {
-	return client.Invoke[struct{}, app.Whoami](ctx, f.c, client.Operation{
+func (f *DemoFlows) Whoami(ctx context.Context, opts ...client.CallOption) (Whoami, client.Meta, error) {
+	return client.Invoke[struct{}, Whoami](ctx, f.c, client.Operation{
 		Flow:   "demo.whoami",
 		Method: "GET",
 		Path:   "/whoami",
@@ -235,8 +238,8 @@ type PaymentsFlows struct{ c *client.Client }
 // the one given with client.Key, the same on every retry — and client.NoKey()
 // fails the call before anything is sent. A retry with the same key and input
 // gets the first answer (Meta.IdempotentReplayed).
-func (f *PaymentsFlows) Charge(ctx context.Context, in app.ChargeIn, opts ...client.CallOption) (app.Charge, client.Meta, error) {
-	return client.Invoke[app.ChargeIn, app.Charge](ctx, f.c, client.Operation{
+func (f *PaymentsFlows) Charge(ctx context.Context, in ChargeIn, opts ...client.CallOption) (Charge, client.Meta, error) {
+	return client.Invoke[ChargeIn, Charge](ctx, f.c, client.Operation{
 		Flow:   "payments.charge",
 		Method: "POST",
 		Path:   "/charges",
@@ -251,8 +254,8 @@ func (f *PaymentsFlows) Charge(ctx context.Context, in app.ChargeIn, opts ...cli
 //
 // Idempotency-Key: not honored (a GET), so none is sent, and client.Key fails
 // the call before anything is sent.
-func (f *PaymentsFlows) Get(ctx context.Context, in app.GetIn, opts ...client.CallOption) (app.Charge, client.Meta, error) {
-	return client.Invoke[struct{}, app.Charge](ctx, f.c, client.Operation{
+func (f *PaymentsFlows) Get(ctx context.Context, in GetIn, opts ...client.CallOption) (Charge, client.Meta, error) {
+	return client.Invoke[struct{}, Charge](ctx, f.c, client.Operation{
 		Flow:   "payments.get",
 		Method: "GET",
 		Path:   "/charges/{id}",
@@ -267,8 +270,8 @@ func (f *PaymentsFlows) Get(ctx context.Context, in app.GetIn, opts ...client.Ca
 //
 // Idempotency-Key: not honored (a GET), so none is sent, and client.Key fails
 // the call before anything is sent.
-func (f *PaymentsFlows) GetRefund(ctx context.Context, in app.GetIn, opts ...client.CallOption) (app.Refund, client.Meta, error) {
-	return client.Invoke[struct{}, app.Refund](ctx, f.c, client.Operation{
+func (f *PaymentsFlows) GetRefund(ctx context.Context, in GetIn, opts ...client.CallOption) (Refund, client.Meta, error) {
+	return client.Invoke[struct{}, Refund](ctx, f.c, client.Operation{
 		Flow:   "payments.getRefund",
 		Method: "GET",
 		Path:   "/refunds/{id}",
@@ -283,8 +286,8 @@ func (f *PaymentsFlows) GetRefund(ctx context.Context, in app.GetIn, opts ...cli
 //
 // Idempotency-Key: not honored (a GET), so none is sent, and client.Key fails
 // the call before anything is sent.
-func (f *PaymentsFlows) List(ctx context.Context, in app.ListIn, opts ...client.CallOption) (app.ChargeList, client.Meta, error) {
-	return client.Invoke[struct{}, app.ChargeList](ctx, f.c, client.Operation{
+func (f *PaymentsFlows) List(ctx context.Context, in ListIn, opts ...client.CallOption) (ChargeList, client.Meta, error) {
+	return client.Invoke[struct{}, ChargeList](ctx, f.c, client.Operation{
 		Flow:   "payments.list",
 		Method: "GET",
 		Path:   "/charges",
@@ -298,8 +301,8 @@ func (f *PaymentsFlows) List(ctx context.Context, in app.ListIn, opts ...client.
 // Idempotency-Key: not honored (the flow only reads), so none is sent, and
 // client.Key fails the call before anything is sent. Retries (client.WithRetry)
 // apply all the same: the flow only reads.
-func (f *PaymentsFlows) Quote(ctx context.Context, in app.ChargeIn, opts ...client.CallOption) (app.Quote, client.Meta, error) {
-	return client.Invoke[app.ChargeIn, app.Quote](ctx, f.c, client.Operation{
+func (f *PaymentsFlows) Quote(ctx context.Context, in ChargeIn, opts ...client.CallOption) (Quote, client.Meta, error) {
+	return client.Invoke[ChargeIn, Quote](ctx, f.c, client.Operation{
 		Flow:     "payments.quote",
 		Method:   "POST",
 		Path:     "/quotes",
@@ -315,8 +318,8 @@ func (f *PaymentsFlows) Quote(ctx context.Context, in app.ChargeIn, opts ...clie
 // Idempotency-Key: honored (TTL 24h). Each call sends a fresh key, the same on
 // every retry, unless client.Key gives one (a retry with it gets the first
 // answer: Meta.IdempotentReplayed) or client.NoKey() sends none.
-func (f *PaymentsFlows) Refund(ctx context.Context, in app.RefundIn, opts ...client.CallOption) (app.Refund, client.Meta, error) {
-	return client.Invoke[app.RefundIn, app.Refund](ctx, f.c, client.Operation{
+func (f *PaymentsFlows) Refund(ctx context.Context, in RefundIn, opts ...client.CallOption) (Refund, client.Meta, error) {
+	return client.Invoke[RefundIn, Refund](ctx, f.c, client.Operation{
 		Flow:   "payments.refund",
 		Method: "POST",
 		Path:   "/refunds",
@@ -328,6 +331,146 @@ func (f *PaymentsFlows) Refund(ctx context.Context, in app.RefundIn, opts ...cli
 // never appended to.
 func with(opts []client.CallOption, more ...client.CallOption) []client.CallOption {
 	return append(opts[:len(opts):len(opts)], more...)
+}
+
+// Charge is a copy of app.Charge, with the same JSON.
+type Charge struct {
+	ID        string `json:"id"`
+	Amount    int64  `json:"amount"`
+	Currency  string `json:"currency"`
+	CreatedAt string `json:"createdAt"`
+}
+
+// ChargeIn is a copy of app.ChargeIn, with the same JSON.
+type ChargeIn struct {
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// ChargeList is a copy of app.ChargeList, with the same JSON.
+type ChargeList struct {
+	Charges []Charge `json:"charges"`
+}
+
+// ExportIn is a copy of app.ExportIn, with the same JSON.
+type ExportIn struct {
+	Lines   int `json:"lines"`
+	DelayMs int `json:"delayMs"`
+}
+
+// FailIn is a copy of app.FailIn, with the same JSON.
+type FailIn struct {
+	When string `json:"when"`
+}
+
+// GetIn is a copy of app.GetIn, with the same JSON.
+type GetIn struct {
+	ID string `json:"id"`
+}
+
+// ListIn is a copy of app.ListIn, with the same JSON.
+type ListIn struct {
+	Limit int `json:"limit"`
+}
+
+// Note is a copy of app.Note, with the same JSON.
+type Note struct {
+	ID        int64  `json:"id"`
+	Text      string `json:"text"`
+	CreatedAt string `json:"createdAt"`
+}
+
+// NoteIn is a copy of app.NoteIn, with the same JSON.
+type NoteIn struct {
+	Text string `json:"text"`
+}
+
+// Pipeline is a copy of app.Pipeline, with the same JSON.
+type Pipeline struct {
+	Tag   string `json:"tag"`
+	Steps int    `json:"steps"`
+}
+
+// PipelineIn is a copy of app.PipelineIn, with the same JSON.
+type PipelineIn struct {
+	Tag    string `json:"tag"`
+	Steps  int    `json:"steps"`
+	StepMs int    `json:"stepMs"`
+}
+
+// PipelineLog is a copy of app.PipelineLog, with the same JSON.
+type PipelineLog struct {
+	Tag   string         `json:"tag"`
+	Steps []PipelineStep `json:"steps"`
+}
+
+// PipelineLogIn is a copy of app.PipelineLogIn, with the same JSON.
+type PipelineLogIn struct {
+	Tag string `json:"tag"`
+}
+
+// PipelineStep is a copy of app.PipelineStep, with the same JSON.
+type PipelineStep struct {
+	Step       int `json:"step"`
+	Executions int `json:"executions"`
+}
+
+// Quote is a copy of app.Quote, with the same JSON.
+type Quote struct {
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+	Fee      int64  `json:"fee"`
+	Charges  int64  `json:"charges"`
+}
+
+// Refund is a copy of app.Refund, with the same JSON.
+type Refund struct {
+	ID         string `json:"id"`
+	ChargeID   string `json:"chargeId"`
+	Amount     int64  `json:"amount"`
+	Currency   string `json:"currency"`
+	ProviderID string `json:"providerId"`
+	CreatedAt  string `json:"createdAt"`
+}
+
+// RefundIn is a copy of app.RefundIn, with the same JSON.
+type RefundIn struct {
+	ChargeID string `json:"chargeId"`
+}
+
+// RemindIn is a copy of app.RemindIn, with the same JSON.
+type RemindIn struct {
+	To    string `json:"to"`
+	Delay string `json:"delay"`
+}
+
+// Reminder is a copy of app.Reminder, with the same JSON.
+type Reminder struct {
+	ID   int64  `json:"id"`
+	To   string `json:"to"`
+	Sent bool   `json:"sent"`
+}
+
+// ReminderList is a copy of app.ReminderList, with the same JSON.
+type ReminderList struct {
+	Reminders []Reminder `json:"reminders"`
+}
+
+// Slow is a copy of app.Slow, with the same JSON.
+type Slow struct {
+	ID int64 `json:"id"`
+	Ms int   `json:"ms"`
+}
+
+// SlowIn is a copy of app.SlowIn, with the same JSON.
+type SlowIn struct {
+	Ms int `json:"ms"`
+}
+
+// Whoami is a copy of app.Whoami, with the same JSON.
+type Whoami struct {
+	Tenant    string `json:"tenant"`
+	Principal string `json:"principal"`
 }
 
 // Not generated:
