@@ -118,8 +118,10 @@ func (d *digester) lines(f *flowInst) []string {
 	head := []string{
 		digestVersion,
 		"flow " + strconv.Quote(f.name) + " " + f.shape,
-		fmt.Sprintf("options known=%t unknown=%q mode=%q ttl=%q claim=%q durable=%t declared=%t%q description=%q",
-			o.known, o.unknown, o.mode, o.ttl, o.claim, o.durable, o.declaredSet, o.declared, o.description),
+		// (What was computed at run time says where: FILE:LINE, masked
+		// so that moving code keeps the digest.)
+		sourcePos.ReplaceAllString(fmt.Sprintf("options known=%t unknown=%q mode=%q ttl=%q claim=%q durable=%t declared=%t%q description=%q",
+			o.known, o.unknown, o.mode, o.ttl, o.claim, o.durable, o.declaredSet, o.declared, o.description), "$1"),
 	}
 	var bs []string
 	for _, b := range f.bindings {
