@@ -65,6 +65,27 @@ func (r *Result) Check(outDir string) ([]Diagnostic, error) {
 			c.goFile(name, have, want)
 		}
 	}
+	// A package of the patterns that no longer declares flows keeps the
+	// generated file extract wrote for it before: its flows are stale.
+	for _, d := range r.rootDirs {
+		name := filepath.Join(d, GoFile)
+		if _, ok := files[name]; ok {
+			continue
+		}
+		have, err := os.ReadFile(name)
+		if err != nil || !bytes.HasPrefix(have, []byte(GoHeader)) {
+			continue
+		}
+		entries, _, _ := genEntries(have)
+		var names []string
+		for n := range entries {
+			names = append(names, strconv.Quote(n))
+		}
+		sort.Strings(names)
+		c.files = append(c.files, Diagnostic{File: c.rel(name), Line: 1, Col: 1, Rule: RuleStale, Message: fmt.Sprintf(
+			"%s registers flows its package no longer declares (%s), and extract writes no such file for a package without flows; fix: delete it and commit the result",
+			GoFile, strings.Join(names, ", "))})
+	}
 	var out []Diagnostic
 	flows := make([]string, 0, len(c.stale))
 	for f := range c.stale {

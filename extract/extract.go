@@ -38,6 +38,7 @@ type Result struct {
 	patterns []string // as given to Run, for the fix of a stale contract
 	modRoot  string
 	flowPos  map[string]token.Position // each flow's constructor, module-relative
+	rootDirs []string                  // the directories of the packages the patterns matched
 	pkgs     []genPkg
 	openapi  *openAPIDoc
 	io       map[string]*flowIO
@@ -141,6 +142,11 @@ func extract(prog *program) *Result {
 	}
 	for _, w := range fd.warnings {
 		res.Warnings = append(res.Warnings, diag(w.pos, w.flow, RuleWarning, w.text))
+	}
+	for _, r := range prog.roots {
+		if len(r.lp.GoFiles) > 0 {
+			res.rootDirs = append(res.rootDirs, filepath.Dir(r.lp.GoFiles[0]))
+		}
 	}
 	for _, gp := range byPkg {
 		res.pkgs = append(res.pkgs, *gp)
