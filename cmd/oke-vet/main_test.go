@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/okengine/oke/extract"
+	"github.com/okengine/oke/internal/modtest"
 )
 
 // vettool builds oke-vet into a temporary directory.
@@ -79,6 +82,56 @@ func TestGoVetTool(t *testing.T) {
 		}
 		if t.Failed() {
 			t.Logf("output:\n%s", out)
+		}
+	})
+
+	// stalecontract runs extract from inside go vet (go/packages runs the
+	// go command) on a user's module whose code changed since its
+	// oke_contract_gen.go was written.
+	t.Run("a stale contract is reported", func(t *testing.T) {
+		src := `package shop
+
+//go:generate go tool oke extract -o .. .
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/okengine/oke"
+)
+
+type In struct {
+	Item string ` + "`json:\"item\"`" + `
+}
+
+func Register(app *oke.App, db *sql.DB) {
+	app.Handle(oke.POST("/orders"), oke.NewFlow("shop.order", oke.Options{}, func(ctx context.Context, in In, fx *oke.Fx) (oke.Response[In], error) {
+		_, err := fx.Store(db).Exec(ctx, "UPDATE orders SET seen = true WHERE item = $1", in.Item)
+		return oke.OK(in), err
+	}))
+}
+`
+		dir := modtest.New(t, map[string]string{"shop/shop.go": src})
+		res, err := extract.Run(extract.Config{Dir: dir, Patterns: []string{"./shop"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := res.Write(dir); err != nil {
+			t.Fatal(err)
+		}
+		vet := func() (string, error) {
+			cmd := exec.Command(goCmd, "vet", "-vettool="+bin, "./shop")
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			return string(out), err
+		}
+		if out, err := vet(); err != nil {
+			t.Fatalf("go vet on the fresh contract: %v\n%s", err, out)
+		}
+		modtest.Write(t, dir, map[string]string{"shop/shop.go": strings.Replace(src, "seen = true", "seen = false", 1)})
+		out, err := vet()
+		if err == nil || !strings.Contains(out, `shop.go:17:34: flow "shop.order": its contract in oke_contract_gen.go is stale`) {
+			t.Errorf("go vet on the stale contract: %v, output:\n%s", err, out)
 		}
 	})
 
