@@ -38,7 +38,9 @@ and nothing is written.
 
 From go generate, in the package that declares the flows:
 
-  //go:generate go run github.com/okengine/oke/cmd/oke extract -o .. .
+  //go:generate go tool oke extract -o .. .
+
+(after go get -tool github.com/okengine/oke/cmd/oke; see docs/extract.md)
 
 With -check it writes nothing: it compares the files with what it would
 write, flow by flow (each flow's digest of its code, its effects, options,

@@ -179,7 +179,7 @@ func TestExtractUsageAndLoadErrorsExit2(t *testing.T) {
 
 func TestExtractHelp(t *testing.T) {
 	code, stdout, _ := run("help", "extract")
-	if code != 0 || !strings.Contains(stdout, "Usage: oke extract [-o DIR] [-json] [PACKAGES]\n       oke extract -check [-o DIR] [-json] [PACKAGES]") || !strings.Contains(stdout, "//go:generate go run github.com/okengine/oke/cmd/oke extract") {
+	if code != 0 || !strings.Contains(stdout, "Usage: oke extract [-o DIR] [-json] [PACKAGES]\n       oke extract -check [-o DIR] [-json] [PACKAGES]") || !strings.Contains(stdout, "//go:generate go tool oke extract") {
 		t.Errorf("exit %d, stdout:\n%s", code, stdout)
 	}
 }
