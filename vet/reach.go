@@ -224,7 +224,7 @@ func runReach(pass *analysis.Pass) (any, error) {
 			if v.Parent() != pass.Pkg.Scope() {
 				continue
 			}
-			bf := p.boundFact(r, init)
+			bf := p.boundFact(r, init, at)
 			if bf == nil {
 				continue
 			}
@@ -254,7 +254,7 @@ func runReach(pass *analysis.Pass) (any, error) {
 
 // boundFact is what a function expression reaches (time.Now, helper,
 // s.method), or nil.
-func (p *pkg) boundFact(r *reachResult, x ast.Expr) *reachFact {
+func (p *pkg) boundFact(r *reachResult, x ast.Expr, at func(token.Pos) string) *reachFact {
 	var obj types.Object
 	switch x := astutil.Unparen(x).(type) {
 	case *ast.Ident:
@@ -267,6 +267,7 @@ func (p *pkg) boundFact(r *reachResult, x ast.Expr) *reachFact {
 		return nil
 	}
 	if h, ok := directFuncHit(fn); ok {
+		h.At = at(x.Pos())
 		return &reachFact{Hits: []reachHit{h}}
 	}
 	return r.of(fn)
