@@ -48,8 +48,11 @@ func runVet(ctx context.Context, name string, args []string, stdout, stderr io.W
 Checks the durable flows of PACKAGES (default ./...) against the rules of
 durable steps: effects, time.Now, randomness and new UUIDs outside a step;
 step names computed from time, randomness or map order; goroutines that
-use fx and are not waited for. //oke:ignore REASON on a line (or alone on
-the line before) silences it. See docs/vet.md.
+use fx and are not waited for; the clock, randomness, ids, the environment,
+mutable package variables, timers, raw I/O and select reached outside a
+step, through helpers of any package; map order kept or answered.
+//oke:ignore REASON on a line (or alone on the line before) silences it.
+See docs/vet.md.
 
 Each finding is printed on stderr as FILE:LINE:COL: message. Exit status:
 0 when there is none, 1 when there are findings, 2 for a usage mistake or
