@@ -179,7 +179,20 @@ func outsideModules(file string) bool {
 	under := func(dir string) bool {
 		return dir != "" && dir != "." && strings.HasPrefix(file, dir+string(filepath.Separator))
 	}
-	return under(goroot) || under(modcache) || strings.Contains(file, string(filepath.Separator)+"vendor"+string(filepath.Separator))
+	sep := string(filepath.Separator)
+	if under(goroot) || under(modcache) || strings.Contains(file, sep+"vendor"+sep) {
+		return true
+	}
+	// A module cache set with `go env -w GOMODCACHE=…` is not in the
+	// environment: its directories are still …/pkg/mod/path@version/….
+	if _, rest, ok := strings.Cut(file, sep+"pkg"+sep+"mod"+sep); ok {
+		for _, el := range strings.Split(filepath.Dir(rest), sep) {
+			if strings.Contains(el, "@v") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func runReach(pass *analysis.Pass) (any, error) {

@@ -96,3 +96,12 @@ func Total(m map[string]int) int {
 func SavedNow(ctx context.Context) (time.Time, error) {
 	return oke.Step(ctx, "now", func(ctx context.Context) (time.Time, error) { return time.Now(), nil })
 }
+
+// Since is generic and reaches time.Now.
+func Since[T any](v T) (T, time.Duration) { return v, time.Until(time.Time{}) }
+
+// First is generic and deterministic.
+func First[T any](xs []T) T { return xs[0] }
+
+// StampStep is a step's function that reaches time.Now.
+func StampStep(ctx context.Context) (string, error) { return Stamp(), nil }

@@ -48,6 +48,7 @@ var Bad = oke.NewFlow("reach.bad", oke.Options{Durable: true},
 		<-time.After(time.Second) // want `^time.After outside a step in durable flow "reach.bad": a timer does not survive a pick-up: it starts again from zero, and the wait is not saved; wait with oke.Sleep\(ctx, "name", d\) or oke.SleepUntil, which are durable$`
 		time.Sleep(time.Second)   // want `^time.Sleep outside a step`
 		svc.Sleep(time.Second)    // want `^call of deep.Svc.Sleep outside a step .* reaches time.Sleep`
+		_, _ = deep.Since(1)      // want `^call of deep.Since outside a step .* reaches time.Until at deep.go:\d+ \(through deep.Since\)`
 		viaFx(ctx, fx)            // want `^call of viaFx outside a step in durable flow "reach.bad" reaches time.Now at deep.go:\d+ \(through viaFx → clock.Stamp → deep.Stamp → deep.now\)`
 		return oke.OK(Out{S: s}), nil
 	})
@@ -72,6 +73,8 @@ var Good = oke.NewFlow("reach.good", oke.Options{Durable: true},
 		oke.Step(ctx, "roll", func(ctx context.Context) (int, error) { return svc.Roll(), nil })
 		_ = deep.Pure(1, 2) + clock.Same(1, 2) + svc.Add(1, 2) + limit + len(deep.Fixed) + deep.Total(map[string]int{})
 		_, _ = deep.SavedNow(ctx)
+		_ = deep.First([]int{1})
+		oke.Step(ctx, "stamp again", deep.StampStep) // a step's function, by name
 		oke.Sleep(ctx, "nap", time.Second)
 		deep.SetMode("b") // a write, not a read
 		_ = s + deep.Fixed
