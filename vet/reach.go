@@ -458,8 +458,10 @@ func lhsIdents(body ast.Node) map[*ast.Ident]bool {
 }
 
 // mutableVars are the package-level variables (of any package) that the
-// package assigns outside their declaration and outside init functions,
-// with one such assignment.
+// package assigns outside their declaration and outside start-up code —
+// init functions, func main of package main, TestMain of a test file —
+// with one such assignment. What start-up sets (var db *sql.DB, opened in
+// main) is set again the same way by the next process.
 func mutableVars(pass *analysis.Pass) map[*types.Var]token.Pos {
 	out := map[*types.Var]token.Pos{}
 	info := pass.TypesInfo
@@ -496,7 +498,7 @@ func mutableVars(pass *analysis.Pass) map[*types.Var]token.Pos {
 	for _, f := range pass.Files {
 		for _, d := range f.Decls {
 			fd, ok := d.(*ast.FuncDecl)
-			if !ok || fd.Body == nil || fd.Recv == nil && fd.Name.Name == "init" {
+			if !ok || fd.Body == nil || startup(pass, f, fd) {
 				continue
 			}
 			ast.Inspect(fd.Body, func(n ast.Node) bool {
@@ -526,6 +528,23 @@ func mutableVars(pass *analysis.Pass) map[*types.Var]token.Pos {
 		}
 	}
 	return out
+}
+
+// startup reports whether fd is start-up code: an init function, func main
+// of package main, TestMain in a test file.
+func startup(pass *analysis.Pass, f *ast.File, fd *ast.FuncDecl) bool {
+	if fd.Recv != nil {
+		return false
+	}
+	switch fd.Name.Name {
+	case "init":
+		return true
+	case "main":
+		return pass.Pkg.Name() == "main"
+	case "TestMain":
+		return strings.HasSuffix(pass.Fset.File(f.Pos()).Name(), "_test.go")
+	}
+	return false
 }
 
 // funcName is how messages name a function: pkg.F, pkg.T.M.

@@ -24,6 +24,7 @@ func TestRules(t *testing.T) {
 		{vet.NondetStepName, "stepnames"},
 		{vet.FxGoroutine, "goroutines"},
 		{vet.NondetReach, "reach"},
+		{vet.NondetReach, "mainpkg"},
 		{vet.RawIO, "rawio"},
 		{vet.SelectChoice, "selects"},
 		{vet.MapOrder, "maporder"},
