@@ -238,6 +238,20 @@ func runReach(pass *analysis.Pass) (any, error) {
 				continue
 			}
 			bf := p.boundFact(r, init, at)
+			if lit, ok := astutil.Unparen(init).(*ast.FuncLit); ok {
+				// var save = func(…) {…}: the literal's body, as a function.
+				if vf := r.vars[v]; vf != nil && vf.Bound != nil {
+					bf = vf.Bound
+				} else {
+					bf = &reachFact{}
+				}
+				if p.summarizeBody(r, lit.Body, pass.Pkg.Name()+"."+v.Name(), nil, bf, mutable, at) {
+					changed = true
+				}
+				if len(bf.Hits) == 0 {
+					continue
+				}
+			}
 			if bf == nil {
 				continue
 			}
@@ -309,6 +323,21 @@ func directFuncHit(fn *types.Func) (reachHit, bool) {
 // summarize adds to f what fn reaches; it reports whether f grew.
 func (p *pkg) summarize(r *reachResult, fn *types.Func, f *reachFact, mutable map[*types.Var]token.Pos, at func(token.Pos) string) bool {
 	d := p.decls[fn]
+	grew := p.summarizeBody(r, d.Body, funcName(fn), fn, f, mutable, at)
+	if f.Order == nil {
+		if o := p.returnsMapOrder(r, d, at); o != nil {
+			o.Chain = append([]string{funcName(fn)}, o.Chain...)
+			f.Order = o
+			grew = true
+		}
+	}
+	return grew
+}
+
+// summarizeBody adds to f what the code of body reaches outside steps,
+// seen from the function called name (self, if it is one); it reports
+// whether f grew.
+func (p *pkg) summarizeBody(r *reachResult, body *ast.BlockStmt, name string, self *types.Func, f *reachFact, mutable map[*types.Var]token.Pos, at func(token.Pos) string) bool {
 	grew := false
 	add := func(h reachHit) {
 		if f.hit(h.Kind) == nil {
@@ -316,8 +345,7 @@ func (p *pkg) summarize(r *reachResult, fn *types.Func, f *reachFact, mutable ma
 			grew = true
 		}
 	}
-	name := funcName(fn)
-	steps := p.stepArgs(d.Body)
+	steps := p.stepArgs(body)
 	inStep := func(pos token.Pos) bool {
 		for _, s := range steps {
 			if s.holds(pos) {
@@ -326,8 +354,8 @@ func (p *pkg) summarize(r *reachResult, fn *types.Func, f *reachFact, mutable ma
 		}
 		return false
 	}
-	writes := lhsIdents(d.Body)
-	ast.Inspect(d.Body, func(n ast.Node) bool {
+	writes := lhsIdents(body)
+	ast.Inspect(body, func(n ast.Node) bool {
 		if n == nil || inStep(n.Pos()) {
 			return false
 		}
@@ -347,7 +375,7 @@ func (p *pkg) summarize(r *reachResult, fn *types.Func, f *reachFact, mutable ma
 				if h, ok := directFuncHit(obj); ok {
 					h.At, h.Chain = at(n.Pos()), []string{name}
 					add(h)
-				} else if sub := r.of(obj); sub != nil && obj.Origin() != fn {
+				} else if sub := r.of(obj); sub != nil && obj.Origin() != self {
 					for _, h := range sub.Hits {
 						add(prefixed(h, name))
 					}
@@ -376,13 +404,6 @@ func (p *pkg) summarize(r *reachResult, fn *types.Func, f *reachFact, mutable ma
 		}
 		return true
 	})
-	if f.Order == nil {
-		if o := p.returnsMapOrder(r, d, at); o != nil {
-			o.Chain = append([]string{name}, o.Chain...)
-			f.Order = o
-			grew = true
-		}
-	}
 	return grew
 }
 

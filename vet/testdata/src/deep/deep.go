@@ -105,3 +105,6 @@ func First[T any](xs []T) T { return xs[0] }
 
 // StampStep is a step's function that reaches time.Now.
 func StampStep(ctx context.Context) (string, error) { return Stamp(), nil }
+
+// Save is a function variable bound to a literal that writes the environment's value.
+var Save = func() string { return os.Getenv("SAVE") }

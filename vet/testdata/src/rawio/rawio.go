@@ -42,6 +42,12 @@ var (
 	repo = &Repo{}
 )
 
+// purge is a func variable given only a *sql.DB.
+var purge = func(db *sql.DB) error {
+	_, err := db.Exec(`DELETE FROM t`)
+	return err
+}
+
 var Bad = oke.NewFlow("rawio.bad", oke.Options{Durable: true},
 	func(ctx context.Context, in In, fx *oke.Fx) (oke.Response[Out], error) {
 		http.Get(in.URL) // want `^http.Get \(net/http\) outside a step in durable flow "rawio.bad": a raw call oke cannot see: it runs again on every pick-up, and its answer may differ; move it into oke.Step\(ctx, "name", …\), and send it through fx there \(fx.Store, fx.HTTPClient, fx.Raw\) so that oke knows what it does$`
@@ -52,6 +58,7 @@ var Bad = oke.NewFlow("rawio.bad", oke.Options{Durable: true},
 		notify(in.URL)                                // want `^call of rawio.notify outside a step .* reaches http.Post \(net/http\)`
 		os.WriteFile("/tmp/x", nil, 0o600)            // want `^os.WriteFile \(os\) outside a step`
 		exec.Command("true").Run()                    // want `^\(\*exec.Cmd\).Run \(os/exec\) outside a step`
+		purge(db)                                     // want `^function variable rawio.purge outside a step in durable flow "rawio.bad" reaches \(\*sql.DB\).Exec \(database/sql\) at rawio.go:\d+ \(through rawio.purge\)`
 		save := func() { db.Exec(`DELETE FROM t`) }   // want `^\(\*sql.DB\).Exec \(database/sql\) outside a step`
 		save()
 		return oke.OK(Out{}), nil

@@ -49,6 +49,7 @@ var Bad = oke.NewFlow("reach.bad", oke.Options{Durable: true},
 		time.Sleep(time.Second)   // want `^time.Sleep outside a step`
 		svc.Sleep(time.Second)    // want `^call of deep.Svc.Sleep outside a step .* reaches time.Sleep`
 		_, _ = deep.Since(1)      // want `^call of deep.Since outside a step .* reaches time.Until at deep.go:\d+ \(through deep.Since\)`
+		_ = deep.Save()           // want `^function variable deep.Save outside a step in durable flow "reach.bad" reaches os.Getenv at deep.go:\d+ \(through deep.Save\)`
 		viaFx(ctx, fx)            // want `^call of viaFx outside a step in durable flow "reach.bad" reaches time.Now at deep.go:\d+ \(through viaFx → clock.Stamp → deep.Stamp → deep.now\)`
 		return oke.OK(Out{S: s}), nil
 	})
