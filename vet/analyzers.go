@@ -40,6 +40,30 @@ var (
 			"After the flow's function returns, the run's outcome is saved; effects a goroutine makes through "+
 			"fx after that are outside every step.")
 
+	// NondetReach: the clock, randomness or a new id reached through a
+	// helper (any package, any depth) or a function value; the
+	// environment; a mutable package variable; a timer.
+	NondetReach = rule("nondetreach",
+		"report the clock, randomness, new ids, the environment, mutable package variables and timers reached outside a step of a durable oke flow, through helpers of any package and function values\n\n"+
+			"Code outside steps runs again on every pick-up; a helper that calls time.Now, os.Getenv or reads a package "+
+			"variable that something assigns gives another value each time. Call it in oke.Step, or pass the value in.")
+
+	// RawIO: a raw network, file, process or database call outside a step.
+	RawIO = rule("rawio",
+		"report raw network, file, process and database/sql calls outside a step of a durable oke flow, direct or through helpers\n\n"+
+			"net, net/http clients, database/sql, os file writes, os/exec and syscall calls outside a step run again on every "+
+			"pick-up, and oke does not see them; move them into oke.Step, through fx.")
+
+	// SelectChoice: a select between ready channels outside a step.
+	SelectChoice = rule("selectchoice",
+		"report select statements that choose between channels outside a step of a durable oke flow, direct or through helpers\n\n"+
+			"Go picks a ready case at random, so a pick-up may take another branch; make the choice in oke.Step.")
+
+	// MapOrder: map iteration order kept or answered outside a step.
+	MapOrder = rule("maporder",
+		"report map iteration order that flows into a result, a string, a send or a first-found answer outside a step of a durable oke flow\n\n"+
+			"Map order changes from one run to the next; range over slices.Sorted(maps.Keys(m)), or sort what you built.")
+
 	// IgnoreReason: an //oke:ignore comment needs a reason.
 	IgnoreReason = rule("ignorereason",
 		"report //oke:ignore comments without a reason\n\n"+
@@ -48,7 +72,8 @@ var (
 )
 
 // Analyzers are oke vet's analyzers, in the order of docs/vet.md.
-var Analyzers = []*analysis.Analyzer{EffectOutsideStep, NondetOutsideStep, NondetStepName, FxGoroutine, IgnoreReason}
+var Analyzers = []*analysis.Analyzer{EffectOutsideStep, NondetOutsideStep, NondetStepName, FxGoroutine,
+	NondetReach, RawIO, SelectChoice, MapOrder, IgnoreReason}
 
 func init() { Analyzers = append(Analyzers, StaleContract) } // vet/stale.go: not a rule of durable steps
 
@@ -59,6 +84,7 @@ var engine = &analysis.Analyzer{
 	Name:       "okeflows",
 	Doc:        "find the durable oke flows of a package and check them (the shared pass of oke vet's analyzers)",
 	Run:        runEngine,
+	Requires:   []*analysis.Analyzer{Reach},
 	ResultType: reflect.TypeFor[*result](),
 }
 

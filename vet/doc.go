@@ -17,9 +17,26 @@
 //     order of a range over a map.
 //   - FxGoroutine reports a goroutine that uses fx (or a *oke.Store or
 //     *oke.Tx) and that the function does not wait for before it returns.
+//   - NondetReach reports the clock, randomness and new ids reached through
+//     helpers of any package and depth that take no fx, and through
+//     function and method values; os.Getenv and kin; reads of package
+//     variables that something assigns after their declaration; timers
+//     (time.After, time.Sleep, …).
+//   - RawIO reports raw network, database/sql, file-write and process calls
+//     outside a step, direct or through helpers.
+//   - SelectChoice reports a select that chooses between channels.
+//   - MapOrder reports map iteration order that flows into a result, a
+//     string, a send or a first-found answer (a sum, a count, a min or max,
+//     filling another map, or ranging over slices.Sorted(maps.Keys(m)) are
+//     fine).
 //   - IgnoreReason reports an //oke:ignore comment without a reason.
 //
-// Scope: the code lexically inside a durable flow's function (a function
+// The last four follow calls across packages with analysis facts, recorded
+// by the Reach pass for every function of the build's own modules (not the
+// standard library, not the module cache): what it reaches outside steps,
+// and the chain of calls that leads there.
+//
+// Scope of the first four: the code lexically inside a durable flow's function (a function
 // literal passed to oke.NewFlow, or a function or method passed by name)
 // and the closures it defines, plus — two calls deep — functions and
 // methods of the same package that it calls with fx, a *oke.Store or a

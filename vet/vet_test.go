@@ -23,6 +23,11 @@ func TestRules(t *testing.T) {
 		{vet.NondetOutsideStep, "nondet"},
 		{vet.NondetStepName, "stepnames"},
 		{vet.FxGoroutine, "goroutines"},
+		{vet.NondetReach, "reach"},
+		{vet.NondetReach, "mainpkg"},
+		{vet.RawIO, "rawio"},
+		{vet.SelectChoice, "selects"},
+		{vet.MapOrder, "maporder"},
 		{vet.IgnoreReason, "ignore"},
 	} {
 		t.Run(tc.a.Name, func(t *testing.T) {

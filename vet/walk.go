@@ -26,6 +26,7 @@ type checker struct {
 	units    map[ast.Node]*unit
 	cfgs     map[ast.Node]*cfg.CFG
 	rangeX   map[ast.Expr]bool // what the range statements of the bodies in cfgs range over
+	rx       *reachState       // the cross-package rules' state (reachcheck.go)
 }
 
 // A siteFinding gathers what the calls outside a step of a flow reach: it is
@@ -44,6 +45,9 @@ func runEngine(pass *analysis.Pass) (any, error) {
 	p := newPkg(pass)
 	c := &checker{p: p, seen: map[string]bool{}, sites: map[siteKey]*siteFinding{},
 		units: map[ast.Node]*unit{}, cfgs: map[ast.Node]*cfg.CFG{}, rangeX: map[ast.Expr]bool{}}
+	if r, ok := pass.ResultOf[Reach].(*reachResult); ok {
+		c.rx = &reachState{r: r, mutable: mutableVars(pass), units: map[*unit]*reachUnit{}}
+	}
 	var durable []*flow
 	for _, fl := range p.flows() {
 		if fl.durable && fl.fn != nil {
@@ -116,7 +120,9 @@ func (f *frame) walk() {
 	if f.u.body == nil {
 		return
 	}
+	f.checkOrder()
 	ast.Inspect(f.u.body, func(n ast.Node) bool {
+		f.reach(n)
 		switch n := n.(type) {
 		case *ast.GoStmt:
 			f.checkGo(n)

@@ -135,9 +135,18 @@ func Register(app *oke.App, db *sql.DB) {
 		}
 	})
 
+	t.Run("helpers of other packages are followed through facts", func(t *testing.T) {
+		code, out := goVet(t, goCmd, bin, "./internal/cli/testdata/vet/reach")
+		want := `flow.go:17:25: call of clock.Stamp outside a step in durable flow "reach.flow" reaches time.Now at clock.go:7 (through clock.Stamp → clock.now)`
+		if code == 0 || !strings.Contains(out, want) || strings.Count(out, "flow.go:") != 1 {
+			t.Fatalf("go vet -vettool on internal/cli/testdata/vet/reach: exit %d, want non-zero and one finding %q:\n%s", code, want, out)
+		}
+	})
+
 	t.Run("an analyzer can be turned off", func(t *testing.T) {
 		cmd := exec.Command(goCmd, "vet", "-vettool="+bin, "-fxgoroutine=false", "-effectoutsidestep=false",
-			"-nondetoutsidestep=false", "-nondetstepname=false", "./cmd/oke-vet/testdata/bad")
+			"-nondetoutsidestep=false", "-nondetstepname=false", "-nondetreach=false", "-rawio=false",
+			"-selectchoice=false", "-maporder=false", "./cmd/oke-vet/testdata/bad")
 		cmd.Dir = filepath.Join("..", "..")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go vet with every rule off: %v\n%s", err, out)

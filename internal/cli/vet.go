@@ -7,6 +7,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os"
 	"path/filepath"
@@ -28,10 +31,11 @@ import (
 // else on PATH, and the output and exit codes are its own (go vet exits 1
 // for findings and for errors alike; oke vet exits 1 for findings and 2 for
 // usage or load errors, and -json is one list of findings with their rules).
-// The analyzers use no facts, so only the named packages are parsed and
-// type-checked from source; their dependencies come from the build cache's
-// export data, as with go vet. What it gives up is go vet's caching of
-// results per package. `go vet -vettool=$(which oke-vet)` (cmd/oke-vet)
+// The analyzers follow calls across packages with analysis facts, so the
+// whole build is type-checked from source; the code outside the build's
+// modules (the standard library, the module cache) without its function
+// bodies (see parseFile). What it gives up is go vet's caching of results
+// per package. `go vet -vettool=$(which oke-vet)` (cmd/oke-vet)
 // runs the same analyzers.
 func runVet(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -44,8 +48,11 @@ func runVet(ctx context.Context, name string, args []string, stdout, stderr io.W
 Checks the durable flows of PACKAGES (default ./...) against the rules of
 durable steps: effects, time.Now, randomness and new UUIDs outside a step;
 step names computed from time, randomness or map order; goroutines that
-use fx and are not waited for. //oke:ignore REASON on a line (or alone on
-the line before) silences it. See docs/vet.md.
+use fx and are not waited for; the clock, randomness, ids, the environment,
+mutable package variables, timers, raw I/O and select reached outside a
+step, through helpers of any package; map order kept or answered.
+//oke:ignore REASON on a line (or alone on the line before) silences it.
+See docs/vet.md.
 
 Each finding is printed on stderr as FILE:LINE:COL: message. Exit status:
 0 when there is none, 1 when there are findings, 2 for a usage mistake or
@@ -100,23 +107,62 @@ type finding struct {
 	Message string `json:"message"`
 }
 
-// loadMode is what the analyzers need of the packages they check; the
-// packages' dependencies are loaded from export data.
+// loadMode is what the analyzers need of the packages they check and of
+// their dependencies: the analyzers follow calls across packages through
+// analysis facts (vet.Reach), which are computed from each dependency's
+// syntax. Dependencies outside the build's modules (the standard library,
+// the module cache) are parsed without function bodies (parseFile): the
+// analyzers record no facts for them and need only their declarations.
 const loadMode = packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles | packages.NeedImports |
-	packages.NeedTypes | packages.NeedTypesSizes | packages.NeedSyntax | packages.NeedTypesInfo | packages.NeedModule
+	packages.NeedTypes | packages.NeedTypesSizes | packages.NeedSyntax | packages.NeedTypesInfo | packages.NeedModule |
+	packages.NeedDeps
+
+// parseFile parses a file for the analyzers; the function bodies of code
+// outside the build's modules are dropped, which makes type-checking the
+// whole build from source affordable.
+func parseFile(fset *token.FileSet, filename string, src []byte) (*ast.File, error) {
+	f, err := parser.ParseFile(fset, filename, src, parser.AllErrors|parser.ParseComments|parser.SkipObjectResolution)
+	if f != nil && vet.OutsideModules(filename) {
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok {
+				fd.Body = nil
+			}
+		}
+	}
+	return f, err
+}
+
+// bodiless reports whether the package was parsed without function
+// bodies: its type errors (imports used only in the bodies) are not its
+// own.
+func bodiless(p *packages.Package) bool {
+	return len(p.GoFiles) > 0 && vet.OutsideModules(p.GoFiles[0])
+}
 
 // vetPackages loads the packages and runs the analyzers on them. Problems
 // loading or type-checking a package are an error: the analyzers would see
 // too little to be trusted.
 func vetPackages(ctx context.Context, patterns []string, tests bool) ([]finding, error) {
-	pkgs, err := packages.Load(&packages.Config{Context: ctx, Mode: loadMode, Tests: tests}, patterns...)
+	pkgs, err := packages.Load(&packages.Config{Context: ctx, Mode: loadMode, Tests: tests, ParseFile: parseFile}, patterns...)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", strings.Join(patterns, " "), err)
 	}
 	var problems []string
 	packages.Visit(pkgs, nil, func(p *packages.Package) {
+		own := p.Errors[:0]
 		for _, e := range p.Errors {
+			if e.Kind == packages.TypeError && bodiless(p) {
+				continue // from the bodies dropped by parseFile
+			}
+			own = append(own, e)
 			problems = append(problems, e.Error())
+		}
+		p.Errors = own
+		// Ill-typed means: it, or a dependency, has errors of its own
+		// (the imports are visited first).
+		p.IllTyped = len(own) > 0
+		for _, imp := range p.Imports {
+			p.IllTyped = p.IllTyped || imp.IllTyped
 		}
 	})
 	if len(problems) > 0 {
@@ -151,6 +197,16 @@ func vetPackages(ctx context.Context, patterns []string, tests bool) ([]finding,
 		}
 	}
 	if len(errs) > 0 {
+		// Say what failed, not every analyzer that needed it.
+		var causes []error
+		for act := range g.All() {
+			if act.Err != nil && !strings.HasPrefix(act.Err.Error(), "failed prerequisites") {
+				causes = append(causes, fmt.Errorf("%s: %w", act, act.Err))
+			}
+		}
+		if len(causes) > 0 {
+			errs = causes
+		}
 		return nil, errors.Join(errs...)
 	}
 	slices.SortFunc(out, func(a, b finding) int {

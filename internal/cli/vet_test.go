@@ -90,6 +90,15 @@ func TestVet(t *testing.T) {
 		}
 	})
 
+	t.Run("helpers of other packages are followed", func(t *testing.T) {
+		const dir = "internal/cli/testdata/vet/reach/"
+		code, _, stderr := run("vet", "./"+dir)
+		want := dir + `flow.go:17:25: call of clock.Stamp outside a step in durable flow "reach.flow" reaches time.Now at clock.go:7 (through clock.Stamp → clock.now): the value changes on every pick-up;`
+		if code != 1 || !strings.HasPrefix(stderr, want) || strings.Count(stderr, "\n") != 1 {
+			t.Fatalf("exit %d, stderr:\n%s\nwant 1 and one finding:\n%s", code, stderr, want)
+		}
+	})
+
 	for _, tc := range []struct {
 		name   string
 		args   []string

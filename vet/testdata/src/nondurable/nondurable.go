@@ -6,7 +6,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"net/http"
+	"os"
 	"time"
+
+	"clock"
+	"deep"
 
 	"github.com/google/uuid"
 	"github.com/okengine/oke"
@@ -15,7 +20,7 @@ import (
 var db oke.DB
 
 type In struct{ Tags map[string]int }
-type Out struct{}
+type Out struct{ Keys []string }
 
 func work(ctx context.Context) (int, error) { return 0, nil }
 
@@ -31,7 +36,19 @@ func everything(ctx context.Context, in In, fx *oke.Fx) (oke.Response[Out], erro
 	}
 	go fx.Emit(ctx, "y", nil)
 	helper(ctx, fx)
-	return oke.OK(Out{}), nil
+	_ = clock.Stamp() + deep.Env() + os.Getenv("X") + deep.Mode
+	http.Get("http://example.com")
+	a, b := make(chan int), make(chan int)
+	select {
+	case <-a:
+	case <-b:
+	}
+	var keys []string
+	for k := range in.Tags {
+		keys = append(keys, k)
+	}
+	_ = deep.Keys(in.Tags)
+	return oke.OK(Out{Keys: keys}), nil
 }
 
 func helper(ctx context.Context, fx *oke.Fx) { fx.Emit(ctx, "z", nil) }
