@@ -17,8 +17,10 @@ type openAPIDoc struct {
 }
 
 // KeyPattern is the Idempotency-Key header's pattern: 16–255 printable
-// ASCII characters (0x20–0x7E).
-const KeyPattern = "^[ -~]{16,255}$"
+// ASCII characters (0x20–0x7E), the first and the last not a space (HTTP
+// trims a header value's leading and trailing spaces, so the server never
+// sees them: a key sent with them is a shorter key).
+const KeyPattern = "^[!-~][ -~]{14,253}[!-~]$"
 
 func buildOpenAPI(res *Result, sg *schemaGen) *openAPIDoc {
 	paths := map[string]any{}
