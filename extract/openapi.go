@@ -563,8 +563,6 @@ func errorSchema(codes []string) map[string]any {
 	}
 }
 
-
-
 // requestSchema is the schema of an operation's request body, from its
 // input's schema s, and whether a body is required (the decoder's rule: an
 // empty body is the zero value only when no field is required). Fields the

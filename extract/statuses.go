@@ -203,4 +203,3 @@ func forwarded(ret *ssa.Return) *ssa.Function {
 	}
 	return callee
 }
-
