@@ -200,7 +200,7 @@ func addGate(doc map[string]any, g *gateInfo) {
 			schemes["bearer"] = map[string]any{"type": "http", "scheme": "bearer", "description": "Authorization: Bearer <token>, read by the app's gate."}
 			security = append(security, map[string]any{"bearer": []any{}})
 		case strings.EqualFold(h, "Authorization"):
-			params = append(params, headerParam(h))
+			params = append(params, headerParam(h, g.rules[canonicalHeader(h)]))
 		case strings.Contains(lower, "key") || strings.Contains(lower, "token"):
 			name := "apiKey"
 			if _, ok := schemes[name]; ok {
@@ -210,7 +210,7 @@ func addGate(doc map[string]any, g *gateInfo) {
 			security = append(security, map[string]any{name: []any{}})
 		case strings.EqualFold(h, "Idempotency-Key") || strings.EqualFold(h, "Prefer"):
 		default:
-			params = append(params, headerParam(h))
+			params = append(params, headerParam(h, g.rules[canonicalHeader(h)]))
 		}
 	}
 	comps := doc["components"].(map[string]any)
@@ -238,10 +238,16 @@ func addGate(doc map[string]any, g *gateInfo) {
 	}
 }
 
-func headerParam(h string) map[string]any {
+// headerParam is a header the gate reads, with the rules its //oke:header
+// directive gives (docs/extract.md).
+func headerParam(h string, rules map[string]any) map[string]any {
+	schema := map[string]any{"type": "string"}
+	for k, v := range rules {
+		schema[k] = v
+	}
 	return map[string]any{"name": h, "in": "header", "required": false,
 		"description": "Read by the app's gate (a value it refuses is answered with the gate's failure, e.g. 400 or 401).",
-		"schema":      map[string]any{"type": "string"}}
+		"schema":      schema}
 }
 
 // openAPIPath turns a ServeMux pattern into an OpenAPI path and its
