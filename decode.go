@@ -294,6 +294,18 @@ func scalarKind(t reflect.Type) bool {
 	return false
 }
 
+// integralText is s written as an integer when it is one written with a
+// fraction or an exponent ("1.0", "1e2"), else s.
+func integralText(s string) string {
+	if !strings.ContainsAny(s, ".eE") {
+		return s
+	}
+	if q, ok := new(big.Rat).SetString(s); ok && q.IsInt() && q.Num().BitLen() <= 64 {
+		return q.Num().String()
+	}
+	return s
+}
+
 func setFromString(v reflect.Value, s string) error {
 	if v.Kind() == reflect.Pointer {
 		p := reflect.New(v.Type().Elem())
@@ -313,13 +325,13 @@ func setFromString(v reflect.Value, s string) error {
 		}
 		v.SetBool(b)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		n, err := strconv.ParseInt(s, 10, v.Type().Bits())
+		n, err := strconv.ParseInt(integralText(s), 10, v.Type().Bits())
 		if err != nil {
 			return fmt.Errorf("want an integer, got %q", s)
 		}
 		v.SetInt(n)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		n, err := strconv.ParseUint(s, 10, v.Type().Bits())
+		n, err := strconv.ParseUint(integralText(s), 10, v.Type().Bits())
 		if err != nil {
 			return fmt.Errorf("want a non-negative integer, got %q", s)
 		}

@@ -149,6 +149,7 @@ func TestValidationTags(t *testing.T) {
 		{"a pointer's rule holds when it is sent", "POST", "/t", `{` + ok + `,"limit":0}`, `"limit" must be at least 1`},
 		{"a query parameter's rule", "GET", "/t?amount=0", ``, `parameter "amount" must be at least 1`},
 		{"a query parameter within the rules", "GET", "/t?amount=3&currency=eur", ``, ""},
+		{"a query integer written 3.0", "GET", "/t?amount=3.0", ``, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := do(app, tc.method, tc.path, tc.body)
