@@ -76,6 +76,11 @@ type Binding struct {
 	// are kept.
 	Dedupe    string `json:"dedupe,omitempty"`
 	DedupeTTL string `json:"dedupeTTL,omitempty"`
+	// Conditional: the App.Handle call is made only on some paths (inside
+	// an if, a switch or a select: a route behind a flag). The binding is in
+	// the contract, but not in openapi.json, which describes the routes an
+	// app always serves.
+	Conditional bool `json:"conditional,omitempty"`
 }
 
 // Schema is a JSON Schema (2020-12), as a JSON value.
@@ -114,6 +119,7 @@ const (
 	RuleEffects  = "effects"   // Options.Effects leaves out an inferred effect
 	RuleStepName = "step-name" // a durable flow uses one constant step name twice
 	RuleName     = "name"      // two flows with one name
+	RuleTag      = "tag"       // an input field's validation tag does not parse
 	RuleWarning  = "warning"   // not a rule: what extract could not read
 )
 

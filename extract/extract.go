@@ -3,6 +3,7 @@ package extract
 import (
 	"fmt"
 	"go/token"
+	"go/types"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -41,6 +42,7 @@ type Result struct {
 	rootDirs []string                  // the directories of the packages the patterns matched
 	pkgs     []genPkg
 	openapi  *openAPIDoc
+	gate     *gateInfo // the app's gate, as extract reads it
 	io       map[string]*flowIO
 }
 
@@ -124,7 +126,12 @@ func extract(prog *program) *Result {
 		fl.Digest = dg.digest(f)
 		gf.Digest = fl.Digest
 		res.flowPos[f.name] = f.pos
-		res.io[f.name] = &flowIO{in: f.in, out: f.out, statuses: fd.statuses(f)}
+		fns := fd.flowFuncs(f)
+		res.io[f.name] = &flowIO{in: f.in, out: f.out, statuses: fd.statuses(f), allowUnknown: f.opts.allowUnknown,
+			fails: fd.failuresOf(fns)}
+		if f.shape == "stream" {
+			res.io[f.name].media = fd.streamMediaType(fns)
+		}
 		res.Diagnostics = append(res.Diagnostics, diags...)
 		res.Contract.Flows = append(res.Contract.Flows, fl)
 		gp := byPkg[f.pkg.path]
@@ -159,6 +166,11 @@ func extract(prog *program) *Result {
 	}
 	sortDiags(res.Diagnostics)
 	sortDiags(res.Warnings)
+	res.gate = fd.gate()
+	for _, b := range res.gate.bad {
+		res.Diagnostics = append(res.Diagnostics, diag(b.pos, "", RuleTag, b.msg))
+	}
+	sortDiags(res.Diagnostics)
 	res.openapi = buildOpenAPI(res, sg)
 	return res
 }
@@ -261,7 +273,7 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (fl Flow, gf genFlow, diags [
 		h := b.honors(f.shape, mode, qualifies)
 		honoredAny = honoredAny || h
 		fl.Bindings = append(fl.Bindings, Binding{Kind: b.kind, Method: b.method, Path: b.path, Event: b.event,
-			Honored: h, Dedupe: b.dedupe, DedupeTTL: b.dedupeTTL})
+			Honored: h, Dedupe: b.dedupe, DedupeTTL: b.dedupeTTL, Conditional: fd.conditional(b.pos)})
 	}
 	if honoredAny {
 		switch {
@@ -287,6 +299,11 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (fl Flow, gf genFlow, diags [
 	}
 	// Schemas.
 	fl.Input = sg.standalone(f.in)
+	for _, tp := range sg.tagProblems(f.in) {
+		diags = append(diags, diag(fd.prog.position(tp.field.obj.Pos()), f.name, RuleTag, fmt.Sprintf(
+			"input %s: field %s (%s): %v; fix the tag (the decoder would refuse to start: see oke.NewFlow)",
+			types.TypeString(tp.typ, func(p *types.Package) string { return p.Name() }), tp.field.obj.Name(), tp.field.name, tp.err)))
+	}
 	if f.out != nil {
 		fl.Output = sg.standalone(f.out)
 	} else {

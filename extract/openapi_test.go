@@ -3,15 +3,21 @@ package extract_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 
+	"github.com/okengine/oke"
 	"github.com/okengine/oke/examples/payments/app"
 	"github.com/okengine/oke/extract"
 )
@@ -77,9 +83,27 @@ func TestOpenAPISchemasMatchTheGoTypes(t *testing.T) {
 			t.Errorf("%s %s: %v", tc.schema, b, err)
 		}
 	}
-	// And what it does not accept, it rejects.
-	if err := doc.Components.Schemas["Charge"].Value.VisitJSON(map[string]any{"id": 1}, openapi3.EnableJSONSchema2020()); err == nil {
-		t.Error("Charge accepts an id that is a number")
+	// And what it does not accept, it rejects: what oke's decoder refuses
+	// (a wrong type, a missing required field, an unknown field, a value a
+	// validation tag forbids).
+	for _, tc := range []struct {
+		schema string
+		body   string
+	}{
+		{"Charge", `{"id":1}`},
+		{"ChargeIn", `{"amount":1}`},
+		{"ChargeIn", `{"amount":1,"currency":"usd","extra":true}`},
+		{"ChargeIn", `{"amount":0,"currency":"usd"}`},
+		{"ChargeIn", `{"amount":1,"currency":"us"}`},
+		{"PipelineIn", `{"tag":"","steps":1,"stepMs":0}`},
+		{"PipelineIn", `{"tag":"t","steps":1001,"stepMs":0}`},
+		{"FailIn", `{"when":"never"}`},
+	} {
+		var v any
+		json.Unmarshal([]byte(tc.body), &v)
+		if err := doc.Components.Schemas[tc.schema].Value.VisitJSON(v, openapi3.EnableJSONSchema2020()); err == nil {
+			t.Errorf("%s accepts %s", tc.schema, tc.body)
+		}
 	}
 }
 
@@ -201,3 +225,186 @@ func buildClient(t *testing.T, src string) {
 // the client module gets it (and its dependencies) from the module cache,
 // or the Go module proxy the first time.
 const oapiRuntime = "v1.9.0"
+
+// extract's table of oke's error values is oke's.
+func TestOkeErrorsTable(t *testing.T) {
+	real := map[string]*oke.Error{
+		"ErrIdempotencyKeyMissing": oke.ErrIdempotencyKeyMissing, "ErrIdempotencyKeyInvalid": oke.ErrIdempotencyKeyInvalid,
+		"ErrIdempotencyKeyReused": oke.ErrIdempotencyKeyReused, "ErrIdempotencyInProgress": oke.ErrIdempotencyInProgress,
+		"ErrInternal": oke.ErrInternal, "ErrStoreUnavailable": oke.ErrStoreUnavailable, "ErrOutcomeUnknown": oke.ErrOutcomeUnknown,
+		"ErrUnavailable": oke.ErrUnavailable, "ErrResponseNotStored": oke.ErrResponseNotStored, "ErrUnauthorized": oke.ErrUnauthorized,
+		"ErrForbidden": oke.ErrForbidden, "ErrPayloadTooLarge": oke.ErrPayloadTooLarge, "ErrUnsupportedMediaType": oke.ErrUnsupportedMediaType,
+		"ErrNotFound": oke.ErrNotFound, "ErrShuttingDown": oke.ErrShuttingDown, "ErrRunCancelled": oke.ErrRunCancelled,
+	}
+	table := extract.OkeErrors()
+	if len(table) != len(real) {
+		t.Errorf("extract knows %d of oke's errors, the test %d", len(table), len(real))
+	}
+	for name, e := range real {
+		if got := table[name]; got.Status != e.Status || got.Code != e.Code {
+			t.Errorf("%s: extract says %d %s, oke %d %s", name, got.Status, got.Code, e.Status, e.Code)
+		}
+	}
+}
+
+// Every status an operation answers is listed with its own codes: the
+// flow's declared failures (through helpers, package variables and oke's
+// values), the input's, the key's, the gate's; no 2xx the flow never sends
+// (a method value, a defer, a flow that only fails); a route bound behind a
+// condition is left out; replayable answers carry Idempotent-Replayed.
+func TestOpenAPIStatuses(t *testing.T) {
+	res := runIn(t, "", "./testdata/answers")
+	files, err := res.Files(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc *openapi3.T
+	for name, b := range files {
+		if strings.HasSuffix(name, extract.OpenAPIFile) {
+			if doc, err = openapi3.NewLoader().LoadFromData(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("kin-openapi: %v", err)
+	}
+	codes := func(op *openapi3.Operation, status string) []string {
+		r := op.Responses.Value(status)
+		if r == nil {
+			return nil
+		}
+		s := r.Value.Content["application/json"].Schema.Value.Properties["error"].Value.Properties["code"].Value
+		var out []string
+		for _, e := range s.Enum {
+			out = append(out, e.(string))
+		}
+		return out
+	}
+	statuses := func(op *openapi3.Operation) []string {
+		var out []string
+		for k := range op.Responses.Map() {
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return out
+	}
+	created := doc.Paths.Find("/answers").Post
+	if got := statuses(created); !slices.Equal(got, []string{"201", "400", "409", "410", "413", "415", "422", "431", "500", "503"}) {
+		t.Errorf("POST /answers statuses %v", got)
+	}
+	if got := codes(created, "409"); !slices.Equal(got, []string{"AlreadyDone", "IdempotencyInProgress"}) {
+		t.Errorf("POST /answers 409 codes %v", got)
+	}
+	fails := doc.Paths.Find("/only-fails").Post
+	for _, tc := range []struct{ status, code string }{{"402", "PaymentDeclined"}, {"404", "NotFound"}, {"410", "ItemGone"}} {
+		if !slices.Contains(codes(fails, tc.status), tc.code) {
+			t.Errorf("POST /only-fails %s codes %v, want %s", tc.status, codes(fails, tc.status), tc.code)
+		}
+		if fails.Responses.Value(tc.status).Value.Headers["Idempotent-Replayed"] == nil {
+			t.Errorf("POST /only-fails %s: a stored failure without Idempotent-Replayed", tc.status)
+		}
+	}
+	for k := range fails.Responses.Map() {
+		if strings.HasPrefix(k, "2") || k == "default" {
+			t.Errorf("POST /only-fails answers %s", k)
+		}
+	}
+	if doc.Paths.Find("/extra") != nil {
+		t.Error("a binding made inside an if is in the document")
+	}
+	if got := codes(created, "503"); !slices.Contains(got, "OutcomeUnknown") || created.Responses.Value("503").Value.Headers["Retry-After"] == nil {
+		t.Errorf("503 %v without OutcomeUnknown or Retry-After", got)
+	}
+}
+
+// The demo's document: /refunds' 409 names both AlreadyRefunded and
+// IdempotencyInProgress, its 404 is replayable, /export is NDJSON, the
+// gate's credentials are security schemes and X-Tenant a header parameter,
+// and the -unprotected route is not there.
+func TestOpenAPIDemo(t *testing.T) {
+	doc := loadOpenAPI(t, openAPIDocs[0])
+	refund := doc.Paths.Find("/refunds").Post
+	var got []string
+	for _, e := range refund.Responses.Value("409").Value.Content["application/json"].Schema.Value.Properties["error"].Value.Properties["code"].Value.Enum {
+		got = append(got, e.(string))
+	}
+	if !slices.Contains(got, "AlreadyRefunded") || !slices.Contains(got, "IdempotencyInProgress") {
+		t.Errorf("POST /refunds 409 codes %v", got)
+	}
+	if refund.Responses.Value("404").Value.Headers["Idempotent-Replayed"] == nil {
+		t.Error("POST /refunds 404 has no Idempotent-Replayed")
+	}
+	if doc.Paths.Find("/export").Post.Responses.Value("200").Value.Content["application/x-ndjson"] == nil {
+		t.Error("POST /export is not application/x-ndjson")
+	}
+	if doc.Components.SecuritySchemes["bearer"] == nil || doc.Components.SecuritySchemes["apiKey"] == nil {
+		t.Errorf("security schemes %v", doc.Components.SecuritySchemes)
+	}
+	if doc.Components.Parameters["header.X-Tenant"] == nil {
+		t.Error("no X-Tenant parameter")
+	}
+	if doc.Paths.Find(app.UnprotectedChargesPath) != nil {
+		t.Error("the -unprotected route is in the default document")
+	}
+	if doc.Paths.Find("/webhooks/provider").Post.Responses.Value("200").Value.Headers["Idempotent-Replayed"] == nil {
+		t.Error("a webhook's redelivery header is not documented")
+	}
+}
+
+// A flow with AllowUnknownFields takes other properties at every level, but
+// not a key that matches a field only when case is ignored (the decoder
+// refuses those still).
+func TestOpenAPIAllowUnknownFields(t *testing.T) {
+	res := runIn(t, "", "./testdata/answers")
+	files, err := res.Files(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc *openapi3.T
+	for name, b := range files {
+		if strings.HasSuffix(name, extract.OpenAPIFile) {
+			if doc, err = openapi3.NewLoader().LoadFromData(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s := doc.Paths.Find("/lenient").Post.RequestBody.Value.Content["application/json"].Schema.Value
+	for body, ok := range map[string]bool{
+		`{"kind":"a","inner":{"id":"x"}}`:                               true,
+		`{"kind":"a","inner":{"id":"x","more":1},"extra":true}`:         true,
+		`{"KIND":"a","kind":"a","inner":{"id":"x"}}`:                    false,
+		`{"kind":"a","inner":{"id":"x","Id":"y"}}`:                      false,
+		"{\"\u212aind\":\"a\",\"kind\":\"a\",\"inner\":{\"id\":\"x\"}}": false, // the Kelvin sign folds to k
+		`{"kind":"a"}`: false, // inner is required
+	} {
+		var v any
+		json.Unmarshal([]byte(body), &v)
+		err := s.VisitJSON(v, openapi3.EnableJSONSchema2020())
+		if (err == nil) != ok {
+			t.Errorf("%s: accepted=%v, want %v (%v)", body, err == nil, ok, err)
+		}
+	}
+}
+
+// RoutablePattern says which values net/http's ServeMux routes to a
+// pattern's {name}: the pattern and the mux agree on each value here.
+func TestRoutablePattern(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /charges/{id}", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(404) })
+	re := regexp.MustCompile(extract.RoutablePattern)
+	for _, id := range []string{"/", ".", "..", "...", ".a", "a.", "a/..", "./", "//", "/a", "a/b", "%", " ", "\n", "ch_1", "é"} {
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, httptest.NewRequest("GET", "/charges/"+url.PathEscape(id), nil))
+		if routed := w.Code == 200; routed != re.MatchString(id) {
+			t.Errorf("%q: routed=%v, pattern says %v", id, routed, !routed)
+		}
+	}
+	doc := loadOpenAPI(t, openAPIDocs[0])
+	for _, p := range doc.Paths.Find("/charges/{id}").Get.Parameters {
+		if p.Value.In == "path" && p.Value.Schema.Value.Pattern != extract.RoutablePattern {
+			t.Errorf("path parameter %s: pattern %q", p.Value.Name, p.Value.Schema.Value.Pattern)
+		}
+	}
+}

@@ -10,7 +10,9 @@ import (
 // unexported fields, embedded structs (through a pointer: optional),
 // pointers, slices and maps that may be null, time.Time, json.RawMessage,
 // any, ,string, []byte, arrays, and a named type by reference (itself
-// included).
+// included). Required are the fields oke's decoder requires: not a pointer,
+// not omitempty; no other property is allowed (the decoder refuses unknown
+// fields).
 func TestSchemaFromGoTypes(t *testing.T) {
 	f := flowNamed(t, run(t, "./testdata/flows"), "fixture.shapes")
 	want := `{
@@ -19,15 +21,16 @@ func TestSchemaFromGoTypes(t *testing.T) {
 	  "$defs": {"Shapes": {
 	    "description": "Shapes has a field of every kind extract writes a schema for.",
 	    "type": "object",
+	    "additionalProperties": false,
 	    "properties": {
 	      "kind": {"type": "string"},
-	      "Seq": {"type": "integer", "description": "no tag: the Go name"},
+	      "Seq": {"type": "integer", "format": "int64", "description": "no tag: the Go name"},
 	      "note": {"type": "string"},
 	      "name": {"type": "string", "description": "a required string"},
 	      "nick": {"type": "string", "description": "optional"},
-	      "age": {"type": ["integer", "null"], "description": "nullable"},
+	      "age": {"type": ["integer", "null"], "format": "int64", "description": "nullable"},
 	      "tags": {"type": ["array", "null"], "items": {"type": "string"}, "description": "array or null"},
-	      "scores": {"type": ["object", "null"], "additionalProperties": {"type": "integer", "minimum": 0}, "description": "object or null"},
+	      "scores": {"type": ["object", "null"], "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 65535}, "description": "object or null"},
 	      "at": {"type": "string", "format": "date-time", "description": "a date-time string"},
 	      "raw": {"description": "anything"},
 	      "any": {"description": "anything"},
@@ -37,7 +40,7 @@ func TestSchemaFromGoTypes(t *testing.T) {
 	      "pair": {"type": "array", "items": {"type": "number", "format": "double"}, "minItems": 2, "maxItems": 2},
 	      "wait": {"type": "integer", "description": "a duration in nanoseconds"}
 	    },
-	    "required": ["kind", "Seq", "name", "age", "tags", "scores", "at", "raw", "any", "count", "data", "children", "pair", "wait"]
+	    "required": ["kind", "Seq", "name", "tags", "scores", "at", "raw", "any", "count", "data", "children", "pair", "wait"]
 	  }}
 	}`
 	var got, exp any

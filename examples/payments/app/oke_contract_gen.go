@@ -12,8 +12,8 @@ func init() {
 	oke.RegisterContract(oke.Contract{Version: 1, Flows: []oke.ContractFlow{
 		{
 			Name:        "bench.chargeUnprotected",
-			Source:      "examples/payments/app/charges.go:88",
-			Digest:      "sha256:f4476da1cbd9dfdf637fef8c226627f00750c14e3a7be519b5750562519382f7",
+			Source:      "examples/payments/app/charges.go:80",
+			Digest:      "sha256:b4449f53ee031437b50d690655ebd562ff43acf02c6464807effdeeca5601337",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "off", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -21,7 +21,7 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectWrite},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/charges.go:96 charge → examples/payments/app/charges.go:107 fx.Tx → tx.QueryRow INSERT INTO charges (amount, currency, tenant, principal) VALUES ($1, …"},
+				oke.EffectWrite: {"examples/payments/app/charges.go:88 charge → examples/payments/app/charges.go:99 fx.Tx → tx.QueryRow INSERT INTO charges (amount, currency, tenant, principal) VALUES ($1, …"},
 			},
 		},
 		{
@@ -38,8 +38,8 @@ func init() {
 		},
 		{
 			Name:        "demo.export",
-			Source:      "examples/payments/app/demo.go:182",
-			Digest:      "sha256:99cdb82f5d14093d54c8d25abdf79a1778747961b497326468f852b1fbdbd13e",
+			Source:      "examples/payments/app/demo.go:151",
+			Digest:      "sha256:12cb9c818c29454a856aea3ef44bbefe57e459b189f7c560cd692f1de889f749",
 			Shape:       "stream",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -49,8 +49,8 @@ func init() {
 		},
 		{
 			Name:        "demo.fail",
-			Source:      "examples/payments/app/demo.go:132",
-			Digest:      "sha256:f599e2b263ca931c044277b5eaf44c3e0bbcf7f4b83c2b810958abbead5d7b01",
+			Source:      "examples/payments/app/demo.go:107",
+			Digest:      "sha256:5fcbd516c87c47c02350b195bbbb073e685dc64458f0d4e2e23405d1936aff8d",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -58,13 +58,13 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectWrite},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/demo.go:139 fx.Store(s.db).Exec INSERT INTO fail_writes (stage) VALUES ($1)"},
+				oke.EffectWrite: {"examples/payments/app/demo.go:114 fx.Store(s.db).Exec INSERT INTO fail_writes (stage) VALUES ($1)"},
 			},
 		},
 		{
 			Name:        "demo.note",
-			Source:      "examples/payments/app/demo.go:94",
-			Digest:      "sha256:521f4c42988ed2d676c6a80b17c0127b102342c06a6f9f11dccebec9ec31e098",
+			Source:      "examples/payments/app/demo.go:78",
+			Digest:      "sha256:c05037a24bba1824eaa8aae2bf405f307fa7a1752e6eca564af8a73596149e74",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "2s", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -72,14 +72,14 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectWrite, oke.EffectEmit},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/demo.go:98 insertNote → examples/payments/app/demo.go:83 st.QueryRow INSERT INTO notes (text) VALUES ($1) RETURNING id, text, created_at"},
-				oke.EffectEmit:  {"examples/payments/app/demo.go:102 fx.Emit \"note.created\""},
+				oke.EffectWrite: {"examples/payments/app/demo.go:82 insertNote → examples/payments/app/demo.go:67 st.QueryRow INSERT INTO notes (text) VALUES ($1) RETURNING id, text, created_at"},
+				oke.EffectEmit:  {"examples/payments/app/demo.go:86 fx.Emit \"note.created\""},
 			},
 		},
 		{
 			Name:        "demo.pipeline",
-			Source:      "examples/payments/app/durable.go:53",
-			Digest:      "sha256:203356815a9b4930901dc7302754683107585328bf3540eb4f61bff7b391bd6d",
+			Source:      "examples/payments/app/durable.go:38",
+			Digest:      "sha256:4e3d92c6ba7c25701ce9a107378c03c5a247fdbc844676364e05478716736425",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -88,12 +88,12 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectWrite},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/durable.go:58 oke.Step fmt.Sprintf(\"step %d\", i) → examples/payments/app/durable.go:63 fx.Store(s.db).QueryRow INSERT INTO pipeline_counts (tag, step, executions) VALUES ($1, $2, 1) …"},
+				oke.EffectWrite: {"examples/payments/app/durable.go:43 oke.Step fmt.Sprintf(\"step %d\", i) → examples/payments/app/durable.go:48 fx.Store(s.db).QueryRow INSERT INTO pipeline_counts (tag, step, executions) VALUES ($1, $2, 1) …"},
 			},
 		},
 		{
 			Name:        "demo.pipelineLog",
-			Source:      "examples/payments/app/durable.go:115",
+			Source:      "examples/payments/app/durable.go:100",
 			Digest:      "sha256:f3106105f7b3770ea9ae8dacf858b4b9a2a4e08786c09a686f56c375b2828819",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -103,13 +103,13 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/durable.go:119 fx.Store(s.rdb).Query SELECT step, executions FROM pipeline_counts WHERE tag = $1 ORDER BY …"},
+				oke.EffectRead: {"examples/payments/app/durable.go:104 fx.Store(s.rdb).Query SELECT step, executions FROM pipeline_counts WHERE tag = $1 ORDER BY …"},
 			},
 		},
 		{
 			Name:        "demo.remind",
-			Source:      "examples/payments/app/durable.go:176",
-			Digest:      "sha256:9d68635e9d744a77e4d9cbe08a34c39099b5b6a5f2f3d553bca137bef20c9899",
+			Source:      "examples/payments/app/durable.go:159",
+			Digest:      "sha256:a6d5dc68a16ef913b41e3f6e5782c41a6ff40c3d131a855ecf276afaaf3ddd63",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -119,13 +119,13 @@ func init() {
 			Effects: []oke.Effect{oke.EffectWrite, oke.EffectEmit},
 			Steps:   []string{"schedule", "wait until due", "send"},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/durable.go:181 oke.Step \"schedule\" → examples/payments/app/durable.go:184 fx.Store(s.db).QueryRow INSERT INTO reminders (recipient, delay_ms, due_at) VALUES ($1, $2, $3) …", "examples/payments/app/durable.go:198 oke.Step \"send\" → examples/payments/app/durable.go:199 fx.Store(s.db).Exec UPDATE reminders SET sent = 1, sent_at = $2 WHERE id = $1 AND sent = 0"},
-				oke.EffectEmit:  {"examples/payments/app/durable.go:198 oke.Step \"send\" → examples/payments/app/durable.go:204 fx.Emit \"reminder.sent\""},
+				oke.EffectWrite: {"examples/payments/app/durable.go:164 oke.Step \"schedule\" → examples/payments/app/durable.go:167 fx.Store(s.db).QueryRow INSERT INTO reminders (recipient, delay_ms, due_at) VALUES ($1, $2, $3) …", "examples/payments/app/durable.go:181 oke.Step \"send\" → examples/payments/app/durable.go:182 fx.Store(s.db).Exec UPDATE reminders SET sent = 1, sent_at = $2 WHERE id = $1 AND sent = 0"},
+				oke.EffectEmit:  {"examples/payments/app/durable.go:181 oke.Step \"send\" → examples/payments/app/durable.go:187 fx.Emit \"reminder.sent\""},
 			},
 		},
 		{
 			Name:        "demo.reminders",
-			Source:      "examples/payments/app/durable.go:231",
+			Source:      "examples/payments/app/durable.go:214",
 			Digest:      "sha256:1d2bdcc804be6451343d2c916f7f87487c88f04d3001d2049ce62b4ba198946a",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -135,13 +135,13 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/durable.go:235 fx.Store(s.rdb).Query SELECT id, recipient, sent FROM reminders ORDER BY id"},
+				oke.EffectRead: {"examples/payments/app/durable.go:218 fx.Store(s.rdb).Query SELECT id, recipient, sent FROM reminders ORDER BY id"},
 			},
 		},
 		{
 			Name:        "demo.slow",
-			Source:      "examples/payments/app/demo.go:36",
-			Digest:      "sha256:5b44162a83916dc143eb688294687c0ea9c1cb6cbcd4b658e924fd2a85118cd5",
+			Source:      "examples/payments/app/demo.go:28",
+			Digest:      "sha256:a17029d747a51120a393e01a52b6f1451b9a6ccf5a18d7d1a84475435e2eea1f",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -149,13 +149,13 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectWrite},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/demo.go:47 fx.Store(s.db).QueryRow INSERT INTO slow_rows (ms) VALUES ($1) RETURNING id"},
+				oke.EffectWrite: {"examples/payments/app/demo.go:39 fx.Store(s.db).QueryRow INSERT INTO slow_rows (ms) VALUES ($1) RETURNING id"},
 			},
 		},
 		{
 			Name:        "demo.webhook",
-			Source:      "examples/payments/app/demo.go:254",
-			Digest:      "sha256:3cb80cf9dfaa81bad2fbb7e2273f65680077195508054c93e9e2de6e2e305412",
+			Source:      "examples/payments/app/demo.go:212",
+			Digest:      "sha256:7da3cc7b9f759585796c298987ab2f1ec9a3cb2f7d835fea2047f0d24f3b4634",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -163,13 +163,13 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectWrite, oke.EffectEmit},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/demo.go:257 fx.Store(s.db).Exec INSERT INTO webhook_events (event_id, type, payload) VALUES ($1, $2, $3) …"},
-				oke.EffectEmit:  {"examples/payments/app/demo.go:269 fx.Emit \"webhook.received\""},
+				oke.EffectWrite: {"examples/payments/app/demo.go:215 fx.Store(s.db).Exec INSERT INTO webhook_events (event_id, type, payload) VALUES ($1, $2, $3) …"},
+				oke.EffectEmit:  {"examples/payments/app/demo.go:227 fx.Emit \"webhook.received\""},
 			},
 		},
 		{
 			Name:        "demo.whoami",
-			Source:      "examples/payments/app/demo.go:285",
+			Source:      "examples/payments/app/demo.go:243",
 			Digest:      "sha256:cbcc3691371da0166e637a437b6a625492fc1d7aa3f918077349fe45b3090f59",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -181,8 +181,8 @@ func init() {
 		},
 		{
 			Name:        "payments.charge",
-			Source:      "examples/payments/app/charges.go:74",
-			Digest:      "sha256:68bca678479dcb7a3ef2b1fb9e770f59055585a182791ce8d1b34dcecb9598f4",
+			Source:      "examples/payments/app/charges.go:66",
+			Digest:      "sha256:654b20ff5602530231a8078757905ed297411726e96bb62708b9d3e26b42f44a",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "required", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -191,12 +191,12 @@ func init() {
 			Effects: []oke.Effect{oke.EffectWrite},
 			TxOnly:  true,
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/charges.go:96 charge → examples/payments/app/charges.go:107 fx.Tx → tx.QueryRow INSERT INTO charges (amount, currency, tenant, principal) VALUES ($1, …"},
+				oke.EffectWrite: {"examples/payments/app/charges.go:88 charge → examples/payments/app/charges.go:99 fx.Tx → tx.QueryRow INSERT INTO charges (amount, currency, tenant, principal) VALUES ($1, …"},
 			},
 		},
 		{
 			Name:        "payments.get",
-			Source:      "examples/payments/app/charges.go:156",
+			Source:      "examples/payments/app/charges.go:148",
 			Digest:      "sha256:66fc6575e5f9472d6c11137984e14c9f18f5e9cea7f998072b42176f7d296d0c",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -206,12 +206,12 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/charges.go:161 fx.Store(s.rdb).QueryRow SELECT id, amount, currency, created_at FROM charges WHERE id = $1 AND …"},
+				oke.EffectRead: {"examples/payments/app/charges.go:153 fx.Store(s.rdb).QueryRow SELECT id, amount, currency, created_at FROM charges WHERE id = $1 AND …"},
 			},
 		},
 		{
 			Name:        "payments.getRefund",
-			Source:      "examples/payments/app/refunds.go:200",
+			Source:      "examples/payments/app/refunds.go:192",
 			Digest:      "sha256:a6bb749b21828970b8db2efa2d06f727a317239f952682e57e8e4ddbddf56e32",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -221,13 +221,13 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/refunds.go:204 s.readRefund → examples/payments/app/refunds.go:189 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
+				oke.EffectRead: {"examples/payments/app/refunds.go:196 s.readRefund → examples/payments/app/refunds.go:181 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
 			},
 		},
 		{
 			Name:        "payments.list",
-			Source:      "examples/payments/app/charges.go:119",
-			Digest:      "sha256:3999b8cd53fa4a63a30d1224b423b9b8f76c8fe8a077209b0938e899a156ed96",
+			Source:      "examples/payments/app/charges.go:111",
+			Digest:      "sha256:333215d798d66779f009f102bdba2e06df3bdca5bb01faec02a73dda2912249f",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -236,13 +236,13 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/charges.go:129 fx.Store(s.rdb).Query SELECT id, amount, currency, created_at FROM charges WHERE tenant = $1 …", "examples/payments/app/charges.go:131 fx.Store(s.rdb).Query SELECT id, amount, currency, created_at FROM charges WHERE tenant = $1 …"},
+				oke.EffectRead: {"examples/payments/app/charges.go:121 fx.Store(s.rdb).Query SELECT id, amount, currency, created_at FROM charges WHERE tenant = $1 …", "examples/payments/app/charges.go:123 fx.Store(s.rdb).Query SELECT id, amount, currency, created_at FROM charges WHERE tenant = $1 …"},
 			},
 		},
 		{
 			Name:        "payments.quote",
-			Source:      "examples/payments/app/charges.go:198",
-			Digest:      "sha256:081ef9a6793d445c1ae741232a90a15e03323aabd4b915dd74a6845ecf4b1c55",
+			Source:      "examples/payments/app/charges.go:190",
+			Digest:      "sha256:67ff398c1e9ee79f452b3c101589184615670ed5f3ff125dbcac4540d0d161d7",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -250,13 +250,13 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/charges.go:202 fx.Store(s.rdb).QueryRow SELECT count(*) FROM charges WHERE tenant = $1"},
+				oke.EffectRead: {"examples/payments/app/charges.go:194 fx.Store(s.rdb).QueryRow SELECT count(*) FROM charges WHERE tenant = $1"},
 			},
 		},
 		{
 			Name:        "payments.refund",
-			Source:      "examples/payments/app/refunds.go:81",
-			Digest:      "sha256:f29964843fb3423820788b958a53e93b133accaec24163aea52ae847920926d9",
+			Source:      "examples/payments/app/refunds.go:73",
+			Digest:      "sha256:d48f296864ad6ba1d6a79ef33f94610a3e3da8fcf7ac10b0be67beb9ead53281",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -266,10 +266,10 @@ func init() {
 			Effects: []oke.Effect{oke.EffectRead, oke.EffectWrite, oke.EffectEmit, oke.EffectFetch},
 			Steps:   []string{"look up the charge", "refund id", "call the provider", "write the refund", "emit refund.created"},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead:  {"examples/payments/app/refunds.go:86 oke.Step \"look up the charge\" → examples/payments/app/refunds.go:91 fx.Store(s.rdb).QueryRow SELECT c.id, c.amount, c.currency, c.created_at, (SELECT r.id FROM …", "examples/payments/app/refunds.go:129 oke.Step \"write the refund\" → examples/payments/app/refunds.go:136 s.readRefund → examples/payments/app/refunds.go:189 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
-				oke.EffectWrite: {"examples/payments/app/refunds.go:129 oke.Step \"write the refund\" → examples/payments/app/refunds.go:131 st.Exec INSERT INTO refunds (id, charge_id, amount, provider_id) VALUES ($1, $2, …"},
-				oke.EffectEmit:  {"examples/payments/app/refunds.go:145 oke.Step \"emit refund.created\" → examples/payments/app/refunds.go:146 fx.Emit \"refund.created\""},
-				oke.EffectFetch: {"examples/payments/app/refunds.go:122 oke.Step \"call the provider\" → examples/payments/app/refunds.go:123 s.callProvider → examples/payments/app/refunds.go:166 fx.Fetch"},
+				oke.EffectRead:  {"examples/payments/app/refunds.go:78 oke.Step \"look up the charge\" → examples/payments/app/refunds.go:83 fx.Store(s.rdb).QueryRow SELECT c.id, c.amount, c.currency, c.created_at, (SELECT r.id FROM …", "examples/payments/app/refunds.go:121 oke.Step \"write the refund\" → examples/payments/app/refunds.go:128 s.readRefund → examples/payments/app/refunds.go:181 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
+				oke.EffectWrite: {"examples/payments/app/refunds.go:121 oke.Step \"write the refund\" → examples/payments/app/refunds.go:123 st.Exec INSERT INTO refunds (id, charge_id, amount, provider_id) VALUES ($1, $2, …"},
+				oke.EffectEmit:  {"examples/payments/app/refunds.go:137 oke.Step \"emit refund.created\" → examples/payments/app/refunds.go:138 fx.Emit \"refund.created\""},
+				oke.EffectFetch: {"examples/payments/app/refunds.go:114 oke.Step \"call the provider\" → examples/payments/app/refunds.go:115 s.callProvider → examples/payments/app/refunds.go:158 fx.Fetch"},
 			},
 		},
 	}})

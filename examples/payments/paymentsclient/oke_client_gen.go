@@ -354,8 +354,8 @@ type ChargeList struct {
 
 // ExportIn is a copy of app.ExportIn, with the same JSON.
 type ExportIn struct {
-	Lines   int `json:"lines"`
-	DelayMs int `json:"delayMs"`
+	Lines   int `json:"lines,omitempty"`
+	DelayMs int `json:"delayMs,omitempty"`
 }
 
 // FailIn is a copy of app.FailIn, with the same JSON.
@@ -370,7 +370,7 @@ type GetIn struct {
 
 // ListIn is a copy of app.ListIn, with the same JSON.
 type ListIn struct {
-	Limit int `json:"limit"`
+	Limit int `json:"limit,omitempty"`
 }
 
 // Note is a copy of app.Note, with the same JSON.
