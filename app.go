@@ -230,6 +230,10 @@ func (a *App) Handle(b Binding, h Handler) {
 		a.problem(fmt.Errorf("flow %q: two different flows have this name; rename one", f.name))
 		return
 	}
+	if f.inputErr != nil {
+		a.problem(fmt.Errorf("flow %q: input %s: %w; fix the tag (see oke.NewFlow for the tags and their syntax)", f.name, f.inType, f.inputErr))
+		return
+	}
 	a.flows[f.name] = f
 	if f.metrics == nil {
 		f.metrics = a.metrics.forFlow(f.name)

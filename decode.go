@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/okengine/oke/internal/constraint"
 )
 
 // Validator is implemented by input types that check themselves after
@@ -27,34 +30,71 @@ type Validator interface {
 type paramField struct {
 	name  string
 	index []int
+	rules *constraint.Rules
+}
+
+// input is what a request gives a flow's decoder besides its body.
+type input struct {
+	// params are the path (and, for GET, query) parameters.
+	params func(name string) (string, bool)
+	// path are the route's path parameter names: fields they fill need
+	// not be in the body.
+	path []string
+	// query: a GET, whose input comes from the URL only; no field is
+	// required.
+	query bool
+	// saved: a journal run's saved input, decoded as it was saved
+	// (required fields and tags were checked when it came in).
+	saved bool
 }
 
 // decodeFunc builds the decoder of flow inputs of type In.
 //
-// Decoding rules: an empty body is the zero value; otherwise the body must be
-// exactly one JSON value; unknown object fields are rejected (400
-// UnknownField) so that a typo never silently changes what runs — and two
-// bodies that differ only in ignored fields can never share a fingerprint.
-// The JSON is read strictly (strictCheck): a duplicated key (400
-// DuplicateField), a key that matches a field only when case is ignored (400
-// UnknownField) and invalid UTF-8 (400 MalformedJSON) are refused, never
-// merged or repaired.
+// Decoding rules: the body must be exactly one JSON value; unknown object
+// fields are rejected (400 UnknownField) so that a typo never silently
+// changes what runs — and two bodies that differ only in ignored fields can
+// never share a fingerprint. The JSON is read strictly (strictCheck): a
+// duplicated key (400 DuplicateField), a key that matches a field only when
+// case is ignored (400 UnknownField), invalid UTF-8 (400 MalformedJSON) and
+// null for a field that cannot hold it (400 InvalidInput) are refused,
+// never merged or repaired. A struct field is required — a body without it
+// is 400 ValidationFailed naming it — unless its type is a pointer or its
+// json tag says omitempty (or omitzero); an empty body is the zero value
+// only when no field is required. The fields' validation tags (minimum,
+// maxLength, pattern, enum, …: package internal/constraint) are checked on
+// the JSON as sent, 400 ValidationFailed naming the field and the rule.
+// oke extract writes the same rules into the OpenAPI document.
+//
 // Path parameters (and, for GET, query parameters) then fill the struct
-// fields whose JSON names match.
-func decodeFunc[In any](allowUnknown bool) func(body []byte, params func(string) (string, bool)) (any, *Error) {
+// fields whose JSON names match, under the same tags.
+func decodeFunc[In any](allowUnknown bool) (func(body []byte, req input) (any, *Error), error) {
 	t := reflect.TypeFor[In]()
+	if err := inputRulesError(t); err != nil {
+		return nil, err
+	}
 	fields := paramFields(t)
-	return func(body []byte, params func(string) (string, bool)) (any, *Error) {
+	var required []string
+	if st := strictTarget(t); st != nil && st.Kind() == reflect.Struct {
+		required = fieldsOf(st).required
+	}
+	return func(body []byte, req input) (any, *Error) {
 		var in In
-		if len(bytes.TrimSpace(body)) > 0 {
-			if e := decodeJSON(body, &in, allowUnknown); e != nil {
+		switch {
+		case len(bytes.TrimSpace(body)) > 0:
+			if e := decodeJSON(body, &in, allowUnknown, req); e != nil {
 				return nil, e
 			}
+		case !req.query && !req.saved:
+			for _, name := range required {
+				if !slices.Contains(req.path, name) {
+					return nil, missingField(name)
+				}
+			}
 		}
-		if params != nil && len(fields) > 0 {
+		if req.params != nil && len(fields) > 0 {
 			v := reflect.ValueOf(&in).Elem()
 			for _, f := range fields {
-				s, ok := params(f.name)
+				s, ok := req.params(f.name)
 				if !ok {
 					continue
 				}
@@ -62,9 +102,16 @@ func decodeFunc[In any](allowUnknown bool) func(body []byte, params func(string)
 					return nil, &Error{Status: 400, Code: CodeInvalidInput,
 						Message: fmt.Sprintf("parameter %q is not valid UTF-8; percent-encode UTF-8 text.", f.name)}
 				}
-				if err := setFromString(v.FieldByIndex(f.index), s); err != nil {
+				fv := v.FieldByIndex(f.index)
+				if err := setFromString(fv, s); err != nil {
 					return nil, &Error{Status: 400, Code: CodeInvalidInput,
 						Message: fmt.Sprintf("parameter %q: %v", f.name, err)}
+				}
+				if f.rules != nil {
+					if why := paramViolation(f.rules, fv, s); why != "" {
+						return nil, &Error{Status: 400, Code: CodeValidationFailed,
+							Message: fmt.Sprintf("The parameter %q %s.", f.name, why)}
+					}
 				}
 			}
 		}
@@ -78,7 +125,21 @@ func decodeFunc[In any](allowUnknown bool) func(body []byte, params func(string)
 			}
 		}
 		return in, nil
+	}, nil
+}
+
+// paramViolation checks a URL parameter s, set into v, against its rules.
+func paramViolation(r *constraint.Rules, v reflect.Value, s string) string {
+	for v.Kind() == reflect.Pointer {
+		v = v.Elem()
 	}
+	switch v.Kind() {
+	case reflect.String:
+		return r.CheckString(s)
+	case reflect.Bool:
+		return r.CheckBool(v.Bool())
+	}
+	return r.CheckNumber(strings.TrimSpace(s))
 }
 
 func validationError(err error) *Error {
@@ -91,7 +152,7 @@ func validationError(err error) *Error {
 
 // decodeJSON decodes exactly one JSON value from body into v (a pointer),
 // strictly: see strictCheck.
-func decodeJSON(body []byte, v any, allowUnknown bool) *Error {
+func decodeJSON(body []byte, v any, allowUnknown bool, req input) *Error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if !allowUnknown {
 		dec.DisallowUnknownFields()
@@ -103,7 +164,10 @@ func decodeJSON(body []byte, v any, allowUnknown bool) *Error {
 		return &Error{Status: 400, Code: CodeMalformedJSON,
 			Message: "The request body must hold exactly one JSON value; found more after it."}
 	}
-	return strictCheck(body, reflect.TypeOf(v).Elem())
+	if req.saved {
+		return nil
+	}
+	return strictCheck(body, reflect.TypeOf(v).Elem(), req.path)
 }
 
 func jsonError(err error) *Error {
@@ -158,7 +222,9 @@ func paramFields(t reflect.Type) []paramField {
 		if !scalarKind(sf.Type) {
 			continue
 		}
-		out = append(out, paramField{name: name, index: sf.Index})
+		k, _ := constraint.KindOf(sf.Type)
+		rules, _ := constraint.Parse(sf.Tag, k, constraint.Other) // errors: inputRulesError
+		out = append(out, paramField{name: name, index: sf.Index, rules: rules})
 	}
 	return out
 }

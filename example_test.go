@@ -77,7 +77,7 @@ func ExampleFx_Fail() {
 	defer app.Close(context.Background())
 	app.Handle(oke.POST("/pay"), pay)
 	for i := 0; i < 2; i++ {
-		r := httptest.NewRequest("POST", "/pay", strings.NewReader(`{"amount":1}`))
+		r := httptest.NewRequest("POST", "/pay", strings.NewReader(`{"amount":1,"currency":"usd"}`))
 		r.Header.Set("Idempotency-Key", "pay-attempt-000000001")
 		w := httptest.NewRecorder()
 		app.ServeHTTP(w, r)

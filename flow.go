@@ -219,7 +219,10 @@ type flow struct {
 	inType reflect.Type
 	// decode fills a new input from a JSON body (may be empty) and request
 	// parameters, then validates it.
-	decode func(body []byte, params func(name string) (string, bool)) (any, *Error)
+	decode func(body []byte, req input) (any, *Error)
+	// inputErr is a bad validation tag of the input type (App.Handle
+	// reports it).
+	inputErr error
 	// unary runs a unary flow.
 	unary func(ctx context.Context, in any, fx *Fx) (result, error)
 	// stream runs a stream or live flow, writing to w.
@@ -261,14 +264,27 @@ type Flow[In, Out any] struct {
 // (a *Error, e.g. from Fx.Fail, is a declared failure; anything else is 500
 // InternalError).
 //
-// An input type that has a Validate() error method is validated after
-// decoding; a failure answers 400 ValidationFailed and stores nothing.
+// The input is decoded strictly (unknown, duplicated or case-folded keys
+// are refused), every field that is not a pointer or omitempty is
+// required, and the fields' validation tags are checked: minimum, maximum,
+// exclusiveMinimum, exclusiveMaximum, minLength, maxLength, pattern,
+// format, enum (comma-separated), minItems, maxItems — huma's convention:
+//
+//	Amount   int64  `json:"amount" minimum:"1"`
+//	Currency string `json:"currency" enum:"usd,eur,gbp"`
+//
+// A failure answers 400 ValidationFailed naming the field and the rule,
+// and stores nothing; oke extract writes the same rules into the OpenAPI
+// document. A tag that does not parse is reported by App.Start (naming the
+// flow, the type and the field). An input type that also has a Validate()
+// error method is validated after that, for what tags cannot say.
 func NewFlow[In, Out any](name string, opts Options, do func(ctx context.Context, in In, fx *Fx) (Response[Out], error)) *Flow[In, Out] {
 	fl := &Flow[In, Out]{do: do}
+	decode, err := decodeFunc[In](opts.AllowUnknownFields)
 	fl.f = &flow{
 		name: name, opts: opts, shape: shapeUnary,
 		inType: reflect.TypeFor[In](),
-		decode: decodeFunc[In](opts.AllowUnknownFields),
+		decode: decode, inputErr: err,
 		unary: func(ctx context.Context, in any, fx *Fx) (result, error) {
 			resp, err := do(ctx, in.(In), fx)
 			if err != nil {
@@ -296,10 +312,11 @@ type StreamFlow[In any] struct{ f *flow }
 // again (through http.ResponseController), so a stream lives as long as it
 // writes, while a client that stops reading is still cut off.
 func NewStream[In any](name string, opts Options, do func(ctx context.Context, in In, fx *Fx, w http.ResponseWriter) error) *StreamFlow[In] {
+	decode, err := decodeFunc[In](opts.AllowUnknownFields)
 	return &StreamFlow[In]{f: &flow{
 		name: name, opts: opts, shape: shapeStream,
 		inType: reflect.TypeFor[In](),
-		decode: decodeFunc[In](opts.AllowUnknownFields),
+		decode: decode, inputErr: err,
 		stream: func(ctx context.Context, in any, fx *Fx, w http.ResponseWriter) error {
 			return do(ctx, in.(In), fx, w)
 		},
@@ -328,10 +345,11 @@ type LiveFlow[In any] struct{ f *flow }
 // and returns nil. Like a stream, a feed outlasts the server's WriteTimeout:
 // each event gets that long again.
 func NewLive[In any](name string, opts Options, do func(ctx context.Context, in In, fx *Fx, send func(Event) error) error) *LiveFlow[In] {
+	decode, err := decodeFunc[In](opts.AllowUnknownFields)
 	return &LiveFlow[In]{f: &flow{
 		name: name, opts: opts, shape: shapeLive,
 		inType: reflect.TypeFor[In](),
-		decode: decodeFunc[In](opts.AllowUnknownFields),
+		decode: decode, inputErr: err,
 		stream: func(ctx context.Context, in any, fx *Fx, w http.ResponseWriter) error {
 			return do(ctx, in.(In), fx, sseSender(w))
 		},

@@ -99,7 +99,7 @@ func (a *App) execute(ctx context.Context, f *flow, e *execution, in any) outcom
 	id := Identity{Tenant: run.Tenant, Principal: run.Principal}
 	if in == nil {
 		var derr *Error
-		if in, derr = f.decode(run.Input, nil); derr != nil {
+		if in, derr = f.decode(run.Input, input{saved: true}); derr != nil {
 			err := fmt.Errorf("run %s: its saved input no longer decodes into %s: %w", run.ID, f.inType, derr)
 			return a.finish(ctx, e, outcome{err: err})
 		}

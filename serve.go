@@ -76,7 +76,8 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	in, ierr := f.decode(body, a.paramsOf(rt, r))
+	in, ierr := f.decode(body, input{params: a.paramsOf(rt, r), path: rt.params,
+		query: r.Method == http.MethodGet || r.Method == http.MethodHead})
 	if ierr != nil {
 		writeEnvelope(w, ierr)
 		return

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/okengine/oke/internal/constraint"
 )
 
 // Strict JSON. encoding/json is lenient in three ways that would let two
@@ -30,9 +33,9 @@ import (
 // strictCheck scans body, a well-formed JSON value decoded into a value of
 // type t, and returns a 400 *Error for the first duplicated key, case-only
 // field match or invalid string it finds.
-func strictCheck(body []byte, t reflect.Type) *Error {
-	s := strictScanner{b: body}
-	s.value(strictTarget(t))
+func strictCheck(body []byte, t reflect.Type, fromURL []string) *Error {
+	s := strictScanner{b: body, fromURL: fromURL}
+	s.value(strictTarget(t), nullableType(t), nil)
 	return s.err
 }
 
@@ -44,6 +47,9 @@ type strictScanner struct {
 	// error): its first depth steps, the first len(path) of them recorded.
 	path  [24]pathSeg
 	depth int
+	// fromURL are the top-level fields the URL fills (path parameters):
+	// they need not be in the body.
+	fromURL []string
 }
 
 func (s *strictScanner) push(p pathSeg) {
@@ -99,53 +105,142 @@ func (s *strictScanner) ws() {
 }
 
 // value scans one value that decodes into t, a strictTarget (nil:
-// unknown, check only keys and strings).
-func (s *strictScanner) value(t reflect.Type) {
+// unknown, check only keys and strings). nullable says whether null
+// decodes into it as null (a pointer, slice, map or interface) rather than
+// being dropped; f, when not nil, is the struct field it fills, whose
+// rules it must meet.
+func (s *strictScanner) value(t reflect.Type, nullable bool, f *strictField) {
 	s.ws()
 	if s.err != nil || s.i >= len(s.b) {
 		return
 	}
-	switch s.b[s.i] {
+	var rules *constraint.Rules
+	if f != nil {
+		rules = f.rules
+	}
+	switch c := s.b[s.i]; c {
 	case '{':
 		s.object(t)
 	case '[':
-		var elem reflect.Type
+		var (
+			elem         reflect.Type
+			elemNullable = true
+			elemField    *strictField
+		)
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = strictTarget(t.Elem())
+			elemNullable = nullableType(t.Elem())
+			if rules != nil && rules.Items != nil {
+				elemField = &strictField{rules: rules.Items}
+			}
 		}
 		s.i++
-		for n := 0; ; n++ {
+		n := 0
+		for ; ; n++ {
 			s.ws()
 			if s.i >= len(s.b) || s.b[s.i] == ']' {
 				s.i++
-				return
+				break
 			}
 			if n > 0 && s.b[s.i] == ',' {
 				s.i++
 			}
 			s.push(pathSeg{index: n})
-			s.value(elem)
+			s.value(elem, elemNullable, elemField)
 			if s.err != nil {
 				return
 			}
 			s.pop()
 		}
+		if rules != nil {
+			s.check(rules.CheckItems(n))
+		}
 	case '"':
-		s.str()
+		v, ok := s.str()
+		if ok && rules != nil {
+			s.check(rules.CheckString(string(v)))
+		}
 	default: // number, true, false, null
+		start := s.i
 		for s.i < len(s.b) && !strings.ContainsRune(" \t\n\r,]}", rune(s.b[s.i])) {
 			s.i++
+		}
+		lit := string(s.b[start:s.i])
+		switch {
+		case c == 'n':
+			if !nullable && t != nil {
+				s.err = &Error{Status: 400, Code: CodeInvalidInput,
+					Message: fmt.Sprintf("%s is null; want %s.", s.where(), jsonKind(t))}
+			}
+		case rules == nil:
+		case c == 't' || c == 'f':
+			s.check(rules.CheckBool(c == 't'))
+		default:
+			s.check(rules.CheckNumber(lit))
 		}
 	}
 }
 
+// check records a rule the value at the scan's path breaks.
+func (s *strictScanner) check(violation string) {
+	if violation == "" || s.err != nil {
+		return
+	}
+	s.err = &Error{Status: 400, Code: CodeValidationFailed,
+		Message: fmt.Sprintf("%s %s.", s.where(), violation)}
+}
+
+// where names the value at the scan's path, for messages.
+func (s *strictScanner) where() string {
+	if p := s.pathString(nil); p != "" {
+		return fmt.Sprintf("The field %q", p)
+	}
+	return "The request body"
+}
+
+// jsonKind names what JSON t decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Struct:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Array:
+		return "an array"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	if t.Kind() >= reflect.Int && t.Kind() <= reflect.Uintptr {
+		return "an integer"
+	}
+	return "a value"
+}
+
+// nullableType says whether null decodes into a value of type t as null:
+// encoding/json sets a pointer, slice, map or interface to nil, and leaves
+// anything else as it was (the zero value), which would make null mean
+// the same as 0 or "": those refuse it. A type that decodes itself is asked
+// (its UnmarshalJSON gets the null).
+func nullableType(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Interface:
+		return true
+	}
+	return strictTarget(t) == nil
+}
+
 func (s *strictScanner) object(t reflect.Type) {
 	var (
-		fields   *strictFields
-		elem     reflect.Type
-		seen     map[string]struct{}
-		seenFew  [8][]byte
-		nSeenFew int
+		fields       *strictFields
+		elem         reflect.Type
+		elemNullable = true
+		seen         map[string]struct{}
+		seenFew      [8][]byte
+		nSeenFew     int
+		present      uint64 // fields[i] seen, for i < 64
+		presentMore  []bool // and the rest
 	)
 	if t != nil {
 		switch t.Kind() {
@@ -153,13 +248,18 @@ func (s *strictScanner) object(t reflect.Type) {
 			fields = fieldsOf(t)
 		case reflect.Map:
 			elem = strictTarget(t.Elem())
+			elemNullable = nullableType(t.Elem())
 		}
 	}
+	top := s.depth == 0
 	s.i++
 	for n := 0; ; n++ {
 		s.ws()
 		if s.i >= len(s.b) || s.b[s.i] == '}' {
 			s.i++
+			if fields != nil && len(fields.required) > 0 {
+				s.requireFields(fields, present, presentMore, top)
+			}
 			return
 		}
 		if n > 0 && s.b[s.i] == ',' {
@@ -199,30 +299,72 @@ func (s *strictScanner) object(t reflect.Type) {
 				Message: fmt.Sprintf("The request body has the field %q more than once; send each field once.", s.pathString(key))}
 			return
 		}
-		var vt reflect.Type
+		var (
+			vt       reflect.Type
+			nullable = true
+			field    *strictField
+		)
 		switch {
 		case fields != nil:
-			if ft, ok := fields.exact[string(key)]; ok {
-				vt = ft
-			} else if name, ok := fields.folded(key); ok {
+			sf, ok := fields.exact[string(key)]
+			if !ok && fields.selfDecoding {
+				// A type that decodes itself usually hands its keys to
+				// encoding/json, which matches them ignoring case.
+				if name, found := fields.folded(key); found {
+					sf, ok = fields.exact[name], true
+				}
+			}
+			if ok {
+				vt, nullable, field = sf.target, sf.nullable, sf
+				if sf.index < 64 {
+					present |= 1 << sf.index
+				} else {
+					if presentMore == nil {
+						presentMore = make([]bool, len(fields.names))
+					}
+					presentMore[sf.index] = true
+				}
+			} else if name, ok := fields.folded(key); ok && !fields.selfDecoding {
 				s.err = &Error{Status: 400, Code: CodeUnknownField,
 					Message: fmt.Sprintf("The request body has a field %q that matches %q only when case is ignored; field names are case-sensitive.", s.pathString(key), s.pathString([]byte(name)))}
 				return
 			}
 		default:
-			vt = elem
+			vt, nullable = elem, elemNullable
 		}
 		s.ws()
 		if s.i < len(s.b) && s.b[s.i] == ':' {
 			s.i++
 		}
 		s.push(pathSeg{key: key})
-		s.value(vt)
+		s.value(vt, nullable, field)
 		if s.err != nil {
 			return
 		}
 		s.pop()
 	}
+}
+
+// requireFields refuses an object that lacks a required field of its
+// struct (one the URL fills excepted, at the top).
+func (s *strictScanner) requireFields(fields *strictFields, present uint64, more []bool, top bool) {
+	for _, name := range fields.required {
+		i := fields.exact[name].index
+		if i < 64 && present&(1<<i) != 0 || i >= 64 && more != nil && more[i] {
+			continue
+		}
+		if top && slices.Contains(s.fromURL, name) {
+			continue
+		}
+		s.err = missingField(s.pathString([]byte(name)))
+		return
+	}
+}
+
+// missingField is the answer to a body without a required field.
+func missingField(path string) *Error {
+	return &Error{Status: 400, Code: CodeValidationFailed,
+		Message: fmt.Sprintf("The field %q is required: send it (a field is optional only when its type is a pointer or its json tag says omitempty).", path)}
 }
 
 // str scans a string at s.i and checks its UTF-8 and escapes. It returns
@@ -369,6 +511,9 @@ var strictTargets sync.Map
 
 func strictTargetOf(t reflect.Type) reflect.Type {
 	for t != nil {
+		if t.Kind() == reflect.Struct && (t.Implements(jsonUnmarshalerType) || reflect.PointerTo(t).Implements(jsonUnmarshalerType)) {
+			return t // its fields are still its schema: see strictFields.selfDecoding
+		}
 		if t.Implements(jsonUnmarshalerType) || reflect.PointerTo(t).Implements(jsonUnmarshalerType) ||
 			t.Implements(textUnmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType) {
 			return nil
@@ -386,10 +531,30 @@ func strictTargetOf(t reflect.Type) reflect.Type {
 }
 
 // strictFields are the JSON names of a struct type's fields, as
-// encoding/json matches them.
+// encoding/json matches them, with what the decoder requires of each.
 type strictFields struct {
-	exact map[string]reflect.Type // each field's strictTarget
-	names []string
+	exact map[string]*strictField
+	names []string // in the order of the type, index of each strictField
+	// required are the fields a body must hold: the rule of oke extract's
+	// schemas, a field is required unless its type is a pointer, its json
+	// tag says omitempty (or omitzero), or it is promoted through an
+	// embedded pointer.
+	required []string
+	// selfDecoding: the type has its own UnmarshalJSON. Its fields are
+	// still its schema (required fields and tags hold), but which other
+	// keys it accepts is its business: unknown and case-folded keys are
+	// not refused.
+	selfDecoding bool
+	// err is a bad validation tag (reported by App.Handle).
+	err error
+}
+
+// strictField is one field of a struct.
+type strictField struct {
+	index    int
+	target   reflect.Type // its strictTarget
+	nullable bool         // see nullableType
+	rules    *constraint.Rules
 }
 
 // folded returns the field name key matches when case is ignored.
@@ -408,10 +573,15 @@ func fieldsOf(t reflect.Type) *strictFields {
 	if f, ok := strictFieldCache.Load(t); ok {
 		return f.(*strictFields)
 	}
-	f := &strictFields{exact: map[string]reflect.Type{}}
-	depth := map[string]int{}
-	var walk func(t reflect.Type, d int, visited map[reflect.Type]bool)
-	walk = func(t reflect.Type, d int, visited map[reflect.Type]bool) {
+	f := &strictFields{exact: map[string]*strictField{},
+		selfDecoding: t.Implements(jsonUnmarshalerType) || reflect.PointerTo(t).Implements(jsonUnmarshalerType)}
+	type found struct {
+		depth    int
+		required bool
+	}
+	depth := map[string]found{}
+	var walk func(t reflect.Type, d int, viaPtr bool, visited map[reflect.Type]bool)
+	walk = func(t reflect.Type, d int, viaPtr bool, visited map[reflect.Type]bool) {
 		if visited[t] {
 			return
 		}
@@ -419,17 +589,17 @@ func fieldsOf(t reflect.Type) *strictFields {
 		for i := 0; i < t.NumField(); i++ {
 			sf := t.Field(i)
 			tag, hasTag := sf.Tag.Lookup("json")
-			name, _, _ := strings.Cut(tag, ",")
+			name, opts, _ := strings.Cut(tag, ",")
 			if name == "-" && !strings.HasPrefix(tag, "-,") {
 				continue
 			}
 			if sf.Anonymous && name == "" {
-				ft := sf.Type
+				ft, ptr := sf.Type, false
 				if ft.Kind() == reflect.Pointer {
-					ft = ft.Elem()
+					ft, ptr = ft.Elem(), true
 				}
 				if ft.Kind() == reflect.Struct {
-					walk(ft, d+1, visited) // promoted fields
+					walk(ft, d+1, viaPtr || ptr, visited) // promoted fields
 					continue
 				}
 			}
@@ -439,18 +609,75 @@ func fieldsOf(t reflect.Type) *strictFields {
 			if !hasTag || name == "" {
 				name = sf.Name
 			}
-			if prev, ok := depth[name]; ok && prev <= d {
+			if prev, ok := depth[name]; ok && prev.depth <= d {
 				continue // the shallower field wins
 			}
-			if _, ok := depth[name]; !ok {
+			omit, asString := false, false
+			for _, o := range strings.Split(opts, ",") {
+				switch o {
+				case "omitempty", "omitzero":
+					omit = true
+				case "string":
+					asString = true
+				}
+			}
+			field := &strictField{index: len(f.names), target: strictTarget(sf.Type), nullable: nullableType(sf.Type)}
+			if prev, ok := f.exact[name]; ok {
+				field.index = prev.index
+			} else {
 				f.names = append(f.names, name)
 			}
-			depth[name] = d
-			f.exact[name] = strictTarget(sf.Type)
+			k, item := constraint.KindOf(sf.Type)
+			if asString {
+				k, item = constraint.Other, constraint.Other
+			}
+			rules, err := constraint.Parse(sf.Tag, k, item)
+			if err != nil && f.err == nil {
+				f.err = fmt.Errorf("field %s (%s): %w", sf.Name, name, err)
+			}
+			field.rules = rules
+			depth[name] = found{d, !omit && !viaPtr && sf.Type.Kind() != reflect.Pointer}
+			f.exact[name] = field
 		}
 		visited[t] = false
 	}
-	walk(t, 0, map[reflect.Type]bool{})
+	walk(t, 0, false, map[reflect.Type]bool{})
+	for _, n := range f.names {
+		if depth[n].required {
+			f.required = append(f.required, n)
+		}
+	}
 	v, _ := strictFieldCache.LoadOrStore(t, f)
 	return v.(*strictFields)
+}
+
+// inputRulesError returns the first bad validation tag of the struct types
+// a value of type t decodes through (its fields, their elements, …).
+func inputRulesError(t reflect.Type) error {
+	return rulesError(t, map[reflect.Type]bool{})
+}
+
+func rulesError(t reflect.Type, seen map[reflect.Type]bool) error {
+	t = strictTarget(t)
+	if t == nil || seen[t] {
+		return nil
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array, reflect.Map:
+		return rulesError(t.Elem(), seen)
+	case reflect.Struct:
+		fs := fieldsOf(t)
+		if fs.err != nil {
+			return fmt.Errorf("type %s: %w", t, fs.err)
+		}
+		for _, n := range fs.names {
+			if ft := fs.exact[n].target; ft != nil {
+				if err := rulesError(ft, seen); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -9,22 +9,24 @@ import (
 	"github.com/okengine/oke"
 )
 
+// strictIn's fields are all optional: these tests are about how keys and
+// strings are read (TestRequiredFields is about which fields must be sent).
 type strictIn struct {
-	Amount   int64             `json:"amount"`
-	Currency string            `json:"currency"`
-	Meta     map[string]string `json:"meta"`
-	Items    []strictItem      `json:"items"`
-	Raw      json.RawMessage   `json:"raw"`
-	Any      any               `json:"any"`
+	Amount   int64             `json:"amount,omitempty"`
+	Currency string            `json:"currency,omitempty"`
+	Meta     map[string]string `json:"meta,omitempty"`
+	Items    []strictItem      `json:"items,omitempty"`
+	Raw      json.RawMessage   `json:"raw,omitempty"`
+	Any      any               `json:"any,omitempty"`
 	strictEmbedded
 }
 
 type strictItem struct {
-	SKU string `json:"sku"`
+	SKU string `json:"sku,omitempty"`
 }
 
 type strictEmbedded struct {
-	Note string `json:"note"`
+	Note string `json:"note,omitempty"`
 }
 
 // TestStrictJSON: DESIGN.md 6.1 "Strict JSON" — a duplicated key, a key that

@@ -100,6 +100,7 @@ const (
 	RuleEffects  = "effects"   // Options.Effects leaves out an inferred effect
 	RuleStepName = "step-name" // a durable flow uses one constant step name twice
 	RuleName     = "name"      // two flows with one name
+	RuleTag      = "tag"       // an input field's validation tag does not parse
 	RuleWarning  = "warning"   // not a rule: what extract could not read
 )
 

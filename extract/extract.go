@@ -3,6 +3,7 @@ package extract
 import (
 	"fmt"
 	"go/token"
+	"go/types"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -93,7 +94,7 @@ func extract(prog *program) *Result {
 		}
 		names[f.name] = f
 		fl, gf, diags := build(fd, sg, f)
-		res.io[f.name] = &flowIO{in: f.in, out: f.out, statuses: fd.statuses(f)}
+		res.io[f.name] = &flowIO{in: f.in, out: f.out, statuses: fd.statuses(f), allowUnknown: f.opts.allowUnknown}
 		res.Diagnostics = append(res.Diagnostics, diags...)
 		res.Contract.Flows = append(res.Contract.Flows, fl)
 		gp := byPkg[f.pkg.path]
@@ -248,6 +249,11 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (Flow, genFlow, []Diagnostic)
 	}
 	// Schemas.
 	fl.Input = sg.standalone(f.in)
+	for _, tp := range sg.tagProblems(f.in) {
+		diags = append(diags, diag(fd.prog.position(tp.field.obj.Pos()), f.name, RuleTag, fmt.Sprintf(
+			"input %s: field %s (%s): %v; fix the tag (the decoder would refuse to start: see oke.NewFlow)",
+			types.TypeString(tp.typ, func(p *types.Package) string { return p.Name() }), tp.field.obj.Name(), tp.field.name, tp.err)))
+	}
 	if f.out != nil {
 		fl.Output = sg.standalone(f.out)
 	} else {

@@ -274,9 +274,10 @@ func operation(res *Result, sg *schemaGen, f *Flow, b Binding, method, id string
 		op["parameters"] = params
 	}
 	if method != "GET" && f.Shape != "live" {
+		schema, required := requestSchema(sg, in.schema, pathParams, res.io[f.Name] != nil && res.io[f.Name].allowUnknown)
 		op["requestBody"] = map[string]any{
-			"required": false,
-			"content":  map[string]any{"application/json": map[string]any{"schema": in.schema}},
+			"required": required,
+			"content":  map[string]any{"application/json": map[string]any{"schema": schema}},
 		}
 	}
 	responses := map[string]any{}
@@ -322,6 +323,84 @@ func operation(res *Result, sg *schemaGen, f *Flow, b Binding, method, id string
 	return op
 }
 
+// requestSchema is the schema of an operation's request body, from its
+// input's schema s, and whether a body is required (the decoder's rule: an
+// empty body is the zero value only when no field is required). Fields the
+// path fills need not be in the body; a flow with AllowUnknownFields takes
+// any other property. Either makes a copy of the input's definition.
+func requestSchema(sg *schemaGen, s any, pathParams []string, allowUnknown bool) (any, bool) {
+	def := s
+	if r, ok := s.(ref); ok {
+		def = sg.defs[string(r)]
+	}
+	m, ok := def.(map[string]any)
+	if !ok {
+		return s, false
+	}
+	req, _ := m["required"].([]any)
+	var left []any
+	for _, name := range req {
+		if !containsString(pathParams, name.(string)) {
+			left = append(left, name)
+		}
+	}
+	if len(left) == len(req) && !allowUnknown {
+		return s, len(req) > 0
+	}
+	c := make(map[string]any, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	delete(c, "required")
+	if len(left) > 0 {
+		c["required"] = left
+	}
+	if allowUnknown {
+		return openObjects(sg, c, map[string]bool{}), len(left) > 0
+	}
+	return c, len(left) > 0
+}
+
+// openObjects returns s with every object schema under it open to other
+// properties (a flow with AllowUnknownFields accepts them at every level),
+// definitions copied inline (a recursive one is left as it is).
+func openObjects(sg *schemaGen, s any, inline map[string]bool) any {
+	switch x := s.(type) {
+	case ref:
+		if inline[string(x)] {
+			return x
+		}
+		inline[string(x)] = true
+		defer delete(inline, string(x))
+		return openObjects(sg, sg.defs[string(x)], inline)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, v := range x {
+			if k == "additionalProperties" && v == false {
+				continue
+			}
+			out[k] = openObjects(sg, v, inline)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, v := range x {
+			out[i] = openObjects(sg, v, inline)
+		}
+		return out
+	}
+	return s
+}
+
+func containsString(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
 func statusText(s int) string {
 	switch s {
 	case 200:
@@ -338,8 +417,9 @@ func statusText(s int) string {
 
 // flowIO is what operations need of a flow's types.
 type flowIO struct {
-	in, out  types.Type
-	statuses []int
+	in, out      types.Type
+	statuses     []int
+	allowUnknown bool // Options.AllowUnknownFields
 }
 
 type typedSchema struct {

@@ -39,6 +39,9 @@ type options struct {
 	declaredSet bool
 	durable     bool
 	description string
+	// allowUnknown: Options.AllowUnknownFields (the decoder accepts
+	// unknown fields).
+	allowUnknown bool
 }
 
 // sval is a statically evaluated value.
@@ -301,6 +304,9 @@ func (e *evaluator) options(v ssa.Value, c *ctxt) options {
 	desc, why := s.field("Description").str()
 	if why == "" {
 		o.description = desc
+	}
+	if a, why := s.field("AllowUnknownFields").boolean(); why == "" {
+		o.allowUnknown = a
 	}
 	if d, why := s.field("Durable").boolean(); why != "" {
 		bad("Durable", why)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/okengine/oke/extract/internal/urlparams"
+	"github.com/okengine/oke/internal/constraint"
 )
 
 // This file writes JSON Schemas (2020-12, the dialect of OpenAPI 3.1) for
@@ -179,7 +180,7 @@ func (g *schemaGen) schema(t types.Type) any {
 	case *types.Map:
 		return map[string]any{"type": []any{"object", "null"}, "additionalProperties": g.schema(u.Elem())}
 	case *types.Struct:
-		return g.object(u)
+		return g.object(u, false)
 	case *types.Interface:
 		return map[string]any{}
 	}
@@ -308,7 +309,7 @@ func (g *schemaGen) define(n *types.Named) any {
 	g.taken[name] = true
 	g.names[obj][key] = name
 	g.defs[name] = map[string]any{} // recursion
-	s := g.object(n.Underlying().(*types.Struct)).(map[string]any)
+	s := g.object(n.Underlying().(*types.Struct), hasMethod(n, "UnmarshalJSON")).(map[string]any)
 	if doc := g.docs[obj.Pos()]; doc != "" {
 		s["description"] = doc
 	}
@@ -343,6 +344,7 @@ type jsonField struct {
 	name      string
 	typ       types.Type
 	obj       *types.Var
+	tag       string // the whole struct tag
 	omitempty bool
 	asString  bool
 	depth     int
@@ -388,7 +390,7 @@ func fields(st *types.Struct) []jsonField {
 			case *types.Chan, *types.Signature:
 				continue
 			}
-			jf := jsonField{name: f.Name(), typ: ft, obj: f, depth: depth, viaPtr: viaPtr, tagged: name != ""}
+			jf := jsonField{name: f.Name(), typ: ft, obj: f, tag: st.Tag(i), depth: depth, viaPtr: viaPtr, tagged: name != ""}
 			if name != "" {
 				jf.name = name
 			}
@@ -441,8 +443,14 @@ func fields(st *types.Struct) []jsonField {
 	return out
 }
 
-// object is the schema of a struct type.
-func (g *schemaGen) object(st *types.Struct) any {
+// object is the schema of a struct type, with the rules of oke's decoder
+// (decode.go): a field is required unless its type is a pointer, its json
+// tag says omitempty (or omitzero), or it is promoted through an embedded
+// pointer; no other property is allowed (the decoder refuses unknown
+// fields) unless the type decodes itself (selfDecoding: its UnmarshalJSON
+// decides); the fields' validation tags (package internal/constraint)
+// become keywords of their schemas.
+func (g *schemaGen) object(st *types.Struct, selfDecoding bool) any {
 	props := map[string]any{}
 	var required []any
 	for _, f := range fields(st) {
@@ -452,6 +460,7 @@ func (g *schemaGen) object(st *types.Struct) any {
 		} else {
 			s = g.schema(f.typ)
 		}
+		s = g.withRules(s, f)
 		if doc := g.docs[f.obj.Pos()]; doc != "" {
 			if m, ok := s.(map[string]any); ok {
 				c := make(map[string]any, len(m)+1)
@@ -465,7 +474,7 @@ func (g *schemaGen) object(st *types.Struct) any {
 			}
 		}
 		props[f.name] = s
-		if !f.omitempty && !f.viaPtr {
+		if fieldRequired(f) {
 			required = append(required, f.name)
 		}
 	}
@@ -473,7 +482,140 @@ func (g *schemaGen) object(st *types.Struct) any {
 	if len(required) > 0 {
 		out["required"] = required
 	}
+	if !selfDecoding {
+		out["additionalProperties"] = false
+	}
 	return out
+}
+
+// fieldRequired is the decoder's rule for a required field.
+func fieldRequired(f jsonField) bool {
+	_, ptr := types.Unalias(f.typ).(*types.Pointer)
+	return !f.omitempty && !f.viaPtr && !ptr
+}
+
+// fieldRules parses f's validation tags (nil when it has none).
+func fieldRules(f jsonField) (*constraint.Rules, error) {
+	k, item := kindOf(f.typ)
+	if f.asString {
+		k, item = constraint.Other, constraint.Other
+	}
+	return constraint.Parse(reflect.StructTag(f.tag), k, item)
+}
+
+// withRules merges f's validation tags into its schema s.
+func (g *schemaGen) withRules(s any, f jsonField) any {
+	r, err := fieldRules(f)
+	if err != nil || r == nil { // err: a diagnostic (tagProblems)
+		return s
+	}
+	m, ok := s.(map[string]any)
+	if !ok {
+		return s // a reference: kindOf says tags do not apply to it
+	}
+	c := make(map[string]any, len(m)+4)
+	for k, v := range m {
+		c[k] = v
+	}
+	for k, v := range r.Schema() {
+		c[k] = v
+	}
+	if r.Items != nil {
+		if items, ok := c["items"].(map[string]any); ok {
+			ic := make(map[string]any, len(items)+4)
+			for k, v := range items {
+				ic[k] = v
+			}
+			for k, v := range r.Items.Schema() {
+				ic[k] = v
+			}
+			c["items"] = ic
+		}
+	}
+	return c
+}
+
+// kindOf is constraint.KindOf over go/types: the JSON kind of t's value as
+// encoding/json decodes it (through pointers), and for a slice or array its
+// items' kind.
+func kindOf(t types.Type) (k, item constraint.Kind) {
+	t = types.Unalias(t)
+	for {
+		p, ok := t.Underlying().(*types.Pointer)
+		if !ok {
+			break
+		}
+		t = types.Unalias(p.Elem())
+	}
+	if n, ok := t.(*types.Named); ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == "encoding/json" && n.Obj().Name() == "Number" {
+		return constraint.Number, constraint.Other
+	}
+	if hasMethod(t, "UnmarshalJSON") || hasMethod(t, "UnmarshalText") {
+		return constraint.Other, constraint.Other
+	}
+	switch u := t.Underlying().(type) {
+	case *types.Basic:
+		switch {
+		case u.Info()&types.IsString != 0:
+			return constraint.String, constraint.Other
+		case u.Info()&types.IsBoolean != 0:
+			return constraint.Bool, constraint.Other
+		case u.Info()&types.IsInteger != 0:
+			return constraint.Integer, constraint.Other
+		case u.Info()&types.IsFloat != 0:
+			return constraint.Number, constraint.Other
+		}
+	case *types.Slice:
+		if b, ok := u.Elem().Underlying().(*types.Basic); ok && b.Kind() == types.Byte && !hasMethod(u.Elem(), "UnmarshalJSON") && !hasMethod(u.Elem(), "UnmarshalText") {
+			return constraint.Other, constraint.Other
+		}
+		it, _ := kindOf(u.Elem())
+		return constraint.Array, it
+	case *types.Array:
+		it, _ := kindOf(u.Elem())
+		return constraint.Array, it
+	}
+	return constraint.Other, constraint.Other
+}
+
+// tagProblems returns the fields with bad validation tags that a value of
+// type t decodes through, each once, in a stable order.
+func (g *schemaGen) tagProblems(t types.Type) []tagProblem {
+	var out []tagProblem
+	seen := map[types.Type]bool{}
+	var walk func(t types.Type)
+	walk = func(t types.Type) {
+		t = types.Unalias(t)
+		if t == nil || seen[t] {
+			return
+		}
+		seen[t] = true
+		switch u := t.Underlying().(type) {
+		case *types.Pointer:
+			walk(u.Elem())
+		case *types.Slice:
+			walk(u.Elem())
+		case *types.Array:
+			walk(u.Elem())
+		case *types.Map:
+			walk(u.Elem())
+		case *types.Struct:
+			for _, f := range fields(u) {
+				if _, err := fieldRules(f); err != nil {
+					out = append(out, tagProblem{typ: t, field: f, err: err})
+				}
+				walk(f.typ)
+			}
+		}
+	}
+	walk(t)
+	return out
+}
+
+type tagProblem struct {
+	typ   types.Type
+	field jsonField
+	err   error
 }
 
 // param is a path or query parameter filled from an input field.
@@ -488,7 +630,14 @@ type param struct {
 func (g *schemaGen) paramFields(t types.Type) []param {
 	var out []param
 	for _, f := range urlparams.Fields(t) {
-		out = append(out, param{name: f.Name, schema: basicSchema(f.Basic), doc: g.docs[f.Var.Pos()]})
+		s := basicSchema(f.Basic).(map[string]any)
+		k, _ := kindOf(f.Var.Type())
+		if r, err := constraint.Parse(reflect.StructTag(f.Tag), k, constraint.Other); err == nil && r != nil {
+			for key, v := range r.Schema() {
+				s[key] = v
+			}
+		}
+		out = append(out, param{name: f.Name, schema: s, doc: g.docs[f.Var.Pos()]})
 	}
 	return out
 }

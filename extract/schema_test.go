@@ -10,7 +10,9 @@ import (
 // unexported fields, embedded structs (through a pointer: optional),
 // pointers, slices and maps that may be null, time.Time, json.RawMessage,
 // any, ,string, []byte, arrays, and a named type by reference (itself
-// included).
+// included). Required are the fields oke's decoder requires: not a pointer,
+// not omitempty; no other property is allowed (the decoder refuses unknown
+// fields).
 func TestSchemaFromGoTypes(t *testing.T) {
 	f := flowNamed(t, run(t, "./testdata/flows"), "fixture.shapes")
 	want := `{
@@ -19,6 +21,7 @@ func TestSchemaFromGoTypes(t *testing.T) {
 	  "$defs": {"Shapes": {
 	    "description": "Shapes has a field of every kind extract writes a schema for.",
 	    "type": "object",
+	    "additionalProperties": false,
 	    "properties": {
 	      "kind": {"type": "string"},
 	      "Seq": {"type": "integer", "description": "no tag: the Go name"},
@@ -37,7 +40,7 @@ func TestSchemaFromGoTypes(t *testing.T) {
 	      "pair": {"type": "array", "items": {"type": "number", "format": "double"}, "minItems": 2, "maxItems": 2},
 	      "wait": {"type": "integer", "description": "a duration in nanoseconds"}
 	    },
-	    "required": ["kind", "Seq", "name", "age", "tags", "scores", "at", "raw", "any", "count", "data", "children", "pair", "wait"]
+	    "required": ["kind", "Seq", "name", "tags", "scores", "at", "raw", "any", "count", "data", "children", "pair", "wait"]
 	  }}
 	}`
 	var got, exp any

@@ -11,22 +11,17 @@ import (
 )
 
 // ChargeIn is the body of POST /charges.
+// Its rules are tags (oke's decoder checks them, and oke extract writes them
+// into openapi.json).
 type ChargeIn struct {
-	Amount   int64  `json:"amount"`   // in the currency's smallest unit (cents); > 0
-	Currency string `json:"currency"` // a three-letter ISO 4217 code, e.g. "usd"
+	Amount   int64  `json:"amount" minimum:"1"`               // in the currency's smallest unit (cents)
+	Currency string `json:"currency" pattern:"^[A-Za-z]{3}$"` // a three-letter ISO 4217 code, e.g. "usd"
 }
 
-// Validate checks the input and lower-cases the currency, so "USD" and "usd"
-// are the same request (and the same Idempotency-Key fingerprint).
+// Validate lower-cases the currency (what a tag cannot say), so "USD" and
+// "usd" are the same request (and the same Idempotency-Key fingerprint).
 func (in *ChargeIn) Validate() error {
-	if in.Amount <= 0 {
-		return fmt.Errorf("amount must be a positive integer in the currency's smallest unit (e.g. 1000 for 10.00), got %d", in.Amount)
-	}
-	c := strings.ToLower(in.Currency)
-	if len(c) != 3 || strings.Trim(c, "abcdefghijklmnopqrstuvwxyz") != "" {
-		return fmt.Errorf("currency must be a three-letter ISO 4217 code such as \"usd\", got %q", in.Currency)
-	}
-	in.Currency = c
+	in.Currency = strings.ToLower(in.Currency)
 	return nil
 }
 
@@ -45,14 +40,11 @@ type ChargeList struct {
 
 // ListIn holds GET /charges' query parameters.
 type ListIn struct {
-	Limit int `json:"limit"` // newest first; 0 means 100; at most 1000
+	Limit int `json:"limit,omitempty" minimum:"0" maximum:"1000"` // newest first; 0 means 100
 }
 
-// Validate checks the limit.
+// Validate fills the default limit.
 func (in *ListIn) Validate() error {
-	if in.Limit < 0 || in.Limit > 1000 {
-		return fmt.Errorf("limit must be between 1 and 1000, got %d", in.Limit)
-	}
 	if in.Limit == 0 {
 		in.Limit = 100
 	}

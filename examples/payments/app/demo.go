@@ -13,15 +13,7 @@ import (
 
 // SlowIn is the body of POST /slow.
 type SlowIn struct {
-	Ms int `json:"ms"` // how long to wait before writing, 0–600000
-}
-
-// Validate checks the wait.
-func (in SlowIn) Validate() error {
-	if in.Ms < 0 || in.Ms > 600_000 {
-		return fmt.Errorf("ms must be between 0 and 600000, got %d", in.Ms)
-	}
-	return nil
+	Ms int `json:"ms" minimum:"0" maximum:"600000"` // how long to wait before writing
 }
 
 // Slow is the answer of POST /slow.
@@ -55,15 +47,7 @@ func (s *Server) slowFlow() *oke.Flow[SlowIn, Slow] {
 
 // NoteIn is the body of POST /notes.
 type NoteIn struct {
-	Text string `json:"text"`
-}
-
-// Validate checks the text.
-func (in NoteIn) Validate() error {
-	if in.Text == "" || len(in.Text) > 10_000 {
-		return fmt.Errorf("text must be 1–10000 bytes, got %d", len(in.Text))
-	}
-	return nil
+	Text string `json:"text" minLength:"1" maxLength:"10000"`
 }
 
 // Note is a stored note.
@@ -108,16 +92,7 @@ func (s *Server) noteFlow() *oke.Flow[NoteIn, Note] {
 
 // FailIn is the body of POST /fail.
 type FailIn struct {
-	When string `json:"when"` // "before", "after" or "declared"
-}
-
-// Validate checks when.
-func (in FailIn) Validate() error {
-	switch in.When {
-	case "before", "after", "declared":
-		return nil
-	}
-	return fmt.Errorf(`when must be "before", "after" or "declared", got %q`, in.When)
+	When string `json:"when" enum:"before,after,declared"`
 }
 
 // failFlow is demo.fail: it fails in one of three ways, each with its own
@@ -147,18 +122,12 @@ func (s *Server) failFlow() *oke.Flow[FailIn, struct{}] {
 
 // ExportIn is the (optional) body of POST /export.
 type ExportIn struct {
-	Lines   int `json:"lines"`   // how many lines, 1–1000; 0 means 5
-	DelayMs int `json:"delayMs"` // pause between lines, 0–10000; 0 means 50
+	Lines   int `json:"lines,omitempty" minimum:"0" maximum:"1000"`    // how many lines; 0 means 5
+	DelayMs int `json:"delayMs,omitempty" minimum:"0" maximum:"10000"` // pause between lines; 0 means 50
 }
 
-// Validate checks the sizes and fills the defaults.
+// Validate fills the defaults.
 func (in *ExportIn) Validate() error {
-	if in.Lines < 0 || in.Lines > 1000 {
-		return fmt.Errorf("lines must be between 1 and 1000, got %d", in.Lines)
-	}
-	if in.DelayMs < 0 || in.DelayMs > 10_000 {
-		return fmt.Errorf("delayMs must be between 0 and 10000, got %d", in.DelayMs)
-	}
 	if in.Lines == 0 {
 		in.Lines = 5
 	}
@@ -206,8 +175,8 @@ func (s *Server) exportFlow() *oke.StreamFlow[ExportIn] {
 // WebhookIn is a provider's event, the body of POST /webhooks/provider. Only
 // id and type are read; the rest of the payload is kept as it came.
 type WebhookIn struct {
-	ID      string          `json:"id"`   // "evt_…": the dedupe key
-	Type    string          `json:"type"` // e.g. "charge.succeeded"
+	ID      string          `json:"id" minLength:"1"`   // "evt_…": the dedupe key
+	Type    string          `json:"type" minLength:"1"` // e.g. "charge.succeeded"
 	Payload json.RawMessage `json:"-"`
 }
 
@@ -223,17 +192,6 @@ func (in *WebhookIn) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	in.ID, in.Type, in.Payload = v.ID, v.Type, append(json.RawMessage(nil), b...)
-	return nil
-}
-
-// Validate checks the event.
-func (in WebhookIn) Validate() error {
-	if in.ID == "" {
-		return errors.New(`id is required (the provider's event id, e.g. "evt_123")`)
-	}
-	if in.Type == "" {
-		return errors.New(`type is required (e.g. "charge.succeeded")`)
-	}
 	return nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"time"
-	"unicode/utf8"
 
 	"github.com/okengine/oke"
 )
@@ -19,23 +18,9 @@ import (
 
 // PipelineIn is the body of POST /pipeline.
 type PipelineIn struct {
-	Tag    string `json:"tag"`    // names the pipeline; 1–200 bytes of UTF-8
-	Steps  int    `json:"steps"`  // how many steps, 0–1000
-	StepMs int    `json:"stepMs"` // how long each step waits before it writes, 0–60000
-}
-
-// Validate checks the input.
-func (in PipelineIn) Validate() error {
-	if len(in.Tag) == 0 || len(in.Tag) > 200 || !utf8.ValidString(in.Tag) {
-		return fmt.Errorf("tag must be 1–200 bytes of UTF-8, got %q", in.Tag)
-	}
-	if in.Steps < 0 || in.Steps > 1000 {
-		return fmt.Errorf("steps must be between 0 and 1000, got %d", in.Steps)
-	}
-	if in.StepMs < 0 || in.StepMs > 60_000 {
-		return fmt.Errorf("stepMs must be between 0 and 60000, got %d", in.StepMs)
-	}
-	return nil
+	Tag    string `json:"tag" minLength:"1" maxLength:"200"`  // names the pipeline
+	Steps  int    `json:"steps" minimum:"0" maximum:"1000"`   // how many steps
+	StepMs int    `json:"stepMs" minimum:"0" maximum:"60000"` // how long each step waits before it writes
 }
 
 // Pipeline is the answer of POST /pipeline once every step is done.
@@ -142,16 +127,14 @@ const MaxReminderDelay = 30 * 24 * time.Hour
 
 // RemindIn is the body of POST /reminders.
 type RemindIn struct {
-	To    string `json:"to"`    // who to remind; 1–320 characters
-	Delay string `json:"delay"` // a Go duration, e.g. "2s", "1h30m"; 0s–720h
+	To    string `json:"to" minLength:"1" maxLength:"320"` // who to remind
+	Delay string `json:"delay"`                            // a Go duration, e.g. "2s", "1h30m"; 0s–720h
 }
 
-// Validate checks the input and writes the delay in its canonical form, so
-// "2000ms" and "2s" are the same request (and the same fingerprint).
+// Validate checks the delay (what a tag cannot say) and writes it in its
+// canonical form, so "2000ms" and "2s" are the same request (and the same
+// fingerprint).
 func (in *RemindIn) Validate() error {
-	if in.To == "" || len(in.To) > 320 {
-		return fmt.Errorf("to must be 1–320 characters, got %d", len(in.To))
-	}
 	d, err := time.ParseDuration(in.Delay)
 	if err != nil || d < 0 || d > MaxReminderDelay {
 		return fmt.Errorf(`delay must be a duration between 0s and 720h, such as "2s" or "1h30m", got %q`, in.Delay)

@@ -12,7 +12,7 @@ func init() {
 	oke.RegisterContract(oke.Contract{Version: 1, Flows: []oke.ContractFlow{
 		{
 			Name:        "bench.chargeUnprotected",
-			Source:      "examples/payments/app/charges.go:88",
+			Source:      "examples/payments/app/charges.go:80",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "off", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -20,7 +20,7 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectWrite},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/charges.go:96 charge → examples/payments/app/charges.go:107 fx.Tx → tx.QueryRow INSERT INTO charges (amount, currency, tenant, principal) VALUES ($1, …"},
+				oke.EffectWrite: {"examples/payments/app/charges.go:88 charge → examples/payments/app/charges.go:99 fx.Tx → tx.QueryRow INSERT INTO charges (amount, currency, tenant, principal) VALUES ($1, …"},
 			},
 		},
 		{
@@ -36,7 +36,7 @@ func init() {
 		},
 		{
 			Name:        "demo.export",
-			Source:      "examples/payments/app/demo.go:182",
+			Source:      "examples/payments/app/demo.go:151",
 			Shape:       "stream",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -46,7 +46,7 @@ func init() {
 		},
 		{
 			Name:        "demo.fail",
-			Source:      "examples/payments/app/demo.go:132",
+			Source:      "examples/payments/app/demo.go:107",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -54,12 +54,12 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectWrite},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/demo.go:139 fx.Store(s.db).Exec INSERT INTO fail_writes (stage) VALUES ($1)"},
+				oke.EffectWrite: {"examples/payments/app/demo.go:114 fx.Store(s.db).Exec INSERT INTO fail_writes (stage) VALUES ($1)"},
 			},
 		},
 		{
 			Name:        "demo.note",
-			Source:      "examples/payments/app/demo.go:94",
+			Source:      "examples/payments/app/demo.go:78",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "2s", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -67,13 +67,13 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectWrite, oke.EffectEmit},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/demo.go:98 insertNote → examples/payments/app/demo.go:83 st.QueryRow INSERT INTO notes (text) VALUES ($1) RETURNING id, text, created_at"},
-				oke.EffectEmit:  {"examples/payments/app/demo.go:102 fx.Emit \"note.created\""},
+				oke.EffectWrite: {"examples/payments/app/demo.go:82 insertNote → examples/payments/app/demo.go:67 st.QueryRow INSERT INTO notes (text) VALUES ($1) RETURNING id, text, created_at"},
+				oke.EffectEmit:  {"examples/payments/app/demo.go:86 fx.Emit \"note.created\""},
 			},
 		},
 		{
 			Name:        "demo.pipeline",
-			Source:      "examples/payments/app/durable.go:53",
+			Source:      "examples/payments/app/durable.go:38",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -82,12 +82,12 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectWrite},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/durable.go:58 oke.Step fmt.Sprintf(\"step %d\", i) → examples/payments/app/durable.go:63 fx.Store(s.db).QueryRow INSERT INTO pipeline_counts (tag, step, executions) VALUES ($1, $2, 1) …"},
+				oke.EffectWrite: {"examples/payments/app/durable.go:43 oke.Step fmt.Sprintf(\"step %d\", i) → examples/payments/app/durable.go:48 fx.Store(s.db).QueryRow INSERT INTO pipeline_counts (tag, step, executions) VALUES ($1, $2, 1) …"},
 			},
 		},
 		{
 			Name:        "demo.pipelineLog",
-			Source:      "examples/payments/app/durable.go:115",
+			Source:      "examples/payments/app/durable.go:100",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -96,12 +96,12 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/durable.go:119 fx.Store(s.rdb).Query SELECT step, executions FROM pipeline_counts WHERE tag = $1 ORDER BY …"},
+				oke.EffectRead: {"examples/payments/app/durable.go:104 fx.Store(s.rdb).Query SELECT step, executions FROM pipeline_counts WHERE tag = $1 ORDER BY …"},
 			},
 		},
 		{
 			Name:        "demo.remind",
-			Source:      "examples/payments/app/durable.go:176",
+			Source:      "examples/payments/app/durable.go:159",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -111,13 +111,13 @@ func init() {
 			Effects: []oke.Effect{oke.EffectWrite, oke.EffectEmit},
 			Steps:   []string{"schedule", "wait until due", "send"},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/durable.go:181 oke.Step \"schedule\" → examples/payments/app/durable.go:184 fx.Store(s.db).QueryRow INSERT INTO reminders (recipient, delay_ms, due_at) VALUES ($1, $2, $3) …", "examples/payments/app/durable.go:198 oke.Step \"send\" → examples/payments/app/durable.go:199 fx.Store(s.db).Exec UPDATE reminders SET sent = 1, sent_at = $2 WHERE id = $1 AND sent = 0"},
-				oke.EffectEmit:  {"examples/payments/app/durable.go:198 oke.Step \"send\" → examples/payments/app/durable.go:204 fx.Emit \"reminder.sent\""},
+				oke.EffectWrite: {"examples/payments/app/durable.go:164 oke.Step \"schedule\" → examples/payments/app/durable.go:167 fx.Store(s.db).QueryRow INSERT INTO reminders (recipient, delay_ms, due_at) VALUES ($1, $2, $3) …", "examples/payments/app/durable.go:181 oke.Step \"send\" → examples/payments/app/durable.go:182 fx.Store(s.db).Exec UPDATE reminders SET sent = 1, sent_at = $2 WHERE id = $1 AND sent = 0"},
+				oke.EffectEmit:  {"examples/payments/app/durable.go:181 oke.Step \"send\" → examples/payments/app/durable.go:187 fx.Emit \"reminder.sent\""},
 			},
 		},
 		{
 			Name:        "demo.reminders",
-			Source:      "examples/payments/app/durable.go:231",
+			Source:      "examples/payments/app/durable.go:214",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -126,12 +126,12 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/durable.go:235 fx.Store(s.rdb).Query SELECT id, recipient, sent FROM reminders ORDER BY id"},
+				oke.EffectRead: {"examples/payments/app/durable.go:218 fx.Store(s.rdb).Query SELECT id, recipient, sent FROM reminders ORDER BY id"},
 			},
 		},
 		{
 			Name:        "demo.slow",
-			Source:      "examples/payments/app/demo.go:36",
+			Source:      "examples/payments/app/demo.go:28",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -139,12 +139,12 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectWrite},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/demo.go:47 fx.Store(s.db).QueryRow INSERT INTO slow_rows (ms) VALUES ($1) RETURNING id"},
+				oke.EffectWrite: {"examples/payments/app/demo.go:39 fx.Store(s.db).QueryRow INSERT INTO slow_rows (ms) VALUES ($1) RETURNING id"},
 			},
 		},
 		{
 			Name:        "demo.webhook",
-			Source:      "examples/payments/app/demo.go:254",
+			Source:      "examples/payments/app/demo.go:212",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -152,13 +152,13 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectWrite, oke.EffectEmit},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/demo.go:257 fx.Store(s.db).Exec INSERT INTO webhook_events (event_id, type, payload) VALUES ($1, $2, $3) …"},
-				oke.EffectEmit:  {"examples/payments/app/demo.go:269 fx.Emit \"webhook.received\""},
+				oke.EffectWrite: {"examples/payments/app/demo.go:215 fx.Store(s.db).Exec INSERT INTO webhook_events (event_id, type, payload) VALUES ($1, $2, $3) …"},
+				oke.EffectEmit:  {"examples/payments/app/demo.go:227 fx.Emit \"webhook.received\""},
 			},
 		},
 		{
 			Name:        "demo.whoami",
-			Source:      "examples/payments/app/demo.go:285",
+			Source:      "examples/payments/app/demo.go:243",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{},
@@ -169,7 +169,7 @@ func init() {
 		},
 		{
 			Name:        "payments.charge",
-			Source:      "examples/payments/app/charges.go:74",
+			Source:      "examples/payments/app/charges.go:66",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "required", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -178,12 +178,12 @@ func init() {
 			Effects: []oke.Effect{oke.EffectWrite},
 			TxOnly:  true,
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/charges.go:96 charge → examples/payments/app/charges.go:107 fx.Tx → tx.QueryRow INSERT INTO charges (amount, currency, tenant, principal) VALUES ($1, …"},
+				oke.EffectWrite: {"examples/payments/app/charges.go:88 charge → examples/payments/app/charges.go:99 fx.Tx → tx.QueryRow INSERT INTO charges (amount, currency, tenant, principal) VALUES ($1, …"},
 			},
 		},
 		{
 			Name:        "payments.get",
-			Source:      "examples/payments/app/charges.go:156",
+			Source:      "examples/payments/app/charges.go:148",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -192,12 +192,12 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/charges.go:161 fx.Store(s.rdb).QueryRow SELECT id, amount, currency, created_at FROM charges WHERE id = $1 AND …"},
+				oke.EffectRead: {"examples/payments/app/charges.go:153 fx.Store(s.rdb).QueryRow SELECT id, amount, currency, created_at FROM charges WHERE id = $1 AND …"},
 			},
 		},
 		{
 			Name:        "payments.getRefund",
-			Source:      "examples/payments/app/refunds.go:200",
+			Source:      "examples/payments/app/refunds.go:192",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -206,12 +206,12 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/refunds.go:204 s.readRefund → examples/payments/app/refunds.go:189 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
+				oke.EffectRead: {"examples/payments/app/refunds.go:196 s.readRefund → examples/payments/app/refunds.go:181 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
 			},
 		},
 		{
 			Name:        "payments.list",
-			Source:      "examples/payments/app/charges.go:119",
+			Source:      "examples/payments/app/charges.go:111",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -220,12 +220,12 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/charges.go:129 fx.Store(s.rdb).Query SELECT id, amount, currency, created_at FROM charges WHERE tenant = $1 …", "examples/payments/app/charges.go:131 fx.Store(s.rdb).Query SELECT id, amount, currency, created_at FROM charges WHERE tenant = $1 …"},
+				oke.EffectRead: {"examples/payments/app/charges.go:121 fx.Store(s.rdb).Query SELECT id, amount, currency, created_at FROM charges WHERE tenant = $1 …", "examples/payments/app/charges.go:123 fx.Store(s.rdb).Query SELECT id, amount, currency, created_at FROM charges WHERE tenant = $1 …"},
 			},
 		},
 		{
 			Name:        "payments.quote",
-			Source:      "examples/payments/app/charges.go:198",
+			Source:      "examples/payments/app/charges.go:190",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -233,12 +233,12 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/charges.go:202 fx.Store(s.rdb).QueryRow SELECT count(*) FROM charges WHERE tenant = $1"},
+				oke.EffectRead: {"examples/payments/app/charges.go:194 fx.Store(s.rdb).QueryRow SELECT count(*) FROM charges WHERE tenant = $1"},
 			},
 		},
 		{
 			Name:        "payments.refund",
-			Source:      "examples/payments/app/refunds.go:81",
+			Source:      "examples/payments/app/refunds.go:73",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -248,10 +248,10 @@ func init() {
 			Effects: []oke.Effect{oke.EffectRead, oke.EffectWrite, oke.EffectEmit, oke.EffectFetch},
 			Steps:   []string{"look up the charge", "refund id", "call the provider", "write the refund", "emit refund.created"},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead:  {"examples/payments/app/refunds.go:86 oke.Step \"look up the charge\" → examples/payments/app/refunds.go:91 fx.Store(s.rdb).QueryRow SELECT c.id, c.amount, c.currency, c.created_at, (SELECT r.id FROM …", "examples/payments/app/refunds.go:129 oke.Step \"write the refund\" → examples/payments/app/refunds.go:136 s.readRefund → examples/payments/app/refunds.go:189 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
-				oke.EffectWrite: {"examples/payments/app/refunds.go:129 oke.Step \"write the refund\" → examples/payments/app/refunds.go:131 st.Exec INSERT INTO refunds (id, charge_id, amount, provider_id) VALUES ($1, $2, …"},
-				oke.EffectEmit:  {"examples/payments/app/refunds.go:145 oke.Step \"emit refund.created\" → examples/payments/app/refunds.go:146 fx.Emit \"refund.created\""},
-				oke.EffectFetch: {"examples/payments/app/refunds.go:122 oke.Step \"call the provider\" → examples/payments/app/refunds.go:123 s.callProvider → examples/payments/app/refunds.go:166 fx.Fetch"},
+				oke.EffectRead:  {"examples/payments/app/refunds.go:78 oke.Step \"look up the charge\" → examples/payments/app/refunds.go:83 fx.Store(s.rdb).QueryRow SELECT c.id, c.amount, c.currency, c.created_at, (SELECT r.id FROM …", "examples/payments/app/refunds.go:121 oke.Step \"write the refund\" → examples/payments/app/refunds.go:128 s.readRefund → examples/payments/app/refunds.go:181 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
+				oke.EffectWrite: {"examples/payments/app/refunds.go:121 oke.Step \"write the refund\" → examples/payments/app/refunds.go:123 st.Exec INSERT INTO refunds (id, charge_id, amount, provider_id) VALUES ($1, $2, …"},
+				oke.EffectEmit:  {"examples/payments/app/refunds.go:137 oke.Step \"emit refund.created\" → examples/payments/app/refunds.go:138 fx.Emit \"refund.created\""},
+				oke.EffectFetch: {"examples/payments/app/refunds.go:114 oke.Step \"call the provider\" → examples/payments/app/refunds.go:115 s.callProvider → examples/payments/app/refunds.go:158 fx.Fetch"},
 			},
 		},
 	}})

@@ -15,15 +15,7 @@ import (
 
 // RefundIn is the body of POST /refunds.
 type RefundIn struct {
-	ChargeID string `json:"chargeId"` // the charge to refund in full
-}
-
-// Validate checks the input.
-func (in RefundIn) Validate() error {
-	if in.ChargeID == "" || len(in.ChargeID) > 200 {
-		return fmt.Errorf(`chargeId must name a charge (e.g. "ch_…"), got %q`, in.ChargeID)
-	}
-	return nil
+	ChargeID string `json:"chargeId" minLength:"1" maxLength:"200"` // the charge to refund in full, "ch_…"
 }
 
 // Refund is a refund as the API shows it.

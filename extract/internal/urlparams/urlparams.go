@@ -15,6 +15,7 @@ type Field struct {
 	Name  string       // the parameter's name: the field's JSON name
 	Var   *types.Var   // the Go field
 	Basic *types.Basic // its scalar kind (through one pointer)
+	Tag   string       // its whole struct tag (for validation tags)
 }
 
 // Fields returns t's fields that URL parameters fill: the exported
@@ -53,7 +54,7 @@ func Fields(t types.Type) []Field {
 		if !ok || b.Info()&(types.IsBoolean|types.IsInteger|types.IsFloat|types.IsString) == 0 {
 			continue
 		}
-		out = append(out, Field{Name: name, Var: f, Basic: b})
+		out = append(out, Field{Name: name, Var: f, Basic: b, Tag: st.Tag(i)})
 	}
 	return out
 }
