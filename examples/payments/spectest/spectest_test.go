@@ -259,12 +259,17 @@ func TestDemoFollowsItsOpenAPI(t *testing.T) {
 	var total counts
 	for _, op := range operations(doc) {
 		var n counts
+		probed := false
 		t.Run(op.id, func(t *testing.T) {
 			rapid.Check(t, func(rt *rapid.T) {
 				r := g.valid(rt, op)
 				chk.selfCheck(rt, r)
 				a := send(rt, base, r)
 				n.valid++
+				if !probed {
+					probed = true
+					chk.probe(&all, rt, g, base, r)
+				}
 				chk.answer(&all, r, a)
 				if a.status == 400 || a.status == 422 {
 					all.add(op, fmt.Sprintf("valid request refused %d %s", a.status, errorCode(a)),
@@ -482,5 +487,61 @@ func (c *checker) reuse(f *findings, r *request, first, again answer) {
 	}
 	if again.status != 422 {
 		f.add(r.op, "reuse", fmt.Sprintf("the same Idempotency-Key with another body was answered %d %s, not 422 IdempotencyKeyReused", again.status, errorCode(again)), r, again)
+	}
+}
+
+// probes are headers the demo's gate reads whatever the document says: a
+// server that answers them (401 for a bad credential, 400 for a bad
+// tenant) reads them, so the document must state them.
+var probes = []struct {
+	header, value string
+	status        int
+	documented    func(doc *openapi3.T, op *operation) bool
+	want          string
+}{
+	{"Authorization", "Bearer bad", 401, bearer, "a security requirement with an http bearer scheme"},
+	{"X-API-Key", "bad key", 401, apiKey("X-API-Key"), "a security requirement with an apiKey scheme in header X-API-Key"},
+	{"X-Tenant", "bad tenant", 400, headerParam("X-Tenant"), "an X-Tenant header parameter"},
+}
+
+// probe sends r once with each probe header.
+func (c *checker) probe(f *findings, t *rapid.T, g *generator, base string, r *request) {
+	for _, p := range probes {
+		pr := r.clone()
+		pr.what = "probe " + p.header
+		if k := r.op.key; k != nil && pr.header.Get(k.Name) != "" {
+			pr.header.Set(k.Name, g.freshKey(t, k.Schema.Value))
+		}
+		pr.header.Set(p.header, p.value)
+		a := send(t, base, pr)
+		c.answer(f, pr, a)
+		if a.status == p.status && !p.documented(c.doc, r.op) {
+			f.add(r.op, "undocumented "+p.header, fmt.Sprintf("the server reads %s (%s: %s is answered %d %s), but the operation does not document it (expected: %s)", p.header, p.header, p.value, a.status, errorCode(a), p.want), pr, a)
+		}
+	}
+}
+
+func apiKey(name string) func(*openapi3.T, *operation) bool {
+	return func(doc *openapi3.T, op *operation) bool {
+		for _, req := range op.security {
+			for s := range req {
+				if ref := doc.Components.SecuritySchemes[s]; ref != nil && ref.Value != nil &&
+					ref.Value.Type == "apiKey" && ref.Value.In == "header" && strings.EqualFold(ref.Value.Name, name) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+}
+
+func headerParam(name string) func(*openapi3.T, *operation) bool {
+	return func(_ *openapi3.T, op *operation) bool {
+		for _, p := range op.params {
+			if p.In == "header" && strings.EqualFold(p.Name, name) {
+				return true
+			}
+		}
+		return false
 	}
 }
