@@ -443,11 +443,16 @@ func text(v any) string {
 
 // invalid draws one way to make the valid request r invalid, and the
 // status the spec then promises: 400 for the input and the key, 415 for a
-// media type the operation does not take, 401 for a bad credential.
-func (g *generator) invalid(t *rapid.T, r *request) *request {
+// media type the operation does not take, 401 for a bad credential. Of the
+// ways r can be broken it draws among those tried least so far (tried
+// counts them), so that a run of as many checks as there are ways tries
+// each.
+func (g *generator) invalid(t *rapid.T, r *request, tried map[string]int) *request {
 	op := r.op
 	var ways []func() *request
+	var names []string
 	add := func(want int, schemaBad bool, what string, edit func(*request)) {
+		names = append(names, what)
 		ways = append(ways, func() *request {
 			c := r.clone()
 			c.what, c.want, c.schemaBad = what, want, schemaBad
@@ -540,7 +545,19 @@ func (g *generator) invalid(t *rapid.T, r *request) *request {
 	if len(ways) == 0 {
 		return nil
 	}
-	return ways[rapid.IntRange(0, len(ways)-1).Draw(t, "invalid")]()
+	least := -1
+	var pick []int
+	for i, name := range names {
+		switch n := tried[name]; {
+		case least < 0 || n < least:
+			least, pick = n, []int{i}
+		case n == least:
+			pick = append(pick, i)
+		}
+	}
+	i := pick[rapid.IntRange(0, len(pick)-1).Draw(t, "invalid")]
+	tried[names[i]]++
+	return ways[i]()
 }
 
 // paramBreakings are the invalid text values of a parameter.

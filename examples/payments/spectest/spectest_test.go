@@ -34,6 +34,12 @@
 // minute (demo.note's 2s) only relaxes the replay check to "either replay
 // or run again".
 //
+// Of the ways a request can be made invalid, each check draws among
+// those tried least so far, so that every way is tried once the checks
+// outnumber them. TestDriveFindsEachLie runs the same checks against a
+// small server that keeps a small document, and against versions of it
+// that lie in one way each: no finding on the first, the lie on each other.
+//
 // Set OKE_SPECTEST_REPORT=FILE to have the findings written there as
 // Markdown as well.
 package spectest
@@ -251,15 +257,31 @@ type counts struct{ valid, invalid, replays, reuses int }
 func TestDemoFollowsItsOpenAPI(t *testing.T) {
 	doc := loadSpec(t)
 	base := startDemo(t)
+	all, total := drive(t, doc, base)
+	list := all.list()
+	t.Logf("total: %d operations, %d valid requests, %d invalid, %d replays, %d reuses; %d findings",
+		len(operations(doc)), total.valid, total.invalid, total.replays, total.reuses, len(list))
+	for _, f := range list {
+		t.Errorf("%s: %s (%d requests)\n%s\n", f.op, f.detail, f.n, indent(f.example))
+	}
+	if path := os.Getenv("OKE_SPECTEST_REPORT"); path != "" {
+		writeReport(t, path, list)
+	}
+}
+
+// drive runs the property checks of every operation of doc against the
+// server at base, and returns what they found.
+func drive(t *testing.T, doc *openapi3.T, base string) (*findings, counts) {
 	g := &generator{doc: doc, pools: &pools{}}
 	chk := &checker{doc: doc}
-	var all findings
+	all := &findings{}
 	t.Logf("seed: -rapid.seed=%s, checks per operation: -rapid.checks=%s",
 		flag.Lookup("rapid.seed").Value, flag.Lookup("rapid.checks").Value)
 	var total counts
 	for _, op := range operations(doc) {
 		var n counts
 		probed := false
+		tried := map[string]int{}
 		t.Run(op.id, func(t *testing.T) {
 			rapid.Check(t, func(rt *rapid.T) {
 				r := g.valid(rt, op)
@@ -268,9 +290,9 @@ func TestDemoFollowsItsOpenAPI(t *testing.T) {
 				n.valid++
 				if !probed {
 					probed = true
-					chk.probe(&all, rt, g, base, r)
+					chk.probe(all, rt, g, base, r)
 				}
-				chk.answer(&all, r, a)
+				chk.answer(all, r, a)
 				if a.status == 400 || a.status == 422 {
 					all.add(op, fmt.Sprintf("valid request refused %d %s", a.status, errorCode(a)),
 						fmt.Sprintf("a request the document allows (kin-openapi's ValidateRequest passes it) was refused with %d %s", a.status, errorCode(a)), r, a)
@@ -278,20 +300,20 @@ func TestDemoFollowsItsOpenAPI(t *testing.T) {
 				g.pools.collect(op, a.status, a.body)
 				if op.key != nil && r.header.Get(op.key.Name) != "" && a.status != 400 && a.status != 422 {
 					n.replays++
-					chk.replay(&all, r, a, send(rt, base, r))
+					chk.replay(all, r, a, send(rt, base, r))
 					if a.status < 200 || a.status > 299 {
 						// Only a 2xx is surely stored (a failure before any
 						// write is not): the retry's documentation is checked.
 					} else if other := g.reused(rt, r); other != nil {
 						n.reuses++
-						chk.reuse(&all, other, a, send(rt, base, other))
+						chk.reuse(all, other, a, send(rt, base, other))
 					}
 				}
-				if bad := g.invalid(rt, r); bad != nil {
+				if bad := g.invalid(rt, r, tried); bad != nil {
 					chk.selfCheck(rt, bad)
 					b := send(rt, base, bad)
 					n.invalid++
-					chk.answer(&all, bad, b)
+					chk.answer(all, bad, b)
 					// When the valid request it was made from was itself
 					// refused (a finding above), a 400 says nothing about
 					// this one: only its answer's documentation is checked.
@@ -308,15 +330,7 @@ func TestDemoFollowsItsOpenAPI(t *testing.T) {
 		total.replays += n.replays
 		total.reuses += n.reuses
 	}
-	list := all.list()
-	t.Logf("total: %d operations, %d valid requests, %d invalid, %d replays, %d reuses; %d findings",
-		len(operations(doc)), total.valid, total.invalid, total.replays, total.reuses, len(list))
-	for _, f := range list {
-		t.Errorf("%s: %s (%d requests)\n%s\n", f.op, f.detail, f.n, indent(f.example))
-	}
-	if path := os.Getenv("OKE_SPECTEST_REPORT"); path != "" {
-		writeReport(t, path, list)
-	}
+	return all, total
 }
 
 func indent(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n    ") }
