@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -75,6 +76,10 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 			writeEnvelope(w, &Error{Status: http.StatusBadRequest, Code: CodeMalformedJSON, Message: "The request body could not be read.", Err: err})
 			return
 		}
+	}
+	if len(body) > 0 && !bodyTypeAccepted(r.Header.Get("Content-Type")) {
+		writeEnvelope(w, ErrUnsupportedMediaType)
+		return
 	}
 	in, ierr := f.decode(body, input{params: a.paramsOf(rt, r), path: rt.params,
 		query: r.Method == http.MethodGet || r.Method == http.MethodHead})
@@ -659,4 +664,17 @@ func (a *App) unavailable(err error) bool {
 	}
 	td, ok := a.cfg.Driver.(driver.TxDriver)
 	return ok && td.Unavailable(err)
+}
+
+// bodyTypeAccepted says whether a request body with Content-Type ct is read
+// (as JSON): JSON (application/json or any +json type), no Content-Type,
+// or application/x-www-form-urlencoded, what curl -d sends unless told
+// otherwise. Anything else is 415 UnsupportedMediaType: a body sent as
+// text/plain or multipart is not what the operation takes.
+func bodyTypeAccepted(ct string) bool {
+	if ct == "" || httpx.IsJSON(ct) {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/x-www-form-urlencoded"
 }

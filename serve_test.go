@@ -269,3 +269,37 @@ func TestShutdownEndsLiveFeeds(t *testing.T) {
 		t.Fatalf("Shutdown: %v", err)
 	}
 }
+
+// TestBodyMediaType: a body is read as JSON when its Content-Type is JSON,
+// absent, or curl -d's form encoding; any other media type is 415
+// UnsupportedMediaType and the flow does not run.
+func TestBodyMediaType(t *testing.T) {
+	app := newApp(t, oke.Config{}, func(app *oke.App) {
+		app.Handle(oke.POST("/m"), oke.NewFlow("m.echo", oke.Options{Effects: []oke.Effect{}},
+			func(_ context.Context, in amountIn, _ *oke.Fx) (oke.Response[int64], error) {
+				return oke.OK(in.Amount), nil
+			}))
+	})
+	for _, tc := range []struct {
+		ct   string
+		want int
+	}{
+		{"", 200},
+		{"application/json", 200},
+		{"application/json; charset=utf-8", 200},
+		{"application/merge-patch+json", 200},
+		{"application/x-www-form-urlencoded", 200},
+		{"text/plain", 415},
+		{"multipart/form-data; boundary=x", 415},
+		{"nonsense", 415},
+	} {
+		var hdr []string
+		if tc.ct != "" {
+			hdr = []string{"Content-Type", tc.ct}
+		}
+		w := do(app, "POST", "/m", `{"amount":1}`, hdr...)
+		if w.Code != tc.want || tc.want == 415 && !strings.Contains(w.Body.String(), "UnsupportedMediaType") {
+			t.Errorf("Content-Type %q: %d %s, want %d", tc.ct, w.Code, w.Body, tc.want)
+		}
+	}
+}

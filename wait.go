@@ -26,24 +26,84 @@ import (
 const maxWait = 60 * time.Second
 
 // preferWait reads "Prefer: wait=N" (seconds; above 60 means 60) from r; 0
-// when absent or malformed.
+// when absent or malformed. It reads RFC 7240's grammar: any number of
+// Prefer headers, each a comma-separated list of preferences
+// ("return=minimal, wait=10"), a preference's name in any case, its value a
+// token or a quoted string, parameters after ";" ignored, whitespace around
+// "=" and ";" allowed. The first wait preference counts.
 func preferWait(r *http.Request) time.Duration {
 	for _, v := range r.Header.Values("Prefer") {
-		for _, p := range strings.Split(v, ",") {
-			p = strings.TrimSpace(p)
-			name, val, ok := strings.Cut(p, "=")
-			if !ok || !strings.EqualFold(strings.TrimSpace(name), "wait") {
+		for _, p := range splitPrefer(v) {
+			name, val, _ := strings.Cut(p, "=")
+			if !strings.EqualFold(strings.TrimSpace(name), "wait") {
 				continue
 			}
-			val = strings.Trim(strings.TrimSpace(val), `"`)
+			val = unquote(strings.TrimSpace(val))
+			if val == "" || strings.Trim(val, "0123456789") != "" {
+				return 0
+			}
 			n, err := strconv.ParseUint(val, 10, 32)
-			if err != nil || n == 0 {
+			if err != nil { // more digits than a uint32: a long wait
+				return maxWait
+			}
+			if n == 0 {
 				return 0
 			}
 			return min(time.Duration(n)*time.Second, maxWait)
 		}
 	}
 	return 0
+}
+
+// splitPrefer splits one Prefer header into its preferences, each without
+// its parameters (after ";"), on the commas outside quoted strings.
+func splitPrefer(v string) []string {
+	var (
+		out    []string
+		start  int
+		quoted bool
+		params = -1 // where the current preference's ";" is
+	)
+	end := func(i int) {
+		stop := i
+		if params >= 0 {
+			stop = params
+		}
+		if p := strings.TrimSpace(v[start:stop]); p != "" {
+			out = append(out, p)
+		}
+		start, params = i+1, -1
+	}
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case quoted && c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case quoted:
+		case c == ';' && params < 0:
+			params = i
+		case c == ',':
+			end(i)
+		}
+	}
+	end(len(v))
+	return out
+}
+
+// unquote returns a quoted-string's content (RFC 9110), or s as it is.
+func unquote(s string) string {
+	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
+		return s
+	}
+	var b strings.Builder
+	for i := 1; i < len(s)-1; i++ {
+		if s[i] == '\\' && i+1 < len(s)-1 {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // completions wakes the requests of this process that wait for a key to

@@ -69,6 +69,11 @@ type Binding struct {
 	// are kept.
 	Dedupe    string `json:"dedupe,omitempty"`
 	DedupeTTL string `json:"dedupeTTL,omitempty"`
+	// Conditional: the App.Handle call is made only on some paths (inside
+	// an if, a switch or a select: a route behind a flag). The binding is in
+	// the contract, but not in openapi.json, which describes the routes an
+	// app always serves.
+	Conditional bool `json:"conditional,omitempty"`
 }
 
 // Schema is a JSON Schema (2020-12), as a JSON value.

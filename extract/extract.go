@@ -38,6 +38,7 @@ type Result struct {
 	modPath string
 	pkgs    []genPkg
 	openapi *openAPIDoc
+	gate    *gateInfo // the app's gate, as extract reads it
 	io      map[string]*flowIO
 }
 
@@ -94,7 +95,12 @@ func extract(prog *program) *Result {
 		}
 		names[f.name] = f
 		fl, gf, diags := build(fd, sg, f)
-		res.io[f.name] = &flowIO{in: f.in, out: f.out, statuses: fd.statuses(f), allowUnknown: f.opts.allowUnknown}
+		fns := fd.flowFuncs(f)
+		res.io[f.name] = &flowIO{in: f.in, out: f.out, statuses: fd.statuses(f), allowUnknown: f.opts.allowUnknown,
+			fails: fd.failuresOf(fns)}
+		if f.shape == "stream" {
+			res.io[f.name].media = fd.streamMediaType(fns)
+		}
 		res.Diagnostics = append(res.Diagnostics, diags...)
 		res.Contract.Flows = append(res.Contract.Flows, fl)
 		gp := byPkg[f.pkg.path]
@@ -124,6 +130,7 @@ func extract(prog *program) *Result {
 	}
 	sortDiags(res.Diagnostics)
 	sortDiags(res.Warnings)
+	res.gate = fd.gate()
 	res.openapi = buildOpenAPI(res, sg)
 	return res
 }
@@ -223,7 +230,7 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (Flow, genFlow, []Diagnostic)
 		h := b.honors(f.shape, mode, qualifies)
 		honoredAny = honoredAny || h
 		fl.Bindings = append(fl.Bindings, Binding{Kind: b.kind, Method: b.method, Path: b.path, Event: b.event,
-			Honored: h, Dedupe: b.dedupe, DedupeTTL: b.dedupeTTL})
+			Honored: h, Dedupe: b.dedupe, DedupeTTL: b.dedupeTTL, Conditional: fd.conditional(b.pos)})
 	}
 	if honoredAny {
 		switch {

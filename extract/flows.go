@@ -2,7 +2,6 @@ package extract
 
 import (
 	"fmt"
-	"go/constant"
 	"go/token"
 	"go/types"
 	"sort"
@@ -437,103 +436,6 @@ func (fd *finder) summary(f *flowInst) *summary {
 	}
 	f.sum = s
 	return s
-}
-
-// statuses returns the 2xx statuses the flow's function answers with:
-// oke.OK 200, Created 201, Accepted 202, NoContent 204, Raw with a constant
-// status, a Response{Status: …} literal; 204 too for a durable flow that
-// sleeps. Unknown or none found: 200.
-func (fd *finder) statuses(f *flowInst) []int {
-	set := map[int]bool{}
-	for i, v := range f.do {
-		fd.ix.origins(v, f.doCtx[i], func(o ssa.Value, _ *ctxt) {
-			var fn *ssa.Function
-			switch x := o.(type) {
-			case *ssa.Function:
-				fn = x
-			case *ssa.MakeClosure:
-				fn = x.Fn.(*ssa.Function)
-			default:
-				return
-			}
-			fd.returnStatuses(fn, set, 0)
-		})
-	}
-	if f.sum != nil {
-		for _, st := range f.sum.steps {
-			if c, ok := st.sites[len(st.sites)-1].(ssa.CallInstruction); ok {
-				if n := apiName(c.Common().StaticCallee()); n == "Sleep" || n == "SleepUntil" {
-					set[204] = true
-				}
-			}
-		}
-	}
-	if len(set) == 0 {
-		return []int{200}
-	}
-	var out []int
-	for s := range set {
-		out = append(out, s)
-	}
-	sort.Ints(out)
-	return out
-}
-
-func (fd *finder) returnStatuses(fn *ssa.Function, set map[int]bool, depth int) {
-	if depth > 4 || len(fn.Blocks) == 0 {
-		return
-	}
-	for _, b := range fn.Blocks {
-		ret, ok := b.Instrs[len(b.Instrs)-1].(*ssa.Return)
-		if !ok || len(ret.Results) != 2 {
-			continue
-		}
-		if c, ok := ret.Results[1].(*ssa.Const); !ok || c.Value != nil {
-			// An error may be returned: a zero Response with it is
-			// an error path, not an answer.
-			if c0, ok := ret.Results[0].(*ssa.Const); ok && c0.Value == nil {
-				continue
-			}
-			if isZeroResponse(fd, ret.Results[0]) {
-				continue
-			}
-		}
-		fd.ix.origins(ret.Results[0], nil, func(o ssa.Value, _ *ctxt) {
-			switch x := o.(type) {
-			case *ssa.Call:
-				switch apiName(x.Call.StaticCallee()) {
-				case "OK":
-					set[200] = true
-				case "Created":
-					set[201] = true
-				case "Accepted":
-					set[202] = true
-				case "NoContent":
-					set[204] = true
-				case "RawResponse":
-					if c, ok := x.Call.Args[0].(*ssa.Const); ok && c.Value != nil && c.Value.Kind() == constant.Int {
-						if n, ok := constant.Int64Val(c.Value); ok && n >= 200 && n < 300 {
-							set[int(n)] = true
-						}
-					}
-				}
-			case *ssa.Const:
-				set[200] = true
-			default:
-				s := fd.ev.eval(o, nil, 0)
-				if s.unknown == "" {
-					st := s.field("Status")
-					if isZeroConst(st) {
-						set[200] = true
-					} else if st.c != nil && st.c.Kind() == constant.Int {
-						if n, ok := constant.Int64Val(st.c); ok && n >= 200 && n < 300 {
-							set[int(n)] = true
-						}
-					}
-				}
-			}
-		})
-	}
 }
 
 // isZeroResponse reports whether v is the zero oke.Response (Response[T]{}).

@@ -2,6 +2,7 @@ package extract
 
 import (
 	"go/types"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -17,8 +18,10 @@ type openAPIDoc struct {
 }
 
 // KeyPattern is the Idempotency-Key header's pattern: 16–255 printable
-// ASCII characters (0x20–0x7E).
-const KeyPattern = "^[ -~]{16,255}$"
+// ASCII characters (0x20–0x7E), the first and the last not a space (HTTP
+// trims a header value's leading and trailing spaces, so the server never
+// sees them: a key sent with them is a shorter key).
+const KeyPattern = "^[!-~][ -~]{14,253}[!-~]$"
 
 func buildOpenAPI(res *Result, sg *schemaGen) *openAPIDoc {
 	paths := map[string]any{}
@@ -36,6 +39,9 @@ func buildOpenAPI(res *Result, sg *schemaGen) *openAPIDoc {
 		for _, b := range f.Bindings {
 			switch b.Kind {
 			case "http", "webhook":
+				if b.Conditional {
+					continue // behind a flag: not a route the app always serves
+				}
 				ops = append(ops, op{f, b, b.Method, b.Path})
 			case "rpc":
 				ops = append(ops, op{f, b, "POST", "/rpc/" + f.Name})
@@ -91,8 +97,8 @@ func buildOpenAPI(res *Result, sg *schemaGen) *openAPIDoc {
 				"IdempotencyKeyRequired": idempotencyKeyParam(true),
 				"Prefer": map[string]any{
 					"name": "Prefer", "in": "header", "required": false,
-					"description": "RFC 7240 wait=N: how many seconds (at most 60; more is read as 60) the caller is willing to wait for a request still in progress under the same key. The server then holds the request until that request finishes and answers its stored response (Idempotent-Replayed: true), or until N seconds pass and answers 409 IdempotencyInProgress with Retry-After; either way with Preference-Applied: wait=N. Without it, a key in progress is 409 at once.",
-					"schema":      map[string]any{"type": "string", "pattern": `^wait=[0-9]+$`},
+					"description": "RFC 7240 preferences (a comma-separated list; the header may be sent more than once; names in any case, values a token or a quoted string), of which the server reads wait=N: how many seconds (at most 60; more is read as 60) the caller is willing to wait for a request still in progress under the same key. The server then holds the request until that request finishes and answers its stored response (Idempotent-Replayed: true), or until N seconds pass and answers 409 IdempotencyInProgress with Retry-After; either way with Preference-Applied: wait=N. Without it, a key in progress is 409 at once. Other preferences are ignored.",
+					"schema":      map[string]any{"type": "string"},
 				},
 			},
 			"headers": map[string]any{
@@ -113,9 +119,9 @@ func buildOpenAPI(res *Result, sg *schemaGen) *openAPIDoc {
 					"schema":      map[string]any{"type": "string"},
 				},
 			},
-			"responses": errorResponses(),
 		},
 	}
+	addGate(doc, res.gate)
 	return &openAPIDoc{doc: doc}
 }
 
@@ -174,21 +180,68 @@ func errorContent() map[string]any {
 	return map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": errorRef}}}
 }
 
-func errorResponses() map[string]any {
-	retry := map[string]any{"Retry-After": map[string]any{"$ref": "#/components/headers/RetryAfter"}}
-	held := map[string]any{"Retry-After": map[string]any{"$ref": "#/components/headers/RetryAfter"},
-		"Preference-Applied": map[string]any{"$ref": "#/components/headers/PreferenceApplied"}}
-	return map[string]any{
-		"BadRequest":   map[string]any{"description": "The input (or the Idempotency-Key) is invalid: MalformedJSON, UnknownField, DuplicateField, InvalidInput, ValidationFailed, IdempotencyKeyMissing, IdempotencyKeyInvalid. Nothing was stored.", "content": errorContent()},
-		"Unauthorized": map[string]any{"description": "The gate refused the credentials.", "content": errorContent()},
-		"Forbidden":    map[string]any{"description": "The gate refused the call.", "content": errorContent()},
-		"InProgress": map[string]any{"description": "IdempotencyInProgress: a request with this key is still running (after the wait a Prefer: wait asked for, if any); retry after Retry-After seconds.",
-			"headers": held, "content": errorContent()},
-		"KeyReused":   map[string]any{"description": "IdempotencyKeyReused: this key was used with a different request.", "content": errorContent()},
-		"Internal":    map[string]any{"description": "InternalError: the flow failed.", "content": errorContent()},
-		"Unavailable": map[string]any{"description": "StoreUnavailable (the request did not run), OutcomeUnknown (it may have run: retry with the same key) or Unavailable; retry after Retry-After seconds.", "headers": retry, "content": errorContent()},
-		"Declared":    map[string]any{"description": "A failure the flow declares (fx.Fail), e.g. 404 NotFound or 402 PaymentDeclined.", "content": errorContent()},
+// addGate writes what extract read of the app's gate: its credentials as
+// security schemes (Authorization with "Bearer" → http bearer; a header
+// named like a key or a token → apiKey), the other headers it reads as
+// optional header parameters of every operation. Whether the gate admits a
+// call without credentials extract cannot tell: the document says it may
+// (an empty security requirement).
+func addGate(doc map[string]any, g *gateInfo) {
+	if g == nil || !g.found {
+		return
 	}
+	schemes := map[string]any{}
+	security := []any{map[string]any{}}
+	params := []any{}
+	for _, h := range g.headers {
+		lower := strings.ToLower(h)
+		switch {
+		case strings.EqualFold(h, "Authorization") && g.bearer:
+			schemes["bearer"] = map[string]any{"type": "http", "scheme": "bearer", "description": "Authorization: Bearer <token>, read by the app's gate."}
+			security = append(security, map[string]any{"bearer": []any{}})
+		case strings.EqualFold(h, "Authorization"):
+			params = append(params, headerParam(h))
+		case strings.Contains(lower, "key") || strings.Contains(lower, "token"):
+			name := "apiKey"
+			if _, ok := schemes[name]; ok {
+				name = "apiKey." + h
+			}
+			schemes[name] = map[string]any{"type": "apiKey", "in": "header", "name": h, "description": h + ", read by the app's gate."}
+			security = append(security, map[string]any{name: []any{}})
+		case strings.EqualFold(h, "Idempotency-Key") || strings.EqualFold(h, "Prefer"):
+		default:
+			params = append(params, headerParam(h))
+		}
+	}
+	comps := doc["components"].(map[string]any)
+	if len(schemes) > 0 {
+		comps["securitySchemes"] = schemes
+		doc["security"] = security
+	}
+	if len(params) == 0 {
+		return
+	}
+	cp := comps["parameters"].(map[string]any)
+	var refs []any
+	for _, p := range params {
+		name := p.(map[string]any)["name"].(string)
+		key := "header." + name
+		cp[key] = p
+		refs = append(refs, map[string]any{"$ref": "#/components/parameters/" + key})
+	}
+	for _, item := range doc["paths"].(map[string]any) {
+		for _, o := range item.(map[string]any) {
+			op := o.(map[string]any)
+			ps, _ := op["parameters"].([]any)
+			op["parameters"] = append(ps, refs...)
+		}
+	}
+}
+
+func headerParam(h string) map[string]any {
+	return map[string]any{"name": h, "in": "header", "required": false,
+		"description": "Read by the app's gate (a value it refuses is answered with the gate's failure, e.g. 400 or 401).",
+		"schema":      map[string]any{"type": "string"}}
 }
 
 // openAPIPath turns a ServeMux pattern into an OpenAPI path and its
@@ -280,21 +333,158 @@ func operation(res *Result, sg *schemaGen, f *Flow, b Binding, method, id string
 			"content":  map[string]any{"application/json": map[string]any{"schema": schema}},
 		}
 	}
-	responses := map[string]any{}
+	op["responses"] = responses(res, sg, f, b, method, pathParams, in)
+	return op
+}
+
+// answer is one status of an operation: the error codes it carries (none
+// for a success) and its headers.
+type answer struct {
+	codes    map[string]bool
+	replayed bool // a stored answer: may be replayed (Idempotent-Replayed)
+	retry    bool // Retry-After
+	held     bool // Preference-Applied: after a Prefer: wait
+}
+
+// codeText says what each error code means, for response descriptions.
+var codeText = map[string]string{
+	"MalformedJSON":               "the body is not one valid JSON value (or has invalid UTF-8)",
+	"UnknownField":                "the body has a field the input does not (or one that matches only when case is ignored)",
+	"DuplicateField":              "the body has a field twice",
+	"InvalidInput":                "a value has the wrong JSON type, or is null where null is not allowed, or a parameter does not parse",
+	"ValidationFailed":            "a required field is missing, or a value breaks a rule of the schema (or of the input's Validate method)",
+	"IdempotencyKeyMissing":       "this call requires an Idempotency-Key header",
+	"IdempotencyKeyInvalid":       "the Idempotency-Key is not 16–255 printable ASCII characters",
+	"Unauthorized":                "the gate refused the credentials",
+	"Forbidden":                   "the gate refused the call",
+	"NotFound":                    "no such resource (or no route matches the path)",
+	"IdempotencyInProgress":       "a request with this key is still running (after the wait a Prefer: wait asked for, if any); retry after Retry-After seconds",
+	"RunCancelled":                "the key's durable run was cancelled (stored: replayed for the key)",
+	"IdempotentResponseNotStored": "the key already ran, but its response was too large to store; use a new key to run the call again",
+	"PayloadTooLarge":             "the body is larger than the server's limit",
+	"UnsupportedMediaType":        "the body's Content-Type is neither JSON nor absent (nor curl's form encoding, read as JSON)",
+	"IdempotencyKeyReused":        "this key was used with a different request",
+	"InternalError":               "the flow failed (stored and replayed when it failed after an effect)",
+	"StoreUnavailable":            "the idempotency store is unavailable; the request did not run: retry",
+	"OutcomeUnknown":              "the store failed after the flow started: the request may have run; retry with the same Idempotency-Key",
+	"Unavailable":                 "a database or service the flow needs could not be reached; nothing was changed: retry",
+	"ShuttingDown":                "the server is shutting down: retry",
+}
+
+// responses lists every status the operation answers, each with its codes
+// and headers (DESIGN.md sections 3, 6.1; docs/extract.md "OpenAPI").
+func responses(res *Result, sg *schemaGen, f *Flow, b Binding, method string, pathParams []string, in typedSchema) map[string]any {
+	ans := map[int]*answer{}
+	get := func(st int) *answer {
+		a := ans[st]
+		if a == nil {
+			a = &answer{codes: map[string]bool{}}
+			ans[st] = a
+		}
+		return a
+	}
+	code := func(st int, c string) { get(st).codes[c] = true }
+	io := res.io[f.Name]
+	stored := b.Honored || b.Kind == "webhook" // answers kept and replayed for a key
+	bodyTaken := method != "GET" && f.Shape != "live"
+	params := len(sg.paramFields(in.typ)) > 0
+	// The input.
+	if bodyTaken {
+		for _, c := range []string{"MalformedJSON", "UnknownField", "DuplicateField", "InvalidInput", "ValidationFailed"} {
+			code(400, c)
+		}
+		code(413, "PayloadTooLarge")
+		code(415, "UnsupportedMediaType")
+	} else if params {
+		code(400, "InvalidInput")
+		code(400, "ValidationFailed")
+	}
+	if b.Kind == "webhook" {
+		code(400, "InvalidInput") // no usable dedupe field
+	}
+	if len(pathParams) > 0 {
+		code(404, "NotFound") // a path the route's pattern does not match
+	}
+	// The gate.
+	if g := res.gate; g != nil && g.found {
+		for _, fl := range g.fails.sorted() {
+			code(fl.status, fl.code)
+		}
+		if g.fails.open {
+			code(401, "Unauthorized")
+			code(403, "Forbidden")
+		}
+	}
+	// The key.
+	if b.Honored {
+		if f.Idempotency.Mode == "required" {
+			code(400, "IdempotencyKeyMissing")
+		}
+		code(400, "IdempotencyKeyInvalid")
+		a := get(409)
+		a.codes["IdempotencyInProgress"] = true
+		a.retry, a.held = true, true
+		code(422, "IdempotencyKeyReused")
+		if f.Shape == "unary" {
+			code(410, "IdempotentResponseNotStored")
+			get(410).replayed = true
+		}
+		if f.Durable {
+			code(409, "RunCancelled")
+		}
+	}
+	// The flow.
+	open := io == nil || io.fails == nil || io.fails.open
+	if io != nil && io.fails != nil {
+		for _, fl := range io.fails.sorted() {
+			code(fl.status, fl.code)
+			get(fl.status).replayed = stored
+		}
+	}
+	code(500, "InternalError")
+	get(500).replayed = stored
+	for _, c := range []string{"Unavailable", "ShuttingDown"} {
+		code(503, c)
+	}
+	if b.Honored || f.Durable || b.Kind == "webhook" {
+		code(503, "StoreUnavailable")
+		code(503, "OutcomeUnknown")
+	}
+	get(503).retry = true
+	if b.Honored {
+		for _, a := range ans {
+			if a.replayed {
+				a.held = true
+			}
+		}
+	}
+
+	out := map[string]any{}
+	// Successes.
 	switch f.Shape {
 	case "stream":
-		responses["200"] = map[string]any{"description": "A streamed (chunked) body; never stored.",
-			"content": map[string]any{"application/octet-stream": map[string]any{"schema": map[string]any{}}}}
+		media := "application/octet-stream"
+		if io != nil && io.media != "" {
+			media = io.media
+		}
+		out["200"] = map[string]any{"description": "A streamed (chunked) body, sent as " + media + "; never stored.",
+			"content": map[string]any{media: map[string]any{"schema": map[string]any{"type": "string"}}}}
 	case "live":
-		responses["200"] = map[string]any{"description": "A live feed of server-sent events.",
+		out["200"] = map[string]any{"description": "A live feed of server-sent events.",
+			"headers": map[string]any{
+				"Cache-Control":     map[string]any{"description": "no-cache: a feed is never cached.", "schema": map[string]any{"type": "string"}},
+				"X-Accel-Buffering": map[string]any{"description": "no: tells a proxy (nginx) not to buffer the feed.", "schema": map[string]any{"type": "string"}},
+			},
 			"content": map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{"type": "string"}}}}
 	default:
-		out := flowOutput(res, sg, f.Name)
-		for _, st := range out.statuses {
+		o := flowOutput(res, sg, f.Name)
+		for _, st := range o.statuses {
 			r := map[string]any{"description": statusText(st)}
 			headers := map[string]any{}
-			if b.Honored {
+			if stored {
 				headers["Idempotent-Replayed"] = map[string]any{"$ref": "#/components/headers/IdempotentReplayed"}
+			}
+			if b.Honored {
 				headers["Preference-Applied"] = map[string]any{"$ref": "#/components/headers/PreferenceApplied"}
 			}
 			if st == 201 {
@@ -304,23 +494,73 @@ func operation(res *Result, sg *schemaGen, f *Flow, b Binding, method, id string
 				r["headers"] = headers
 			}
 			if st != 204 {
-				r["content"] = map[string]any{"application/json": map[string]any{"schema": out.schema}}
+				r["content"] = map[string]any{"application/json": map[string]any{"schema": o.schema}}
 			}
-			responses[strconv.Itoa(st)] = r
+			out[strconv.Itoa(st)] = r
 		}
 	}
-	responses["400"] = map[string]any{"$ref": "#/components/responses/BadRequest"}
-	responses["401"] = map[string]any{"$ref": "#/components/responses/Unauthorized"}
-	responses["403"] = map[string]any{"$ref": "#/components/responses/Forbidden"}
-	responses["500"] = map[string]any{"$ref": "#/components/responses/Internal"}
-	responses["503"] = map[string]any{"$ref": "#/components/responses/Unavailable"}
-	responses["default"] = map[string]any{"$ref": "#/components/responses/Declared"}
-	if b.Honored {
-		responses["409"] = map[string]any{"$ref": "#/components/responses/InProgress"}
-		responses["422"] = map[string]any{"$ref": "#/components/responses/KeyReused"}
+	// Failures.
+	for st, a := range ans {
+		if st >= 200 && st < 300 {
+			continue
+		}
+		var codes []string
+		for c := range a.codes {
+			codes = append(codes, c)
+		}
+		sort.Strings(codes)
+		var parts []string
+		for _, c := range codes {
+			if t := codeText[c]; t != "" {
+				parts = append(parts, c+": "+t)
+			} else {
+				parts = append(parts, c+" (declared by the flow)")
+			}
+		}
+		r := map[string]any{"description": strings.Join(parts, "; ") + ".",
+			"content": map[string]any{"application/json": map[string]any{"schema": errorSchema(codes)}}}
+		headers := map[string]any{}
+		if a.replayed {
+			headers["Idempotent-Replayed"] = map[string]any{"$ref": "#/components/headers/IdempotentReplayed"}
+		}
+		if a.retry {
+			headers["Retry-After"] = map[string]any{"$ref": "#/components/headers/RetryAfter"}
+		}
+		if a.held {
+			headers["Preference-Applied"] = map[string]any{"$ref": "#/components/headers/PreferenceApplied"}
+		}
+		if len(headers) > 0 {
+			r["headers"] = headers
+		}
+		out[strconv.Itoa(st)] = r
 	}
-	op["responses"] = responses
-	return op
+	out["431"] = map[string]any{"description": "The request's headers are larger than the server's limit (net/http's answer: plain text, not the envelope).",
+		"content": map[string]any{"text/plain": map[string]any{"schema": map[string]any{"type": "string"}}}}
+	if open {
+		out["default"] = map[string]any{"description": "A failure the flow declares that extract could not read statically (a status or code computed at run time).",
+			"content": errorContent()}
+	}
+	return out
+}
+
+// errorSchema is the error envelope with its code one of codes.
+func errorSchema(codes []string) map[string]any {
+	enum := make([]any, len(codes))
+	for i, c := range codes {
+		enum[i] = c
+	}
+	return map[string]any{
+		"type": "object", "required": []any{"error"}, "additionalProperties": false,
+		"properties": map[string]any{
+			"error": map[string]any{
+				"type": "object", "required": []any{"code", "message"}, "additionalProperties": false,
+				"properties": map[string]any{
+					"code":    map[string]any{"type": "string", "enum": enum},
+					"message": map[string]any{"type": "string"},
+				},
+			},
+		},
+	}
 }
 
 // requestSchema is the schema of an operation's request body, from its
@@ -419,7 +659,9 @@ func statusText(s int) string {
 type flowIO struct {
 	in, out      types.Type
 	statuses     []int
-	allowUnknown bool // Options.AllowUnknownFields
+	allowUnknown bool      // Options.AllowUnknownFields
+	fails        *failures // its declared failures
+	media        string    // a stream's Content-Type, when constant
 }
 
 type typedSchema struct {

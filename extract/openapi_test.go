@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 
+	"github.com/okengine/oke"
 	"github.com/okengine/oke/examples/payments/app"
 	"github.com/okengine/oke/extract"
 )
@@ -219,3 +221,129 @@ func buildClient(t *testing.T, src string) {
 // the client module gets it (and its dependencies) from the module cache,
 // or the Go module proxy the first time.
 const oapiRuntime = "v1.9.0"
+
+// extract's table of oke's error values is oke's.
+func TestOkeErrorsTable(t *testing.T) {
+	real := map[string]*oke.Error{
+		"ErrIdempotencyKeyMissing": oke.ErrIdempotencyKeyMissing, "ErrIdempotencyKeyInvalid": oke.ErrIdempotencyKeyInvalid,
+		"ErrIdempotencyKeyReused": oke.ErrIdempotencyKeyReused, "ErrIdempotencyInProgress": oke.ErrIdempotencyInProgress,
+		"ErrInternal": oke.ErrInternal, "ErrStoreUnavailable": oke.ErrStoreUnavailable, "ErrOutcomeUnknown": oke.ErrOutcomeUnknown,
+		"ErrUnavailable": oke.ErrUnavailable, "ErrResponseNotStored": oke.ErrResponseNotStored, "ErrUnauthorized": oke.ErrUnauthorized,
+		"ErrForbidden": oke.ErrForbidden, "ErrPayloadTooLarge": oke.ErrPayloadTooLarge, "ErrUnsupportedMediaType": oke.ErrUnsupportedMediaType,
+		"ErrNotFound": oke.ErrNotFound, "ErrShuttingDown": oke.ErrShuttingDown, "ErrRunCancelled": oke.ErrRunCancelled,
+	}
+	table := extract.OkeErrors()
+	if len(table) != len(real) {
+		t.Errorf("extract knows %d of oke's errors, the test %d", len(table), len(real))
+	}
+	for name, e := range real {
+		if got := table[name]; got.Status != e.Status || got.Code != e.Code {
+			t.Errorf("%s: extract says %d %s, oke %d %s", name, got.Status, got.Code, e.Status, e.Code)
+		}
+	}
+}
+
+// Every status an operation answers is listed with its own codes: the
+// flow's declared failures (through helpers, package variables and oke's
+// values), the input's, the key's, the gate's; no 2xx the flow never sends
+// (a method value, a defer, a flow that only fails); a route bound behind a
+// condition is left out; replayable answers carry Idempotent-Replayed.
+func TestOpenAPIStatuses(t *testing.T) {
+	res := runIn(t, "", "./testdata/answers")
+	files, err := res.Files(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc *openapi3.T
+	for name, b := range files {
+		if strings.HasSuffix(name, extract.OpenAPIFile) {
+			if doc, err = openapi3.NewLoader().LoadFromData(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("kin-openapi: %v", err)
+	}
+	codes := func(op *openapi3.Operation, status string) []string {
+		r := op.Responses.Value(status)
+		if r == nil {
+			return nil
+		}
+		s := r.Value.Content["application/json"].Schema.Value.Properties["error"].Value.Properties["code"].Value
+		var out []string
+		for _, e := range s.Enum {
+			out = append(out, e.(string))
+		}
+		return out
+	}
+	statuses := func(op *openapi3.Operation) []string {
+		var out []string
+		for k := range op.Responses.Map() {
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return out
+	}
+	created := doc.Paths.Find("/answers").Post
+	if got := statuses(created); !slices.Equal(got, []string{"201", "400", "409", "410", "413", "415", "422", "431", "500", "503"}) {
+		t.Errorf("POST /answers statuses %v", got)
+	}
+	if got := codes(created, "409"); !slices.Equal(got, []string{"AlreadyDone", "IdempotencyInProgress"}) {
+		t.Errorf("POST /answers 409 codes %v", got)
+	}
+	fails := doc.Paths.Find("/only-fails").Post
+	for _, tc := range []struct{ status, code string }{{"402", "PaymentDeclined"}, {"404", "NotFound"}, {"410", "ItemGone"}} {
+		if !slices.Contains(codes(fails, tc.status), tc.code) {
+			t.Errorf("POST /only-fails %s codes %v, want %s", tc.status, codes(fails, tc.status), tc.code)
+		}
+		if fails.Responses.Value(tc.status).Value.Headers["Idempotent-Replayed"] == nil {
+			t.Errorf("POST /only-fails %s: a stored failure without Idempotent-Replayed", tc.status)
+		}
+	}
+	for k := range fails.Responses.Map() {
+		if strings.HasPrefix(k, "2") || k == "default" {
+			t.Errorf("POST /only-fails answers %s", k)
+		}
+	}
+	if doc.Paths.Find("/extra") != nil {
+		t.Error("a binding made inside an if is in the document")
+	}
+	if got := codes(created, "503"); !slices.Contains(got, "OutcomeUnknown") || created.Responses.Value("503").Value.Headers["Retry-After"] == nil {
+		t.Errorf("503 %v without OutcomeUnknown or Retry-After", got)
+	}
+}
+
+// The demo's document: /refunds' 409 names both AlreadyRefunded and
+// IdempotencyInProgress, its 404 is replayable, /export is NDJSON, the
+// gate's credentials are security schemes and X-Tenant a header parameter,
+// and the -unprotected route is not there.
+func TestOpenAPIDemo(t *testing.T) {
+	doc := loadOpenAPI(t, openAPIDocs[0])
+	refund := doc.Paths.Find("/refunds").Post
+	var got []string
+	for _, e := range refund.Responses.Value("409").Value.Content["application/json"].Schema.Value.Properties["error"].Value.Properties["code"].Value.Enum {
+		got = append(got, e.(string))
+	}
+	if !slices.Contains(got, "AlreadyRefunded") || !slices.Contains(got, "IdempotencyInProgress") {
+		t.Errorf("POST /refunds 409 codes %v", got)
+	}
+	if refund.Responses.Value("404").Value.Headers["Idempotent-Replayed"] == nil {
+		t.Error("POST /refunds 404 has no Idempotent-Replayed")
+	}
+	if doc.Paths.Find("/export").Post.Responses.Value("200").Value.Content["application/x-ndjson"] == nil {
+		t.Error("POST /export is not application/x-ndjson")
+	}
+	if doc.Components.SecuritySchemes["bearer"] == nil || doc.Components.SecuritySchemes["apiKey"] == nil {
+		t.Errorf("security schemes %v", doc.Components.SecuritySchemes)
+	}
+	if doc.Components.Parameters["header.X-Tenant"] == nil {
+		t.Error("no X-Tenant parameter")
+	}
+	if doc.Paths.Find(app.UnprotectedChargesPath) != nil {
+		t.Error("the -unprotected route is in the default document")
+	}
+	if doc.Paths.Find("/webhooks/provider").Post.Responses.Value("200").Value.Headers["Idempotent-Replayed"] == nil {
+		t.Error("a webhook's redelivery header is not documented")
+	}
+}
