@@ -78,7 +78,7 @@ func TestCharge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.StatusCode() != 400 || r.JSON400 == nil || r.JSON400.Error.Code == "" || (bad.code != "" && r.JSON400.Error.Code != bad.code) {
+		if r.StatusCode() != 400 || r.JSON400 == nil || r.JSON400.Error.Code == "" || (bad.code != "" && string(r.JSON400.Error.Code) != bad.code) {
 			t.Errorf("%s: %d %s, want the documented 400 %s", bad.name, r.StatusCode(), r.Body, bad.code)
 		}
 	}
@@ -100,7 +100,7 @@ func TestCharge(t *testing.T) {
 		t.Errorf("an empty key: %d %s, want 400 IdempotencyKeyMissing or IdempotencyKeyInvalid", empty.StatusCode(), empty.Body)
 	}
 
-	got, err := c.PaymentsGetWithResponse(ctx, ch.Id)
+	got, err := c.PaymentsGetWithResponse(ctx, ch.Id, &client.PaymentsGetParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestCharge(t *testing.T) {
 	"notfound": `
 func TestNotFound(t *testing.T) {
 	c := newClient(t)
-	r, err := c.PaymentsGetWithResponse(ctx, "ch_000000000000000000000000")
+	r, err := c.PaymentsGetWithResponse(ctx, "ch_000000000000000000000000", &client.PaymentsGetParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,14 +168,14 @@ func TestDeclaredFailure(t *testing.T) {
 func TestWebhookRedelivery(t *testing.T) {
 	c := newClient(t)
 	ev := client.WebhookIn{Id: freshKey("evt_"), Type: "charge.succeeded"}
-	first, err := c.DemoWebhookWithResponse(ctx, ev)
+	first, err := c.DemoWebhookWithResponse(ctx, &client.DemoWebhookParams{}, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if first.StatusCode() != 200 || first.JSON200 == nil || !first.JSON200.Received || first.JSON200.Id != ev.Id {
 		t.Fatalf("first delivery: %d %s", first.StatusCode(), first.Body)
 	}
-	again, err := c.DemoWebhookWithResponse(ctx, ev)
+	again, err := c.DemoWebhookWithResponse(ctx, &client.DemoWebhookParams{}, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
