@@ -263,7 +263,11 @@ func (r *request) String() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%s %s", r.op.method, r.target())
 	for _, k := range sortedKeys(r.header) {
-		fmt.Fprintf(&sb, "\n%s: %s", k, strings.Join(r.header[k], ", "))
+		v := strings.Join(r.header[k], ", ")
+		if len(v) > 200 {
+			v = fmt.Sprintf("%s… (%d bytes)", v[:200], len(v))
+		}
+		fmt.Fprintf(&sb, "\n%s: %s", k, v)
 	}
 	if r.hasBody {
 		if r.contentType != "" {
@@ -538,6 +542,18 @@ func (g *generator) invalid(t *rapid.T, r *request, tried map[string]int) *reque
 				}
 			})
 		}
+	}
+	// Past the server's own limits (the document lists the status, not
+	// the limit): a body of 2 MiB (oke's default limit is 1 MiB), headers
+	// of 100 KiB (the demo's MaxHeaderBytes is 64 KiB).
+	if op.body != nil && op.op.Responses.Status(413) != nil {
+		add(413, false, "a 2 MiB body", func(c *request) {
+			c.hasBody, c.contentType = true, op.bodyMedia
+			c.raw = []byte(`{"pad":"` + strings.Repeat("x", 2<<20) + `"}`)
+		})
+	}
+	if op.op.Responses.Status(431) != nil {
+		add(431, false, "100 KiB of headers", func(c *request) { c.header.Set("X-Pad", strings.Repeat("x", 100<<10)) })
 	}
 	if bearer(g.doc, op) {
 		add(401, false, "Authorization: Bearer bad", func(c *request) { c.header.Set("Authorization", "Bearer bad") })
