@@ -6,8 +6,8 @@
 // routes on an App, which is an http.Handler:
 //
 //	type ChargeIn struct {
-//		Amount   int64  `json:"amount"`
-//		Currency string `json:"currency"`
+//		Amount   int64  `json:"amount" minimum:"1"`           // required: not a pointer, no omitempty
+//		Currency string `json:"currency" enum:"usd,eur,gbp"` // checked by the decoder (400 ValidationFailed)
 //	}
 //
 //	var Charge = oke.NewFlow("payments.charge", oke.Options{Idempotency: oke.Required},

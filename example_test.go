@@ -10,8 +10,8 @@ import (
 )
 
 type ChargeIn struct {
-	Amount   int64  `json:"amount"`
-	Currency string `json:"currency"`
+	Amount   int64  `json:"amount" minimum:"1"`
+	Currency string `json:"currency" enum:"usd,eur"`
 }
 
 type Charge struct {

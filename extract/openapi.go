@@ -328,6 +328,9 @@ func operation(res *Result, sg *schemaGen, f *Flow, b Binding, method, id string
 	}
 	if method != "GET" && f.Shape != "live" {
 		schema, required := requestSchema(sg, in.schema, pathParams, res.io[f.Name] != nil && res.io[f.Name].allowUnknown)
+		if b.Kind == "webhook" && b.Dedupe != "" {
+			schema, required = dedupeSchema(sg, schema, strings.Split(b.Dedupe, ".")), true
+		}
 		op["requestBody"] = map[string]any{
 			"required": required,
 			"content":  map[string]any{"application/json": map[string]any{"schema": schema}},
@@ -599,6 +602,53 @@ func requestSchema(sg *schemaGen, s any, pathParams []string, allowUnknown bool)
 		return openObjects(sg, c, map[string]bool{}), len(left) > 0
 	}
 	return c, len(left) > 0
+}
+
+// DedupePattern is a webhook dedupe key's pattern: 1–255 printable ASCII
+// characters (the server refuses others with 400 InvalidInput).
+const DedupePattern = "^[ -~]{1,255}$"
+
+// dedupeSchema returns s with the webhook's dedupe field (path, through
+// nested objects) required at each level and, where it is a string, held to
+// the dedupe key's rule; definitions on the path are copied inline.
+func dedupeSchema(sg *schemaGen, s any, path []string) any {
+	if r, ok := s.(ref); ok {
+		s = sg.defs[string(r)]
+	}
+	m, ok := s.(map[string]any)
+	if !ok {
+		return s
+	}
+	c := make(map[string]any, len(m)+1)
+	for k, v := range m {
+		c[k] = v
+	}
+	if len(path) == 0 {
+		if t, _ := c["type"].(string); t == "string" {
+			c["pattern"] = DedupePattern
+			c["minLength"], c["maxLength"] = 1, 255
+		}
+		return c
+	}
+	props, ok := c["properties"].(map[string]any)
+	if !ok || props[path[0]] == nil {
+		return c // not a field extract can see: the decoder's rules still hold
+	}
+	np := make(map[string]any, len(props))
+	for k, v := range props {
+		np[k] = v
+	}
+	np[path[0]] = dedupeSchema(sg, props[path[0]], path[1:])
+	c["properties"] = np
+	req, _ := c["required"].([]any)
+	has := false
+	for _, r := range req {
+		has = has || r == path[0]
+	}
+	if !has {
+		c["required"] = append(append([]any{}, req...), path[0])
+	}
+	return c
 }
 
 // openObjects returns s with every object schema under it open to other

@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/token"
 	"go/types"
+	"math"
 	"reflect"
 	"strings"
 
@@ -235,15 +236,26 @@ func basicSchema(b *types.Basic) any {
 	case b.Info()&types.IsString != 0:
 		return map[string]any{"type": "string"}
 	case b.Info()&types.IsInteger != 0:
+		// The bounds encoding/json decodes into (a larger number is 400
+		// InvalidInput); int and uint as on 64-bit platforms.
 		s := map[string]any{"type": "integer"}
 		switch b.Kind() {
+		case types.Int8:
+			s["minimum"], s["maximum"] = math.MinInt8, math.MaxInt8
+		case types.Int16:
+			s["minimum"], s["maximum"] = math.MinInt16, math.MaxInt16
 		case types.Int32:
 			s["format"] = "int32"
-		case types.Int64:
+		case types.Int64, types.Int:
 			s["format"] = "int64"
-		}
-		if b.Info()&types.IsUnsigned != 0 {
-			s["minimum"] = 0
+		case types.Uint8:
+			s["minimum"], s["maximum"] = 0, math.MaxUint8
+		case types.Uint16:
+			s["minimum"], s["maximum"] = 0, math.MaxUint16
+		case types.Uint32:
+			s["minimum"], s["maximum"] = 0, uint64(math.MaxUint32)
+		case types.Uint64, types.Uint, types.Uintptr:
+			s["minimum"], s["maximum"] = 0, uint64(math.MaxUint64)
 		}
 		return s
 	case b.Info()&types.IsFloat != 0:
