@@ -296,11 +296,11 @@ func breakings(t *rapid.T, s *openapi3.Schema, at string) []breaking {
 	}
 	if slices.Contains(types, "integer") {
 		lo, hi := intBounds(s)
-		if s.Min != nil || s.ExclusiveMin.IsSet() || s.Format == "int32" {
-			out = append(out, breaking{fmt.Sprintf("%s below its minimum (%d)", at, lo-1), float64(lo) - 1})
+		if b, ok := beyond(s, -1); ok {
+			out = append(out, breaking{fmt.Sprintf("%s below its minimum (%v)", at, b), b})
 		}
-		if s.Max != nil || s.ExclusiveMax.IsSet() || s.Format == "int32" {
-			out = append(out, breaking{fmt.Sprintf("%s above its maximum (%d)", at, hi+1), float64(hi) + 1})
+		if b, ok := beyond(s, +1); ok {
+			out = append(out, breaking{fmt.Sprintf("%s above its maximum (%v)", at, b), b})
 		}
 		if s.MultipleOf != nil && *s.MultipleOf > 1 && lo < hi {
 			v := lo + 1 - (lo+1)%int64(*s.MultipleOf) + 1
@@ -334,4 +334,51 @@ func breakings(t *rapid.T, s *openapi3.Schema, at string) []breaking {
 		}
 	}
 	return out
+}
+
+// beyond is an integer just past the schema's lower (dir -1) or upper
+// (dir +1) bound, as the schema states it (minimum, exclusiveMinimum, an
+// int32 format); false when it states none. A bound too large for a
+// float64 to step past by one is stepped past by its own size.
+func beyond(s *openapi3.Schema, dir float64) (float64, bool) {
+	var b *float64
+	excl := false
+	if dir < 0 {
+		b = s.Min
+		if v := s.ExclusiveMin.Value; v != nil {
+			b, excl = v, true
+		} else if s.ExclusiveMin.IsTrue() {
+			excl = true
+		}
+		if b == nil && s.Format == "int32" {
+			v := float64(math.MinInt32)
+			b = &v
+		}
+	} else {
+		b = s.Max
+		if v := s.ExclusiveMax.Value; v != nil {
+			b, excl = v, true
+		} else if s.ExclusiveMax.IsTrue() {
+			excl = true
+		}
+		if b == nil && s.Format == "int32" {
+			v := float64(math.MaxInt32)
+			b = &v
+		}
+	}
+	if b == nil {
+		return 0, false
+	}
+	edge := math.Floor(*b)
+	if dir < 0 {
+		edge = math.Ceil(*b)
+	}
+	if excl && edge == *b {
+		return edge, true // the bound itself is out
+	}
+	v := edge + dir
+	if v == edge {
+		v = edge + dir*math.Abs(edge)
+	}
+	return v, true
 }
