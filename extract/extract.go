@@ -131,6 +131,10 @@ func extract(prog *program) *Result {
 	sortDiags(res.Diagnostics)
 	sortDiags(res.Warnings)
 	res.gate = fd.gate()
+	for _, b := range res.gate.bad {
+		res.Diagnostics = append(res.Diagnostics, diag(b.pos, "", RuleTag, b.msg))
+	}
+	sortDiags(res.Diagnostics)
 	res.openapi = buildOpenAPI(res, sg)
 	return res
 }

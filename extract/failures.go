@@ -1,14 +1,19 @@
 package extract
 
 import (
+	"errors"
+	"fmt"
 	"go/ast"
 	"go/constant"
 	"go/token"
 	"go/types"
+	"reflect"
 	"sort"
 	"strings"
 
 	"golang.org/x/tools/go/ssa"
+
+	"github.com/okengine/oke/internal/constraint"
 )
 
 // This file finds what a flow (and the app's gate) may answer besides its
@@ -224,12 +229,21 @@ func (fd *finder) flowFuncs(f *flowInst) []*ssa.Function {
 
 // gateInfo is what extract reads of the app's gate (oke.Config.Gate).
 type gateInfo struct {
-	found    bool
-	fails    *failures
-	headers  []string // request headers it reads, as it writes them
-	bearer   bool     // it reads Authorization and mentions "Bearer"
-	traced   bool     // every gate value was traced to its function
-	position token.Position
+	found   bool
+	fails   *failures
+	headers []string // request headers it reads, as it writes them
+	bearer  bool     // it reads Authorization and mentions "Bearer"
+	traced  bool     // every gate value was traced to its function
+	// rules are the //oke:header directives of the gate's doc comment:
+	// header name (canonical) → the schema keywords of its value.
+	rules map[string]map[string]any
+	// bad are directives that do not parse, for diagnostics.
+	bad []badDirective
+}
+
+type badDirective struct {
+	pos token.Position
+	msg string
 }
 
 // gate finds the functions stored in an oke.Config's Gate field anywhere in
@@ -272,6 +286,10 @@ func (fd *finder) gate() *gateInfo {
 	}
 	if !gi.found {
 		return gi
+	}
+	gi.rules = map[string]map[string]any{}
+	for _, fn := range fns {
+		fd.headerDirectives(fn, gi)
 	}
 	gi.fails = fd.failuresOf(fns)
 	if !gi.traced {
@@ -425,3 +443,34 @@ func (fd *finder) conditional(pos token.Position) bool {
 	}
 	return false
 }
+
+// headerDirectives reads the //oke:header lines of fn's doc comment:
+//
+//	//oke:header X-Tenant minLength:"1" maxLength:"128" pattern:"^[!-~]+$"
+//
+// the rules (validation tags, in struct-tag syntax) the gate holds a header
+// it reads to, for its parameter's schema in openapi.json.
+func (fd *finder) headerDirectives(fn *ssa.Function, gi *gateInfo) {
+	decl, ok := fn.Syntax().(*ast.FuncDecl)
+	if !ok || decl.Doc == nil {
+		return
+	}
+	for _, c := range decl.Doc.List {
+		rest, ok := strings.CutPrefix(c.Text, "//oke:header ")
+		if !ok {
+			continue
+		}
+		name, tags, _ := strings.Cut(strings.TrimSpace(rest), " ")
+		r, err := constraint.Parse(reflect.StructTag(strings.TrimSpace(tags)), constraint.String, constraint.Other)
+		if err == nil && r == nil {
+			err = errNoRules
+		}
+		if err != nil {
+			gi.bad = append(gi.bad, badDirective{fd.prog.position(c.Pos()), fmt.Sprintf("//oke:header %s: %v; write it as //oke:header NAME pattern:\"…\" maxLength:\"…\" (validation tags)", name, err)})
+			continue
+		}
+		gi.rules[canonicalHeader(name)] = r.Schema()
+	}
+}
+
+var errNoRules = errors.New("no validation tag")

@@ -2,6 +2,7 @@ package extract
 
 import (
 	"go/types"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -200,7 +201,7 @@ func addGate(doc map[string]any, g *gateInfo) {
 			schemes["bearer"] = map[string]any{"type": "http", "scheme": "bearer", "description": "Authorization: Bearer <token>, read by the app's gate."}
 			security = append(security, map[string]any{"bearer": []any{}})
 		case strings.EqualFold(h, "Authorization"):
-			params = append(params, headerParam(h))
+			params = append(params, headerParam(h, g.rules[canonicalHeader(h)]))
 		case strings.Contains(lower, "key") || strings.Contains(lower, "token"):
 			name := "apiKey"
 			if _, ok := schemes[name]; ok {
@@ -210,7 +211,7 @@ func addGate(doc map[string]any, g *gateInfo) {
 			security = append(security, map[string]any{name: []any{}})
 		case strings.EqualFold(h, "Idempotency-Key") || strings.EqualFold(h, "Prefer"):
 		default:
-			params = append(params, headerParam(h))
+			params = append(params, headerParam(h, g.rules[canonicalHeader(h)]))
 		}
 	}
 	comps := doc["components"].(map[string]any)
@@ -238,10 +239,16 @@ func addGate(doc map[string]any, g *gateInfo) {
 	}
 }
 
-func headerParam(h string) map[string]any {
+// headerParam is a header the gate reads, with the rules its //oke:header
+// directive gives (docs/extract.md).
+func headerParam(h string, rules map[string]any) map[string]any {
+	schema := map[string]any{"type": "string"}
+	for k, v := range rules {
+		schema[k] = v
+	}
 	return map[string]any{"name": h, "in": "header", "required": false,
 		"description": "Read by the app's gate (a value it refuses is answered with the gate's failure, e.g. 400 or 401).",
-		"schema":      map[string]any{"type": "string"}}
+		"schema":      schema}
 }
 
 // openAPIPath turns a ServeMux pattern into an OpenAPI path and its
@@ -665,11 +672,16 @@ func openObjects(sg *schemaGen, s any, inline map[string]bool) any {
 		return openObjects(sg, sg.defs[string(x)], inline)
 	case map[string]any:
 		out := make(map[string]any, len(x))
+		closed := false
 		for k, v := range x {
 			if k == "additionalProperties" && v == false {
+				closed = true
 				continue
 			}
 			out[k] = openObjects(sg, v, inline)
+		}
+		if props, ok := x["properties"].(map[string]any); ok && closed && len(props) > 0 {
+			out["propertyNames"] = noCaseVariants(props)
 		}
 		return out
 	case []any:
@@ -680,6 +692,41 @@ func openObjects(sg *schemaGen, s any, inline map[string]bool) any {
 		return out
 	}
 	return s
+}
+
+// noCaseVariants is a propertyNames schema refusing the keys that match a
+// property only when case is ignored: the decoder refuses those even when
+// it accepts unknown fields (a typo of case must not be silently dropped).
+// Case folding is encoding/json's: ASCII, and the Kelvin sign and long s.
+func noCaseVariants(props map[string]any) map[string]any {
+	names := make([]string, 0, len(props))
+	for n := range props {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var alts []string
+	exact := make([]any, len(names))
+	for i, n := range names {
+		exact[i] = n
+		var b strings.Builder
+		for _, r := range n {
+			switch {
+			case r == 'k' || r == 'K':
+				b.WriteString("[kK\u212A]") // a literal Kelvin sign: RE2 and ECMA-262 escape it differently
+			case r == 's' || r == 'S':
+				b.WriteString("[sS\u017F]")
+			case r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z':
+				b.WriteString("[" + strings.ToLower(string(r)) + strings.ToUpper(string(r)) + "]")
+			default:
+				b.WriteString(regexp.QuoteMeta(string(r)))
+			}
+		}
+		alts = append(alts, b.String())
+	}
+	return map[string]any{"anyOf": []any{
+		map[string]any{"enum": exact},
+		map[string]any{"not": map[string]any{"pattern": "^(?:" + strings.Join(alts, "|") + ")$"}},
+	}}
 }
 
 func containsString(xs []string, s string) bool {

@@ -347,3 +347,38 @@ func TestOpenAPIDemo(t *testing.T) {
 		t.Error("a webhook's redelivery header is not documented")
 	}
 }
+
+// A flow with AllowUnknownFields takes other properties at every level, but
+// not a key that matches a field only when case is ignored (the decoder
+// refuses those still).
+func TestOpenAPIAllowUnknownFields(t *testing.T) {
+	res := runIn(t, "", "./testdata/answers")
+	files, err := res.Files(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc *openapi3.T
+	for name, b := range files {
+		if strings.HasSuffix(name, extract.OpenAPIFile) {
+			if doc, err = openapi3.NewLoader().LoadFromData(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s := doc.Paths.Find("/lenient").Post.RequestBody.Value.Content["application/json"].Schema.Value
+	for body, ok := range map[string]bool{
+		`{"kind":"a","inner":{"id":"x"}}`:                               true,
+		`{"kind":"a","inner":{"id":"x","more":1},"extra":true}`:         true,
+		`{"KIND":"a","kind":"a","inner":{"id":"x"}}`:                    false,
+		`{"kind":"a","inner":{"id":"x","Id":"y"}}`:                      false,
+		"{\"\u212aind\":\"a\",\"kind\":\"a\",\"inner\":{\"id\":\"x\"}}": false, // the Kelvin sign folds to k
+		`{"kind":"a"}`: false, // inner is required
+	} {
+		var v any
+		json.Unmarshal([]byte(body), &v)
+		err := s.VisitJSON(v, openapi3.EnableJSONSchema2020())
+		if (err == nil) != ok {
+			t.Errorf("%s: accepted=%v, want %v (%v)", body, err == nil, ok, err)
+		}
+	}
+}

@@ -41,9 +41,10 @@ func TestRules(t *testing.T) {
 			`extract/testdata/rules/name/name.go:20:19: flow "name.charge": another flow has this name (extract/testdata/rules/name/name.go:15); an app refuses two flows with one name: rename one`,
 		}},
 		{"an input field's validation tag that does not parse fails extract", "./testdata/rules/tag", []string{
-			`extract/testdata/rules/tag/tag.go:12:2: flow "tag.pay": input tag.In: field Amount (amount): tag minimum:"one": "one" is not a number; fix the tag (the decoder would refuse to start: see oke.NewFlow)`,
-			`extract/testdata/rules/tag/tag.go:13:2: flow "tag.pay": input tag.In: field Code (code): tag pattern:"([": not a regular expression: error parsing regexp: missing closing ]: ` + "`[`" + `; fix the tag (the decoder would refuse to start: see oke.NewFlow)`,
-			`extract/testdata/rules/tag/tag.go:18:2: flow "tag.pay": input tag.Item: field N (n): tag minLength:"1": applies to a string, not to an integer; fix the tag (the decoder would refuse to start: see oke.NewFlow)`,
+			`extract/testdata/rules/tag/tag.go:13:2: flow "tag.pay": input tag.In: field Amount (amount): tag minimum:"one": "one" is not a number; fix the tag (the decoder would refuse to start: see oke.NewFlow)`,
+			`extract/testdata/rules/tag/tag.go:14:2: flow "tag.pay": input tag.In: field Code (code): tag pattern:"([": not a regular expression: error parsing regexp: missing closing ]: ` + "`[`" + `; fix the tag (the decoder would refuse to start: see oke.NewFlow)`,
+			`extract/testdata/rules/tag/tag.go:19:2: flow "tag.pay": input tag.Item: field N (n): tag minLength:"1": applies to a string, not to an integer; fix the tag (the decoder would refuse to start: see oke.NewFlow)`,
+			`extract/testdata/rules/tag/tag.go:33:1: //oke:header X-Foo: tag pattern:"(": not a regular expression: error parsing regexp: missing closing ): ` + "`(`" + `; write it as //oke:header NAME pattern:"…" maxLength:"…" (validation tags)`,
 		}},
 		{"options computed at run time are a warning, not a broken rule", "./testdata/rules/runtime", nil},
 		{"the flows fixture breaks no rule", "./testdata/flows", nil},

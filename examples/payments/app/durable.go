@@ -127,8 +127,10 @@ const MaxReminderDelay = 30 * 24 * time.Hour
 
 // RemindIn is the body of POST /reminders.
 type RemindIn struct {
-	To    string `json:"to" minLength:"1" maxLength:"320"` // who to remind
-	Delay string `json:"delay"`                            // a Go duration, e.g. "2s", "1h30m"; 0s–720h
+	To string `json:"to" minLength:"1" maxLength:"320"` // who to remind
+	// Delay is a Go duration, e.g. "2s", "1h30m", at most 720h (the pattern
+	// says the syntax; the bound is Validate's).
+	Delay string `json:"delay" pattern:"^(0|(([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$"`
 }
 
 // Validate checks the delay (what a tag cannot say) and writes it in its

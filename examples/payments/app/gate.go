@@ -20,6 +20,12 @@ import (
 //
 // The demo trusts these headers as they are: a real app would check a
 // signed token or look the API key up.
+//
+// The directive below tells oke extract the tenant's rule, for the X-Tenant
+// parameter of openapi.json (extract reads which headers a gate reads, not
+// what it accepts).
+//
+//oke:header X-Tenant minLength:"1" maxLength:"128" pattern:"^[!-~]+$"
 func Gate(r *http.Request, _ string) (oke.Identity, error) {
 	id := oke.Identity{Tenant: "default", Principal: "anon"}
 	if t := r.Header.Get("X-Tenant"); t != "" {

@@ -80,3 +80,18 @@ func BindAnswers(app *oke.App, a *Answers, extra bool) {
 		app.Handle(oke.POST("/extra"), ReadOnly)
 	}
 }
+
+// Lenient takes unknown fields (Options.AllowUnknownFields).
+var Lenient = oke.NewFlow("answers.lenient", oke.Options{AllowUnknownFields: true},
+	func(ctx context.Context, in LenientIn, fx *oke.Fx) (oke.Response[Out], error) {
+		return oke.OK(Out{}), fx.Emit(ctx, "lenient", in)
+	})
+
+// LenientIn has a nested object.
+type LenientIn struct {
+	Kind  string `json:"kind"`
+	Inner In     `json:"inner"`
+}
+
+// BindLenient binds Lenient.
+func BindLenient(app *oke.App) { app.Handle(oke.POST("/lenient"), Lenient) }

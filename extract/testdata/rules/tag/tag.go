@@ -4,6 +4,7 @@ package tag
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/okengine/oke"
 )
@@ -25,4 +26,21 @@ var Pay = oke.NewFlow("tag.pay", oke.Options{},
 
 func Bind(app *oke.App) {
 	app.Handle(oke.POST("/pay"), Pay)
+}
+
+// gate reads X-Foo; its directive's pattern does not parse.
+//
+//oke:header X-Foo pattern:"("
+func gate(r *http.Request, flow string) (oke.Identity, error) {
+	if r.Header.Get("X-Foo") == "" {
+		return oke.Identity{}, oke.Unauthorized("no foo")
+	}
+	return oke.Identity{Tenant: "t", Principal: "anon"}, nil
+}
+
+// New is the app, with the gate.
+func New() *oke.App {
+	app := oke.New(oke.Config{Gate: gate})
+	Bind(app)
+	return app
 }
