@@ -167,7 +167,7 @@ func TestDeclaredFailure(t *testing.T) {
 	"webhook": `
 func TestWebhookRedelivery(t *testing.T) {
 	c := newClient(t)
-	ev := client.WebhookIn{Id: freshKey("evt_"), Type: "charge.succeeded"}
+	ev := client.DemoWebhookJSONRequestBody{Id: freshKey("evt_"), Type: "charge.succeeded"}
 	first, err := c.DemoWebhookWithResponse(ctx, &client.DemoWebhookParams{}, ev)
 	if err != nil {
 		t.Fatal(err)
