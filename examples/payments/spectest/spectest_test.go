@@ -25,7 +25,7 @@
 // fail it.
 //
 // The run is bounded: -rapid.checks checks per operation (default here
-// 25, each a valid request, an invalid one and, for honored operations,
+// 40, each a valid request, an invalid one and, for honored operations,
 // a replay and a reuse), from -rapid.seed (random when 0; the seed is
 // logged). Inputs that cost time are capped below their documented maximum
 // (costs): the cap is tested by the invalid requests past the maximum
@@ -79,7 +79,7 @@ func TestMain(m *testing.M) {
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if !set["rapid.checks"] && os.Getenv("RAPID_CHECKS") == "" {
-		flag.Set("rapid.checks", "25")
+		flag.Set("rapid.checks", "40")
 	}
 	if !set["rapid.nofailfile"] && os.Getenv("RAPID_NOFAILFILE") == "" {
 		flag.Set("rapid.nofailfile", "true") // no testdata/rapid folder in the repo
