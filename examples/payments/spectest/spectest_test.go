@@ -40,6 +40,17 @@
 // small server that keeps a small document, and against versions of it
 // that lie in one way each: no finding on the first, the lie on each other.
 //
+// Once per operation it also probes the headers the demo's gate reads
+// (a bad Bearer token, a bad X-API-Key, a bad X-Tenant): a server that
+// answers them must document them (security schemes, the X-Tenant
+// parameter). Past the server's own limits it sends a 2 MiB body and
+// 100 KiB of headers where the operation lists 413 and 431.
+//
+// Not covered, because they need two requests in flight at once (a
+// timing the test does not rely on): 409 IdempotencyInProgress with
+// Retry-After, and Preference-Applied after a Prefer: wait. A failure of
+// the store (503) is not provoked either.
+//
 // Set OKE_SPECTEST_REPORT=FILE to have the findings written there as
 // Markdown as well.
 package spectest
