@@ -1,6 +1,9 @@
 package extract
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"go/types"
 	"regexp"
 	"sort"
@@ -123,6 +126,7 @@ func buildOpenAPI(res *Result, sg *schemaGen) *openAPIDoc {
 		},
 	}
 	addGate(doc, res.gate)
+	shareResponses(doc)
 	return &openAPIDoc{doc: doc}
 }
 
@@ -179,6 +183,48 @@ const errorRef = "#/components/schemas/oke.Error"
 
 func errorContent() map[string]any {
 	return map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": errorRef}}}
+}
+
+// shareResponses moves the failure responses that several operations
+// answer alike (the same codes, description and headers) into
+// components.responses, named by status and a digest of their content, and
+// refers to them: the document stays small and a generated client gets one
+// type per kind of failure.
+func shareResponses(doc map[string]any) {
+	type use struct {
+		op     map[string]any
+		status string
+	}
+	byKey := map[string][]use{}
+	bodies := map[string]any{}
+	for _, item := range doc["paths"].(map[string]any) {
+		for _, o := range item.(map[string]any) {
+			rs := o.(map[string]any)["responses"].(map[string]any)
+			for st, r := range rs {
+				if strings.HasPrefix(st, "2") || st == "default" {
+					continue
+				}
+				b, err := json.Marshal(r)
+				if err != nil {
+					continue
+				}
+				sum := sha256.Sum256(b)
+				key := "Error" + st + "_" + hex.EncodeToString(sum[:4])
+				byKey[key] = append(byKey[key], use{rs, st})
+				bodies[key] = r
+			}
+		}
+	}
+	shared := map[string]any{}
+	for key, uses := range byKey {
+		shared[key] = bodies[key]
+		for _, u := range uses {
+			u.op[u.status] = map[string]any{"$ref": "#/components/responses/" + key}
+		}
+	}
+	if len(shared) > 0 {
+		doc["components"].(map[string]any)["responses"] = shared
+	}
 }
 
 // addGate writes what extract read of the app's gate: its credentials as

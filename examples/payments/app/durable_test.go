@@ -447,7 +447,10 @@ func TestPostReminders(t *testing.T) {
 		`{"to":"","delay":"1s"}`,
 		`{"to":"x","delay":"soon"}`,
 		`{"to":"x","delay":"-1s"}`,
-		`{"to":"x","delay":"721h"}`,
+		`{"to":"x","delay":"1h1h"}`,
+		`{"to":"x","delay":"1m1h"}`,
+		`{"to":"x","delay":"1234567h"}`,
+		`{"to":"x","delay":""}`,
 		`{"to":"x"}`,
 	} {
 		t.Run("400 for "+bad, func(t *testing.T) {

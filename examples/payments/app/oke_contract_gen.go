@@ -101,7 +101,7 @@ func init() {
 		},
 		{
 			Name:        "demo.remind",
-			Source:      "examples/payments/app/durable.go:161",
+			Source:      "examples/payments/app/durable.go:159",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -111,13 +111,13 @@ func init() {
 			Effects: []oke.Effect{oke.EffectWrite, oke.EffectEmit},
 			Steps:   []string{"schedule", "wait until due", "send"},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/durable.go:166 oke.Step \"schedule\" → examples/payments/app/durable.go:169 fx.Store(s.db).QueryRow INSERT INTO reminders (recipient, delay_ms, due_at) VALUES ($1, $2, $3) …", "examples/payments/app/durable.go:183 oke.Step \"send\" → examples/payments/app/durable.go:184 fx.Store(s.db).Exec UPDATE reminders SET sent = 1, sent_at = $2 WHERE id = $1 AND sent = 0"},
-				oke.EffectEmit:  {"examples/payments/app/durable.go:183 oke.Step \"send\" → examples/payments/app/durable.go:189 fx.Emit \"reminder.sent\""},
+				oke.EffectWrite: {"examples/payments/app/durable.go:164 oke.Step \"schedule\" → examples/payments/app/durable.go:167 fx.Store(s.db).QueryRow INSERT INTO reminders (recipient, delay_ms, due_at) VALUES ($1, $2, $3) …", "examples/payments/app/durable.go:181 oke.Step \"send\" → examples/payments/app/durable.go:182 fx.Store(s.db).Exec UPDATE reminders SET sent = 1, sent_at = $2 WHERE id = $1 AND sent = 0"},
+				oke.EffectEmit:  {"examples/payments/app/durable.go:181 oke.Step \"send\" → examples/payments/app/durable.go:187 fx.Emit \"reminder.sent\""},
 			},
 		},
 		{
 			Name:        "demo.reminders",
-			Source:      "examples/payments/app/durable.go:216",
+			Source:      "examples/payments/app/durable.go:214",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -126,7 +126,7 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/durable.go:220 fx.Store(s.rdb).Query SELECT id, recipient, sent FROM reminders ORDER BY id"},
+				oke.EffectRead: {"examples/payments/app/durable.go:218 fx.Store(s.rdb).Query SELECT id, recipient, sent FROM reminders ORDER BY id"},
 			},
 		},
 		{
