@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"reflect"
 	"slices"
 	"strconv"
@@ -152,12 +153,30 @@ func validationError(err error) *Error {
 
 // decodeJSON decodes exactly one JSON value from body into v (a pointer),
 // strictly: see strictCheck.
+//
+// A number written with a fraction or an exponent that is an integer
+// (1.0, 1e2) fills an integer field, as JSON Schema counts it an integer:
+// encoding/json refuses it, so it is rewritten as an integer and the body
+// decoded again (only on that error: a body of plain integers pays
+// nothing).
 func decodeJSON(body []byte, v any, allowUnknown bool, req input) *Error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if !allowUnknown {
-		dec.DisallowUnknownFields()
-	}
-	if err := dec.Decode(v); err != nil {
+	var dec *json.Decoder
+	for rewrites := 0; ; rewrites++ {
+		dec = json.NewDecoder(bytes.NewReader(body))
+		if !allowUnknown {
+			dec.DisallowUnknownFields()
+		}
+		err := dec.Decode(v)
+		if err == nil {
+			break
+		}
+		if rewrites < 64 {
+			if nb, ok := integralNumber(body, err); ok {
+				body = nb
+				reflect.ValueOf(v).Elem().SetZero()
+				continue
+			}
+		}
 		return jsonError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -168,6 +187,38 @@ func decodeJSON(body []byte, v any, allowUnknown bool, req input) *Error {
 		return nil
 	}
 	return strictCheck(body, reflect.TypeOf(v).Elem(), req.path)
+}
+
+// integralNumber returns body with the number literal err is about written
+// as an integer, when err is encoding/json refusing a literal such as 1.0
+// or 1e2 for an integer field and the literal's value is an integer.
+func integralNumber(body []byte, err error) ([]byte, bool) {
+	var typ *json.UnmarshalTypeError
+	if !errors.As(err, &typ) || typ.Type == nil {
+		return nil, false
+	}
+	switch typ.Type.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+	default:
+		return nil, false
+	}
+	lit, ok := strings.CutPrefix(typ.Value, "number ")
+	if !ok || !strings.ContainsAny(lit, ".eE") {
+		return nil, false
+	}
+	end := int(typ.Offset)
+	if end < len(lit) || end > len(body) || string(body[end-len(lit):end]) != lit {
+		return nil, false
+	}
+	q, ok := new(big.Rat).SetString(lit)
+	if !ok || !q.IsInt() || q.Num().BitLen() > 64 {
+		return nil, false
+	}
+	out := make([]byte, 0, len(body))
+	out = append(out, body[:end-len(lit)]...)
+	out = append(out, q.Num().String()...)
+	return append(out, body[end:]...), true
 }
 
 func jsonError(err error) *Error {
@@ -243,6 +294,18 @@ func scalarKind(t reflect.Type) bool {
 	return false
 }
 
+// integralText is s written as an integer when it is one written with a
+// fraction or an exponent ("1.0", "1e2"), else s.
+func integralText(s string) string {
+	if !strings.ContainsAny(s, ".eE") {
+		return s
+	}
+	if q, ok := new(big.Rat).SetString(s); ok && q.IsInt() && q.Num().BitLen() <= 64 {
+		return q.Num().String()
+	}
+	return s
+}
+
 func setFromString(v reflect.Value, s string) error {
 	if v.Kind() == reflect.Pointer {
 		p := reflect.New(v.Type().Elem())
@@ -262,13 +325,13 @@ func setFromString(v reflect.Value, s string) error {
 		}
 		v.SetBool(b)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		n, err := strconv.ParseInt(s, 10, v.Type().Bits())
+		n, err := strconv.ParseInt(integralText(s), 10, v.Type().Bits())
 		if err != nil {
 			return fmt.Errorf("want an integer, got %q", s)
 		}
 		v.SetInt(n)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		n, err := strconv.ParseUint(s, 10, v.Type().Bits())
+		n, err := strconv.ParseUint(integralText(s), 10, v.Type().Bits())
 		if err != nil {
 			return fmt.Errorf("want a non-negative integer, got %q", s)
 		}

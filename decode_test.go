@@ -71,6 +71,10 @@ func TestRequiredFields(t *testing.T) {
 		{"null as an item of []int is 400", "POST", "/plain", `{"id":"a","amount":1,"tags":[1,null]}`, "InvalidInput", `"tags[1]" is null`},
 		{"a null body is 400", "POST", "/plain", `null`, "InvalidInput", "is null"},
 		{"a type with no required field takes an empty body", "POST", "/opt", ``, "", ""},
+		{"an integer written 1.0 is an integer", "POST", "/plain", `{"id":"a","amount":1.0,"tags":[2e0,3.00]}`, "", ""},
+		{"an integer written 1e2 is an integer", "POST", "/plain", `{"id":"a","amount":1e2}`, "", ""},
+		{"1.5 is not an integer", "POST", "/plain", `{"id":"a","amount":1.5}`, "InvalidInput", `"amount"`},
+		{"1e30 does not fit an int64", "POST", "/plain", `{"id":"a","amount":1e30}`, "InvalidInput", `"amount"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := do(app, tc.method, tc.path, tc.body)
@@ -145,6 +149,7 @@ func TestValidationTags(t *testing.T) {
 		{"a pointer's rule holds when it is sent", "POST", "/t", `{` + ok + `,"limit":0}`, `"limit" must be at least 1`},
 		{"a query parameter's rule", "GET", "/t?amount=0", ``, `parameter "amount" must be at least 1`},
 		{"a query parameter within the rules", "GET", "/t?amount=3&currency=eur", ``, ""},
+		{"a query integer written 3.0", "GET", "/t?amount=3.0", ``, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := do(app, tc.method, tc.path, tc.body)

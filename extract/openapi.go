@@ -341,6 +341,7 @@ func operation(res *Result, sg *schemaGen, f *Flow, b Binding, method, id string
 		if p, ok := fieldsByName[name]; ok {
 			s, desc = p.schema, p.doc
 		}
+		s = routable(s)
 		pm := map[string]any{"name": name, "in": "path", "required": true, "schema": s}
 		if desc != "" {
 			pm["description"] = desc
@@ -617,6 +618,31 @@ func errorSchema(codes []string) map[string]any {
 			},
 		},
 	}
+}
+
+// RoutablePattern is what a string path parameter must match: anything but
+// "/", "." and "..", which net/http's ServeMux never routes to a pattern's
+// {name} (it answers 404, or redirects to the cleaned path). Written
+// without lookahead, which RE2 lacks.
+const RoutablePattern = `^([^./]|[^.][\s\S]|[\s\S][^.]|[\s\S]{3,})$`
+
+// routable returns a path parameter's schema s holding RoutablePattern
+// when it is a string (beside a pattern of its own, through allOf).
+func routable(s any) any {
+	m, ok := s.(map[string]any)
+	if !ok || m["type"] != "string" {
+		return s
+	}
+	c := make(map[string]any, len(m)+1)
+	for k, v := range m {
+		c[k] = v
+	}
+	if _, has := c["pattern"]; has {
+		c["allOf"] = []any{map[string]any{"pattern": RoutablePattern}}
+	} else {
+		c["pattern"] = RoutablePattern
+	}
+	return c
 }
 
 // requestSchema is the schema of an operation's request body, from its

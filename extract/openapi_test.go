@@ -3,9 +3,13 @@ package extract_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -379,6 +383,28 @@ func TestOpenAPIAllowUnknownFields(t *testing.T) {
 		err := s.VisitJSON(v, openapi3.EnableJSONSchema2020())
 		if (err == nil) != ok {
 			t.Errorf("%s: accepted=%v, want %v (%v)", body, err == nil, ok, err)
+		}
+	}
+}
+
+// RoutablePattern says which values net/http's ServeMux routes to a
+// pattern's {name}: the pattern and the mux agree on each value here.
+func TestRoutablePattern(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /charges/{id}", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(404) })
+	re := regexp.MustCompile(extract.RoutablePattern)
+	for _, id := range []string{"/", ".", "..", "...", ".a", "a.", "a/..", "./", "//", "/a", "a/b", "%", " ", "\n", "ch_1", "é"} {
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, httptest.NewRequest("GET", "/charges/"+url.PathEscape(id), nil))
+		if routed := w.Code == 200; routed != re.MatchString(id) {
+			t.Errorf("%q: routed=%v, pattern says %v", id, routed, !routed)
+		}
+	}
+	doc := loadOpenAPI(t, openAPIDocs[0])
+	for _, p := range doc.Paths.Find("/charges/{id}").Get.Parameters {
+		if p.Value.In == "path" && p.Value.Schema.Value.Pattern != extract.RoutablePattern {
+			t.Errorf("path parameter %s: pattern %q", p.Value.Name, p.Value.Schema.Value.Pattern)
 		}
 	}
 }
