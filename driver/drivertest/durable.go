@@ -344,7 +344,7 @@ func testEventTwice(t *testing.T, d driver.Driver) {
 		app.Handle(oke.POST("/emit"), oke.NewFlow("t.emitter", oke.Options{},
 			func(ctx context.Context, in struct {
 				Tag string `json:"tag"`
-				ID  string `json:"id"`
+				ID  string `json:"id,omitempty"`
 			}, fx *oke.Fx) (oke.Response[string], error) {
 				var opts []oke.EmitOption
 				if in.ID != "" {
@@ -518,7 +518,7 @@ func testDuplicateStep(t *testing.T, d driver.Driver) {
 				return oke.OK("no"), nil
 			}))
 	})
-	wantStatus(t, "duplicate step", h.req("POST", "/p", `{}`), 500)
+	wantStatus(t, "duplicate step", h.req("POST", "/p", `{"tag":"d"}`), 500)
 	run := h.runsOf("t.dup")[0]
 	if run.Status != driver.RunFailed || !strings.Contains(run.Error, `"same" is called twice`) {
 		t.Fatalf("run %s: %q", run.Status, run.Error)
@@ -581,7 +581,7 @@ func testStableKeys(t *testing.T, d driver.Driver) {
 			}))
 	})
 	h.j.failStep.Store("refund", struct{}{}) // the refund happens; its result is not saved
-	w := h.req("POST", "/p", `{}`, "Idempotency-Key", key1)
+	w := h.req("POST", "/p", `{"tag":"k"}`, "Idempotency-Key", key1)
 	wantCode(t, "first attempt", w, 503, "OutcomeUnknown")
 	eventually(t, "the run to be picked up again and complete", h.finished("t.keys", 1))
 	run := h.runsOf("t.keys")[0]
