@@ -380,6 +380,40 @@ func genEntries(src []byte) (map[string]genEntry, string, error) {
 	}
 	out := map[string]genEntry{}
 	var cut [][2]int
+	for _, g := range GeneratedFlows(f) {
+		start, end := fset.Position(g.Lit.Pos()).Offset, fset.Position(g.Lit.End()).Offset
+		cut = append(cut, [2]int{start, end})
+		text := collapse(src[start:end])
+		if g.Digest != "" {
+			text = strings.Replace(text, strconv.Quote(g.Digest), `""`, 1)
+		}
+		out[g.Name] = genEntry{digest: g.Digest, text: text}
+	}
+	var rest []byte
+	at := 0
+	for _, c := range cut {
+		rest = append(rest, src[at:c[0]]...)
+		at = c[1]
+	}
+	rest = append(rest, src[at:]...)
+	return out, collapse(rest), nil
+}
+
+// GeneratedFlow is one oke.ContractFlow entry of a generated
+// oke_contract_gen.go, as written: its Name and Digest (empty when the
+// entry has none), where its name is (the entry's start without one), and
+// the literal itself.
+type GeneratedFlow struct {
+	Name, Digest string
+	Pos          token.Pos
+	Lit          *ast.CompositeLit
+}
+
+// GeneratedFlows returns the oke.ContractFlow entries of a parsed
+// oke_contract_gen.go, in the file's order. `oke extract -check` and the
+// stalecontract analyzer of oke vet both read the file through it.
+func GeneratedFlows(f *ast.File) []GeneratedFlow {
+	var out []GeneratedFlow
 	ast.Inspect(f, func(n ast.Node) bool {
 		lit, ok := n.(*ast.CompositeLit)
 		if !ok {
@@ -397,7 +431,7 @@ func genEntries(src []byte) (map[string]genEntry, string, error) {
 			if !ok {
 				continue
 			}
-			var name, digest string
+			g := GeneratedFlow{Pos: el.Pos(), Lit: el}
 			for _, kv := range el.Elts {
 				kv, ok := kv.(*ast.KeyValueExpr)
 				if !ok {
@@ -414,29 +448,16 @@ func genEntries(src []byte) (map[string]genEntry, string, error) {
 				}
 				switch key.Name {
 				case "Name":
-					name = s
+					g.Name, g.Pos = s, kv.Pos()
 				case "Digest":
-					digest = s
+					g.Digest = s
 				}
 			}
-			start, end := fset.Position(el.Pos()).Offset, fset.Position(el.End()).Offset
-			cut = append(cut, [2]int{start, end})
-			text := collapse(src[start:end])
-			if digest != "" {
-				text = strings.Replace(text, strconv.Quote(digest), `""`, 1)
-			}
-			out[name] = genEntry{digest: digest, text: text}
+			out = append(out, g)
 		}
 		return false
 	})
-	var rest []byte
-	at := 0
-	for _, c := range cut {
-		rest = append(rest, src[at:c[0]]...)
-		at = c[1]
-	}
-	rest = append(rest, src[at:]...)
-	return out, collapse(rest), nil
+	return out
 }
 
 func collapse(b []byte) string { return strings.Join(strings.Fields(string(maskPos(b))), " ") }

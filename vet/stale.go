@@ -142,55 +142,14 @@ type recordedFlow struct {
 	pos          token.Pos
 }
 
-// genFlows returns the entries (oke.ContractFlow literals) of a generated
-// oke_contract_gen.go.
+// genFlows returns the named entries of a generated oke_contract_gen.go.
 func genFlows(f *ast.File) []recordedFlow {
 	var out []recordedFlow
-	ast.Inspect(f, func(n ast.Node) bool {
-		lit, ok := n.(*ast.CompositeLit)
-		if !ok {
-			return true
+	for _, g := range extract.GeneratedFlows(f) {
+		if g.Name != "" {
+			out = append(out, recordedFlow{name: g.Name, digest: g.Digest, pos: g.Pos})
 		}
-		at, ok := lit.Type.(*ast.ArrayType)
-		if !ok {
-			return true
-		}
-		if sel, ok := at.Elt.(*ast.SelectorExpr); !ok || sel.Sel.Name != "ContractFlow" {
-			return true
-		}
-		for _, e := range lit.Elts {
-			el, ok := e.(*ast.CompositeLit)
-			if !ok {
-				continue
-			}
-			r := recordedFlow{pos: el.Pos()}
-			for _, kv := range el.Elts {
-				kv, ok := kv.(*ast.KeyValueExpr)
-				if !ok {
-					continue
-				}
-				key, _ := kv.Key.(*ast.Ident)
-				val, _ := kv.Value.(*ast.BasicLit)
-				if key == nil || val == nil || val.Kind != token.STRING {
-					continue
-				}
-				s, err := strconv.Unquote(val.Value)
-				if err != nil {
-					continue
-				}
-				switch key.Name {
-				case "Name":
-					r.name, r.pos = s, kv.Pos()
-				case "Digest":
-					r.digest = s
-				}
-			}
-			if r.name != "" {
-				out = append(out, r)
-			}
-		}
-		return false
-	})
+	}
 	return out
 }
 
