@@ -310,7 +310,7 @@ func testSleepWakes(t *testing.T, da, db *postgres.Driver) {
 		_, admin := server(t)
 		listenerPID(t, admin, db.WakeChannel(), 0)
 	}
-	if w := post(t, a, "/nap", `{}`); w.Code != http.StatusNoContent {
+	if w := post(t, a, "/nap", `{"n": 1}`); w.Code != http.StatusNoContent {
 		t.Fatalf("POST /nap: %d %s, want 204 (parked)", w.Code, w.Body)
 	}
 	run := waitStatus(t, da, "n.nap", 1, driver.RunCompleted)
