@@ -18,9 +18,9 @@ import (
 
 // PipelineIn is the body of POST /pipeline.
 type PipelineIn struct {
-	Tag    string `json:"tag" minLength:"1" maxLength:"200"`            // names the pipeline
-	Steps  int    `json:"steps" minimum:"0" maximum:"1000"`             // how many steps
-	StepMs int    `json:"stepMs,omitempty" minimum:"0" maximum:"60000"` // how long each step waits before it writes; optional: 0 waits not at all
+	Tag    string `json:"tag" minLength:"1" maxLength:"200"`  // names the pipeline
+	Steps  int    `json:"steps" minimum:"0" maximum:"1000"`   // how many steps
+	StepMs int    `json:"stepMs" minimum:"0" maximum:"60000"` // how long each step waits before it writes
 }
 
 // Pipeline is the answer of POST /pipeline once every step is done.

@@ -79,7 +79,7 @@ func init() {
 		{
 			Name:        "demo.pipeline",
 			Source:      "examples/payments/app/durable.go:38",
-			Digest:      "sha256:e1c802c3d9466f1e97ffa35eb42203c9d1ea24518a567782a6ca7f6d3e677518",
+			Digest:      "sha256:4e3d92c6ba7c25701ce9a107378c03c5a247fdbc844676364e05478716736425",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},

@@ -395,7 +395,7 @@ type Pipeline struct {
 type PipelineIn struct {
 	Tag    string `json:"tag"`
 	Steps  int    `json:"steps"`
-	StepMs int    `json:"stepMs,omitempty"`
+	StepMs int    `json:"stepMs"`
 }
 
 // PipelineLog is a copy of app.PipelineLog, with the same JSON.
