@@ -93,6 +93,9 @@ func (r *Result) Check(outDir string) ([]Diagnostic, error) {
 	}
 	sort.Strings(flows)
 	for _, f := range flows {
+		// The files are read in the order of their absolute names, which
+		// depends on where the module and -o are; the message must not.
+		sort.Strings(c.stale[f])
 		msg := fmt.Sprintf("its contract is stale (%s); %s", strings.Join(c.stale[f], "; "), c.fix)
 		if pos, ok := r.flowPos[f]; ok {
 			out = append(out, diag(pos, f, RuleStale, msg))
