@@ -309,7 +309,10 @@ func (a *App) Start(ctx context.Context) error {
 			go a.sweepLoop()
 		}
 		if a.journal != nil && a.cfg.PollInterval > 0 {
+			a.sched.Flows = a.runFlows()
 			a.sched.Start(a.base)
+			a.bg.Add(1)
+			go a.warnForeignRuns()
 		}
 		if a.waiter != nil {
 			// Hear other instances' waits for keys, so that completing

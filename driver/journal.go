@@ -243,8 +243,11 @@ type Journal interface {
 	// retried) and clears its owner. Durable when it returns.
 	FinishRun(ctx context.Context, id, owner string, f Finish) error
 	// DueRuns returns the IDs of up to limit runs that AcquireRun would take
-	// now, the longest due first.
-	DueRuns(ctx context.Context, limit int) ([]string, error)
+	// now, the longest due first. When flows is not empty, only runs of
+	// those flows are listed: a scheduler asks for the flows its app binds,
+	// so that apps with different flows on one store never take (and
+	// delay) each other's runs. An empty flows lists runs of every flow.
+	DueRuns(ctx context.Context, flows []string, limit int) ([]string, error)
 	// ClaimKey lets the first run claim a business key ("order:42"): it
 	// returns the ID of the run that holds the key — runID itself when this
 	// call (or an earlier one by the same run) won.
@@ -270,8 +273,9 @@ type Notifier interface {
 	// stop when done; the channel is never closed.
 	WatchDue() (c <-chan struct{}, stop func())
 	// NextDue returns how long, by the store's clock, until the earliest
-	// parked run (a sleep, a release with a retry delay) becomes due, and
-	// false when none is waiting. Runs due already, and leases, are not
-	// counted: DueRuns finds the first, polling the second.
-	NextDue(ctx context.Context) (time.Duration, bool, error)
+	// parked run (a sleep, a release with a retry delay) of flows (every
+	// flow when empty, as in DueRuns) becomes due, and false when none is
+	// waiting. Runs due already, and leases, are not counted: DueRuns finds
+	// the first, polling the second.
+	NextDue(ctx context.Context, flows []string) (time.Duration, bool, error)
 }

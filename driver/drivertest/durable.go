@@ -1,9 +1,11 @@
 package drivertest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -39,6 +41,7 @@ var durableRules = []rowRule{
 	{"DuplicateStepNameIsAnError", testDuplicateStep},
 	{"StepMismatchOnResumeIsAnError", testStepMismatch},
 	{"StepKeyAndNewIDAreStableAcrossPickUps", testStableKeys},
+	{"TwoAppsWithDifferentFlowsOnOneStoreRunOnlyTheirOwn", testTwoAppsOneStore},
 }
 
 // journalFault wraps a journal driver to inject save failures.
@@ -593,4 +596,82 @@ func testStableKeys(t *testing.T, d driver.Driver) {
 	if len(ids) != 2 || ids[0] != ids[1] || len(ids[0]) != 36 {
 		t.Fatalf("NewID gave %q across two pick-ups: want one UUID, twice", ids)
 	}
+}
+
+// Two apps with different flows on one store (two services on one Postgres
+// schema): each scheduler must take only its own flows' runs. Before, either
+// scheduler took any due run, and one it did not bind it released for the
+// retry delay — here an hour — so the other app's runs stalled.
+func testTwoAppsOneStore(t *testing.T, d driver.Driver) {
+	const perApp = 8
+	cfg := oke.Config{RetryDelay: time.Hour}
+	bind := func(name string) func(h *durableHarness, app *oke.App) {
+		return func(h *durableHarness, app *oke.App) {
+			app.Handle(oke.POST("/remind"), oke.NewFlow(name, oke.Options{Durable: true},
+				func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) {
+					if err := oke.Sleep(ctx, "wait", nap); err != nil {
+						return oke.Response[string]{}, err
+					}
+					_, err := step(h, ctx, "after", func(context.Context) (int, error) { return 1, nil })
+					return oke.Created("sent", ""), err
+				}))
+		}
+	}
+	a := newDurable(t, d, cfg, func(h *durableHarness, app *oke.App) {
+		bind("a.remind")(h, app)
+		// A run that stays asleep for the test: app b starts while the
+		// store holds an unfinished run of a flow it does not bind.
+		app.Handle(oke.POST("/later"), oke.NewFlow("a.later", oke.Options{Durable: true},
+			func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) {
+				return oke.Response[string]{}, oke.Sleep(ctx, "wait", time.Hour)
+			}))
+	})
+	wantStatus(t, "app a's long sleep", a.req("POST", "/later", `{"tag":"later"}`), 204)
+	for i := range perApp {
+		wantStatus(t, "app a", a.req("POST", "/remind", fmt.Sprintf(`{"tag":"a%d"}`, i)), 204)
+	}
+	logs := &syncBuffer{}
+	bcfg := cfg
+	bcfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	b := newDurable(t, d, bcfg, bind("b.remind"))
+	for i := range perApp {
+		wantStatus(t, "app b", b.req("POST", "/remind", fmt.Sprintf(`{"tag":"b%d"}`, i)), 204)
+	}
+	eventually(t, "every run of both apps to finish", func() bool {
+		return a.finished("a.remind", perApp)() && b.finished("b.remind", perApp)()
+	})
+	for _, flow := range []string{"a.remind", "b.remind"} {
+		for _, r := range a.runsOf(flow) {
+			// Created by its request, picked up once by its own app's
+			// scheduler when the sleep ended: no other pick-up.
+			if r.Status != driver.RunCompleted || r.Attempts != 2 {
+				t.Errorf("run %s of %s: %s after %d pick-ups, want completed after 2", r.ID, flow, r.Status, r.Attempts)
+			}
+		}
+	}
+	if a.ranStep("after") != perApp || b.ranStep("after") != perApp {
+		t.Errorf("the steps ran %d and %d times, want %d each", a.ranStep("after"), b.ranStep("after"), perApp)
+	}
+	// App b started while a's runs were asleep: it says the store is shared.
+	eventually(t, "app b to warn of another app's runs", func() bool {
+		return strings.Contains(logs.String(), "flows this app does not bind") && strings.Contains(logs.String(), "a.later")
+	})
+}
+
+// syncBuffer is a bytes.Buffer a logger may write while a test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

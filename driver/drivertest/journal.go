@@ -79,6 +79,7 @@ var journalRules = []journalRule{
 	{"FinishRunRunningReleasesForRetryAtWakeAt", testFinishRelease},
 	{"DueRunsListsExactlyTheDueRunsLongestDueFirst", testDueRuns},
 	{"DueRunsHonoursLimitAndZeroIsNoLimit", testDueRunsLimit},
+	{"DueRunsListsOnlyRunsOfTheGivenFlows", testDueRunsFlows},
 	{"ClaimKeyFirstRunWins", testClaimKey},
 	{"ClaimKeyIsAtomicUnderConcurrency", testClaimKeyConcurrent},
 	{"RunsAndStepsShareNoMemoryWithCallers", testRunCopies},
@@ -176,7 +177,7 @@ func finishRun(t *testing.T, j journal, id, owner string, f driver.Finish) {
 
 func dueRuns(t *testing.T, j journal, limit int) []string {
 	t.Helper()
-	ids, err := j.DueRuns(t.Context(), limit)
+	ids, err := j.DueRuns(t.Context(), nil, limit)
 	if err != nil {
 		t.Fatalf("DueRuns(%d): %v", limit, err)
 	}
@@ -1092,6 +1093,58 @@ func testDueRuns(t *testing.T, j journal) {
 	}
 }
 
+// Two apps with different flows share a store: each scheduler asks for its
+// own flows' runs and must see no other (else it takes them, counts an
+// attempt on them, and delays them).
+func testDueRunsFlows(t *testing.T, j journal) {
+	now := time.Now()
+	create := func(id, flow string, due time.Duration) {
+		r := newRun(id)
+		r.Flow = flow
+		r.WakeAt = now.Add(-due)
+		createRun(t, j, r, 0)
+	}
+	create("run-a1", "app-a.pay", 5*time.Hour)
+	create("run-b1", "app-b.mail", 4*time.Hour)
+	create("run-a2", "app-a.ship", 3*time.Hour)
+	create("run-b2", "app-b.mail", 2*time.Hour)
+	create("run-a3", "app-a.pay", time.Hour)
+	later := newRun("run-a-later")
+	later.Flow, later.WakeAt = "app-a.pay", now.Add(hold)
+	createRun(t, j, later, 0)
+	time.Sleep(after)
+
+	for _, c := range []struct {
+		flows []string
+		limit int
+		want  []string
+	}{
+		{[]string{"app-a.pay", "app-a.ship"}, many, []string{"run-a1", "run-a2", "run-a3"}},
+		{[]string{"app-a.ship", "app-a.pay"}, 2, []string{"run-a1", "run-a2"}},
+		{[]string{"app-b.mail"}, many, []string{"run-b1", "run-b2"}},
+		{[]string{"app-b.mail"}, 0, []string{"run-b1", "run-b2"}},
+		{[]string{"app-c.none"}, many, nil},
+		{nil, many, []string{"run-a1", "run-b1", "run-a2", "run-b2", "run-a3"}},
+		{[]string{}, 3, []string{"run-a1", "run-b1", "run-a2"}},
+	} {
+		got, err := j.DueRuns(t.Context(), c.flows, c.limit)
+		if err != nil {
+			t.Fatalf("DueRuns(%q, %d): %v", c.flows, c.limit, err)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("DueRuns(%q, %d) = %v, want %v", c.flows, c.limit, got, c.want)
+		}
+	}
+	if n, ok := j.(driver.Notifier); ok {
+		if _, waiting, err := n.NextDue(t.Context(), []string{"app-b.mail"}); err != nil || waiting {
+			t.Errorf("NextDue(app-b.mail) = waiting %v, %v; want none waiting (only app-a.pay has a parked run)", waiting, err)
+		}
+		if _, waiting, err := n.NextDue(t.Context(), []string{"app-a.pay"}); err != nil || !waiting {
+			t.Errorf("NextDue(app-a.pay) = waiting %v, %v; want run-a-later", waiting, err)
+		}
+	}
+}
+
 func testDueRunsLimit(t *testing.T, j journal) {
 	now := time.Now()
 	var want []string
@@ -1240,7 +1293,7 @@ func testJournalClose(t *testing.T, j journal) {
 		{"FinishRun", func() error {
 			return j.FinishRun(ctx, "run-1", "worker-1", driver.Finish{Status: driver.RunCompleted, Result: &driver.Response{Status: 201}})
 		}},
-		{"DueRuns", func() error { _, err := j.DueRuns(ctx, 10); return err }},
+		{"DueRuns", func() error { _, err := j.DueRuns(ctx, nil, 10); return err }},
 		{"ClaimKey", func() error { _, err := j.ClaimKey(ctx, "order:1", "run-1"); return err }},
 	}
 	for _, c := range calls {

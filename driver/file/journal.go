@@ -139,10 +139,12 @@ func (h *dueHeap) Pop() any {
 	return e
 }
 
-// firstDue returns the IDs of up to limit runs due at now, in heap order,
-// visiting only those runs and their children: a frontier heap holds the
-// candidates, the smallest of which is always the next in order.
-func (h dueHeap) firstDue(now int64, limit int) []string {
+// firstDue returns the IDs of up to limit runs of flows (every flow when
+// empty) due at now, in heap order, visiting only the due runs it passes
+// and their children: a frontier heap holds the candidates, the smallest of
+// which is always the next in order. Due runs of other flows are visited
+// and skipped.
+func (h dueHeap) firstDue(now int64, flows []string, limit int) []string {
 	var out []string
 	f := frontier{h: h}
 	if len(h) > 0 {
@@ -153,7 +155,9 @@ func (h dueHeap) firstDue(now int64, limit int) []string {
 		if h[i].due > now {
 			break // the smallest left is not due: nothing else is
 		}
-		out = append(out, h[i].run.ID)
+		if len(flows) == 0 || slices.Contains(flows, h[i].run.Flow) {
+			out = append(out, h[i].run.ID)
+		}
 		for _, c := range [2]int{2*i + 1, 2*i + 2} {
 			if c < len(h) {
 				heap.Push(&f, c)
@@ -870,14 +874,14 @@ func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finis
 // DueRuns implements driver.Journal: it reads the first runs of a heap kept
 // by due time, so its cost grows with limit, not with the number of runs. A
 // limit < 1 lists every due run.
-func (d *Driver) DueRuns(ctx context.Context, limit int) ([]string, error) {
+func (d *Driver) DueRuns(ctx context.Context, flows []string, limit int) ([]string, error) {
 	j := &d.jr
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if err := j.usable(ctx); err != nil {
 		return nil, err
 	}
-	return j.due.firstDue(nanos(now()), limit), nil
+	return j.due.firstDue(nanos(now()), flows, limit), nil
 }
 
 // ClaimKey implements driver.Journal. A win returns once it is fsynced; a

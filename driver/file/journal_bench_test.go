@@ -156,7 +156,7 @@ func BenchmarkDueRuns(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				for range b.N {
-					ids, err := d.DueRuns(ctx, 100)
+					ids, err := d.DueRuns(ctx, nil, 100)
 					if err != nil || len(ids) != want {
 						b.Fatalf("DueRuns: %d ids, %v; want %d", len(ids), err, want)
 					}

@@ -90,7 +90,7 @@ func journalSnapshot(t testing.TB, d *Driver) journalState {
 		}
 		st.runs = append(st.runs, runSnap{run, steps})
 	}
-	if st.due, err = d.DueRuns(ctx, 0); err != nil {
+	if st.due, err = d.DueRuns(ctx, nil, 0); err != nil {
 		t.Fatalf("DueRuns: %v", err)
 	}
 	return st

@@ -369,7 +369,7 @@ func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finis
 }
 
 // DueRuns implements driver.Journal.
-func (d *Driver) DueRuns(ctx context.Context, limit int) ([]string, error) {
+func (d *Driver) DueRuns(ctx context.Context, flows []string, limit int) ([]string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.check(ctx); err != nil {
@@ -378,7 +378,7 @@ func (d *Driver) DueRuns(ctx context.Context, limit int) ([]string, error) {
 	now := d.now()
 	var due []*runEntry
 	for _, e := range d.runs {
-		if e.due(now) {
+		if e.due(now) && (len(flows) == 0 || slices.Contains(flows, e.run.Flow)) {
 			due = append(due, e)
 		}
 	}

@@ -466,12 +466,14 @@ func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finis
 // DueRuns implements driver.Journal: the due runs, longest due first, read
 // with FOR UPDATE SKIP LOCKED so that a run another instance is acquiring
 // or working on right now is left out rather than waited for.
-func (d *Driver) DueRuns(ctx context.Context, limit int) ([]string, error) {
+func (d *Driver) DueRuns(ctx context.Context, flows []string, limit int) ([]string, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
+	// $2 is NULL for every flow (a nil slice encodes as NULL).
 	rows, err := d.pool.Query(ctx, d.sql(`SELECT r.id FROM {s}.oke_runs r WHERE `+dueSQL+`
-		ORDER BY `+dueSinceSQL+`, r.id LIMIT $1 FOR UPDATE SKIP LOCKED`), limitArg(limit))
+		AND ($2::text[] IS NULL OR r.flow = ANY($2))
+		ORDER BY `+dueSinceSQL+`, r.id LIMIT $1 FOR UPDATE SKIP LOCKED`), limitArg(limit), flowsArg(flows))
 	if err != nil {
 		return nil, d.wrap("due runs", err)
 	}
@@ -480,6 +482,15 @@ func (d *Driver) DueRuns(ctx context.Context, limit int) ([]string, error) {
 		return nil, d.wrap("due runs", err)
 	}
 	return ids, nil
+}
+
+// flowsArg is a DueRuns/NextDue flows filter as a query argument: NULL for
+// every flow.
+func flowsArg(flows []string) any {
+	if len(flows) == 0 {
+		return nil
+	}
+	return flows
 }
 
 // ClaimKey implements driver.Journal: INSERT … ON CONFLICT DO NOTHING, then,

@@ -255,13 +255,14 @@ func (d *Driver) listenOnce(ctx context.Context, listening func()) error {
 // NextDue implements driver.Notifier: the time from now() to the earliest
 // wake time of an unowned, unfinished run that is not due yet. It reads the
 // head of the partial index on wake_at that DueRuns uses.
-func (d *Driver) NextDue(ctx context.Context) (time.Duration, bool, error) {
+func (d *Driver) NextDue(ctx context.Context, flows []string) (time.Duration, bool, error) {
 	if err := d.check(); err != nil {
 		return 0, false, err
 	}
 	var us *int64
 	err := d.pool.QueryRow(ctx, d.sql(`SELECT (extract(epoch FROM min(r.wake_at) - now()) * 1000000)::bigint
-		FROM {s}.oke_runs r WHERE r.status IN (1, 2) AND r.owner = '' AND r.wake_at > now()`)).Scan(&us)
+		FROM {s}.oke_runs r WHERE r.status IN (1, 2) AND r.owner = '' AND r.wake_at > now()
+		AND ($1::text[] IS NULL OR r.flow = ANY($1))`), flowsArg(flows)).Scan(&us)
 	if err != nil {
 		return 0, false, d.wrap("next due", err)
 	}

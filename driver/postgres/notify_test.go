@@ -179,7 +179,7 @@ func TestNextDueIsTheEarliestParkedWakeTime(t *testing.T) {
 	d := newDriver(t)
 	defer d.Close()
 	ctx := t.Context()
-	if _, ok, err := d.NextDue(ctx); err != nil || ok {
+	if _, ok, err := d.NextDue(ctx, nil); err != nil || ok {
 		t.Fatalf("NextDue on an empty journal = %v, %v; want none", ok, err)
 	}
 	mustCreate := func(r driver.Run) {
@@ -190,19 +190,19 @@ func TestNextDueIsTheEarliestParkedWakeTime(t *testing.T) {
 	}
 	mustCreate(driver.Run{ID: "due-now", Flow: "f"})
 	mustCreate(driver.Run{ID: "held", Flow: "f", Owner: "w"})
-	if _, ok, err := d.NextDue(ctx); err != nil || ok {
+	if _, ok, err := d.NextDue(ctx, nil); err != nil || ok {
 		t.Fatalf("NextDue with only a due run and a held one = %v, %v; want none", ok, err)
 	}
 	mustCreate(driver.Run{ID: "in-2h", Flow: "f", WakeAt: time.Now().Add(2 * time.Hour)})
 	mustCreate(driver.Run{ID: "in-1h", Flow: "f", WakeAt: time.Now().Add(time.Hour)})
-	got, ok, err := d.NextDue(ctx)
+	got, ok, err := d.NextDue(ctx, nil)
 	if err != nil || !ok || got <= 0 || got > time.Hour {
 		t.Fatalf("NextDue = %v, %v, %v; want the run due in an hour (0 < wait ≤ 1h)", got, ok, err)
 	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := d.NextDue(ctx); err == nil {
+	if _, _, err := d.NextDue(ctx, nil); err == nil {
 		t.Fatal("NextDue on a closed driver succeeded")
 	}
 }

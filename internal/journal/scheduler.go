@@ -21,10 +21,17 @@ import (
 //
 // It holds no rule of what a run is: Run executes one due run by its ID
 // (acquiring it, which may find another process took it first).
+//
+// It looks only for runs of Flows: another app sharing the store with other
+// flows keeps its runs to itself, and this one never takes (and so never
+// counts an attempt on, nor delays) a run it could not execute.
 type Scheduler struct {
 	J     driver.Journal
 	Poll  time.Duration // > 0
 	Slots int           // runs executed at once; > 0
+	// Flows are the flows whose runs this scheduler executes. With none it
+	// looks for nothing.
+	Flows []string
 	// Run executes the due run id. ctx ends when the app gives up waiting
 	// for its runs (Stop's caller's deadline).
 	Run func(ctx context.Context, id string)
@@ -142,7 +149,11 @@ func (s *Scheduler) loop(ctx context.Context) {
 // becomes due, or stops it when none is waiting (or the store did not
 // answer: the poll covers that).
 func (s *Scheduler) armWake(ctx context.Context, n driver.Notifier, timer *time.Timer) {
-	wait, ok, err := n.NextDue(ctx)
+	if len(s.Flows) == 0 {
+		timer.Stop()
+		return
+	}
+	wait, ok, err := n.NextDue(ctx, s.Flows)
 	if err != nil {
 		s.Log.Error("oke: look up the next wake time", "err", err)
 	}
@@ -164,7 +175,10 @@ func (s *Scheduler) pickUp(ctx context.Context) (more bool) {
 	if free <= 0 {
 		return true
 	}
-	ids, err := s.J.DueRuns(ctx, free)
+	if len(s.Flows) == 0 {
+		return false
+	}
+	ids, err := s.J.DueRuns(ctx, s.Flows, free)
 	if err != nil {
 		s.Log.Error("oke: list due runs", "err", err)
 		return false
