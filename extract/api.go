@@ -34,6 +34,13 @@ const (
 	opHandle              // App.Handle: binds a flow
 )
 
+// The names extract gives the marker steps of patches (oke.Patched,
+// oke.DeprecatePatch): listed as the flow's patches, not as its steps.
+const (
+	patchStep           = "oke.patch:"
+	deprecatedPatchStep = "oke.patch(deprecated):"
+)
+
 // api is the one table of the oke API that extract knows: what each call
 // does to a flow's effects. The root API is still being reshaped; when a
 // name changes, change it here only. Argument indexes count a method's
@@ -49,6 +56,7 @@ var api = map[string]struct {
 	shape  string // opFlow: "unary", "stream", "live"
 	kind   string // opBinding: "http", "rpc", "event", "webhook", "internal"
 	method string // opBinding: the HTTP method
+	prefix string // opStepName: put before the name (a patch's marker step)
 }{
 	"(*Fx).Store":       {op: opStore},
 	"(*Fx).Tx":          {op: opFlowTx},
@@ -73,6 +81,8 @@ var api = map[string]struct {
 	"Sleep":             {op: opStepName, arg: 1},
 	"SleepUntil":        {op: opStepName, arg: 1},
 	"NewID":             {op: opStepName, arg: 1},
+	"Patched":           {op: opStepName, arg: 1, prefix: patchStep},
+	"DeprecatePatch":    {op: opStepName, arg: 1, prefix: deprecatedPatchStep},
 	"Claim":             {op: opNone}, // the journal's own business-key claim
 	"StepKey":           {op: opNone},
 	"(*Fx).Fail":        {op: opNone},

@@ -201,6 +201,7 @@ func flowDiffs(a, b Flow) []string {
 	diff("input schema", a.Input, b.Input)
 	diff("output schema", a.Output, b.Output)
 	diff("steps", [][]string{a.Steps, a.DynamicSteps}, [][]string{b.Steps, b.DynamicSteps})
+	diff("patches", [][]string{a.Patches, a.DeprecatedPatches}, [][]string{b.Patches, b.DeprecatedPatches})
 	diff("why", a.Why, b.Why)
 	diff("txOnly", a.TxOnly, b.TxOnly)
 	diff("warnings", a.Warnings, b.Warnings)

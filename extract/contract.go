@@ -43,6 +43,11 @@ type Flow struct {
 	// DynamicSteps the expressions of names computed at run time.
 	Steps        []string `json:"steps"`
 	DynamicSteps []string `json:"dynamicSteps,omitempty"`
+	// Patches are the names the flow checks with oke.Patched (code changed
+	// while runs were in flight), DeprecatedPatches those it consumes with
+	// oke.DeprecatePatch (being retired); in the order the code takes them.
+	Patches           []string `json:"patches,omitempty"`
+	DeprecatedPatches []string `json:"deprecatedPatches,omitempty"`
 	// Why gives, for each inferred effect, the chains of calls that lead
 	// to it.
 	Why map[string][]string `json:"why"`

@@ -761,9 +761,9 @@ func (f *frame) callAPI(in ssa.CallInstruction, cc *ssa.CallCommon, name string,
 	case opStep, opStepName:
 		use := stepUse{sites: []ssa.Instruction{in}}
 		if s, ok := constString(arg(entry.arg)); ok {
-			use.name, use.constant = s, true
+			use.name, use.constant = entry.prefix+s, true
 		} else {
-			use.name = f.exprText(arg(entry.arg), pos)
+			use.name = entry.prefix + f.exprText(arg(entry.arg), pos)
 		}
 		f.out.steps = append(f.out.steps, use)
 		if o == opStep {

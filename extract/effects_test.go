@@ -213,3 +213,19 @@ func TestOptionsSources(t *testing.T) {
 		t.Errorf("fixture.misc: %+v durable %v", m.Idempotency, m.Durable)
 	}
 }
+
+// Patches: a flow's oke.Patched and oke.DeprecatePatch names are listed as
+// its patches, not as steps.
+func TestPatchesAreListed(t *testing.T) {
+	res := run(t, "./testdata/patches")
+	if len(res.Diagnostics) > 0 {
+		t.Fatalf("diagnostics: %v", res.Diagnostics)
+	}
+	f := flowNamed(t, res, "patches.ship")
+	if !reflect.DeepEqual(f.Patches, []string{"express"}) || !reflect.DeepEqual(f.DeprecatedPatches, []string{"label-v2"}) {
+		t.Errorf("patches %q, deprecated %q; want [express] and [label-v2]", f.Patches, f.DeprecatedPatches)
+	}
+	if !reflect.DeepEqual(f.Steps, []string{"label", "courier", "post"}) {
+		t.Errorf("steps %q, want [label courier post]", f.Steps)
+	}
+}

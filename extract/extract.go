@@ -288,6 +288,20 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (fl Flow, gf genFlow, diags [
 	// Steps.
 	seenStep := map[string]bool{}
 	for _, u := range s.steps {
+		if name, ok := strings.CutPrefix(u.name, patchStep); ok {
+			if !seenStep[u.name] {
+				seenStep[u.name] = true
+				fl.Patches = append(fl.Patches, name)
+			}
+			continue
+		}
+		if name, ok := strings.CutPrefix(u.name, deprecatedPatchStep); ok {
+			if !seenStep[u.name] {
+				seenStep[u.name] = true
+				fl.DeprecatedPatches = append(fl.DeprecatedPatches, name)
+			}
+			continue
+		}
 		if u.constant && !seenStep[u.name] {
 			seenStep[u.name] = true
 			fl.Steps = append(fl.Steps, u.name)

@@ -23,7 +23,7 @@ type cached struct {
 // fixturePatterns are the fixture packages of this module, extracted
 // together (once per test binary: loading is most of the cost).
 var fixturePatterns = []string{"./testdata/flows", "./testdata/rules/ttl", "./testdata/rules/required",
-	"./testdata/rules/effects", "./testdata/rules/steps", "./testdata/rules/runtime", "./testdata/rules/name", "./testdata/rules/tag", "./testdata/answers"}
+	"./testdata/rules/effects", "./testdata/rules/steps", "./testdata/rules/runtime", "./testdata/rules/name", "./testdata/rules/tag", "./testdata/answers", "./testdata/patches"}
 
 // run returns the diagnostics, warnings and flows of one fixture package.
 func run(t *testing.T, pattern string) *extract.Result {

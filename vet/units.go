@@ -22,6 +22,9 @@ var builtinRoles = map[string]*roles{
 	"SleepUntil": {step: map[int]bool{2: true}, name: map[int]string{1: "step name of oke.SleepUntil"}},
 	"NewID":      {name: map[int]string{1: "step name of oke.NewID"}},
 	"Claim":      {name: map[int]string{1: "claim key of oke.Claim"}},
+	// A patch check decides once per run and saves a marker step.
+	"Patched":        {name: map[int]string{1: "patch name of oke.Patched"}},
+	"DeprecatePatch": {name: map[int]string{1: "patch name of oke.DeprecatePatch"}},
 }
 
 // rolesOf returns the roles of a call's arguments, or nil.

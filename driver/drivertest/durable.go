@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,7 @@ var durableRules = []rowRule{
 	{"StepMismatchOnResumeIsAnError", testStepMismatch},
 	{"StepKeyAndNewIDAreStableAcrossPickUps", testStableKeys},
 	{"TwoAppsWithDifferentFlowsOnOneStoreRunOnlyTheirOwn", testTwoAppsOneStore},
+	{"PatchedKeepsRunsInFlightOnTheirCodeAcrossDeploys", testPatched},
 }
 
 // journalFault wraps a journal driver to inject save failures.
@@ -674,4 +676,93 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A flow changes twice while runs are in flight (three deploys, switched by
+// version): v2 adds a patch, v3 deprecates it. Each run picks up on the
+// next version — the flow bumps the version as it parks — and must match
+// its journal: no StepMismatchError, every step once.
+func testPatched(t *testing.T, d driver.Driver) {
+	var version atomic.Int32
+	version.Store(1)
+	h := newDurable(t, d, oke.Config{}, func(h *durableHarness, app *oke.App) {
+		app.Handle(oke.POST("/p"), oke.NewFlow("t.patch", oke.Options{Durable: true},
+			func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) {
+				v := version.Load()
+				one := func(ctx context.Context) (int, error) { return 1, nil }
+				if _, err := step(h, ctx, "a", one); err != nil {
+					return oke.Response[string]{}, err
+				}
+				var err error
+				switch v {
+				case 1:
+					_, err = step(h, ctx, "b", one)
+				case 2:
+					var ok bool
+					if ok, err = oke.Patched(ctx, "p"); err == nil && ok {
+						_, err = step(h, ctx, "c", one)
+					} else if err == nil {
+						_, err = step(h, ctx, "b", one)
+					}
+				default:
+					if err = oke.DeprecatePatch(ctx, "p"); err == nil {
+						_, err = step(h, ctx, "c", one)
+					}
+				}
+				if err != nil {
+					return oke.Response[string]{}, err
+				}
+				if err := oke.Sleep(ctx, "wait", nap); err != nil {
+					if in.Tag == "deploy" {
+						version.Add(1) // the next deploy is out before the run wakes
+					}
+					return oke.Response[string]{}, err
+				}
+				_, err = step(h, ctx, "d", one)
+				return oke.Created(fmt.Sprint("v", v), ""), err
+			}))
+	})
+	steps := func(runs int) [][]string {
+		t.Helper()
+		eventually(t, "the runs to finish", h.finished("t.patch", runs))
+		var out [][]string
+		for _, r := range h.runsOf("t.patch") {
+			run, saved, err := h.jr.GetRun(t.Context(), r.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if run.Status != driver.RunCompleted {
+				t.Fatalf("run %s: %s (%s), want completed", run.ID, run.Status, run.Error)
+			}
+			var names []string
+			for _, s := range saved {
+				names = append(names, s.Name)
+			}
+			out = append(out, names)
+		}
+		return out
+	}
+	// One at a time: a patch is deprecated only once the runs older than
+	// it have finished.
+	wantStatus(t, "a v1 run", h.req("POST", "/p", `{"tag":"deploy"}`), 204)
+	steps(1)
+	wantStatus(t, "a v2 run", h.req("POST", "/p", `{"tag":"deploy"}`), 204)
+	steps(2)
+	wantStatus(t, "a v3 run", h.req("POST", "/p", `{"tag":"v3"}`), 204)
+	got := steps(3)
+	want := [][]string{
+		{"a", "b", "wait", "d"},                // began on v1, ended on v2: kept to the old branch
+		{"a", "oke.patch:p", "c", "wait", "d"}, // began on v2, ended on v3: the marker is consumed
+		{"a", "c", "wait", "d"},                // v3 only: no marker
+	}
+	for i := range want {
+		if i >= len(got) || !slices.Equal(got[i], want[i]) {
+			t.Fatalf("the runs' steps are %q, want %q", got, want)
+		}
+	}
+	for name, n := range map[string]int64{"a": 3, "b": 1, "c": 2, "d": 3} {
+		if h.ranStep(name) != n {
+			t.Errorf("step %s ran %d times, want %d", name, h.ranStep(name), n)
+		}
+	}
 }
