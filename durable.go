@@ -129,6 +129,9 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	if st == nil {
 		return fn(ctx)
 	}
+	if inParallelStep(ctx, st) {
+		return zero, fmt.Errorf("step %q: a step started with oke.Go (or a function of oke.First) cannot take steps of its own", name)
+	}
 	saved, p, err := st.x.Next(ctx, name)
 	if err != nil {
 		return zero, err
@@ -208,6 +211,9 @@ func sleepUntil(ctx context.Context, name string, until func() time.Time) error 
 	st := runFrom(ctx)
 	if st == nil {
 		return fmt.Errorf("sleep %q: %w", name, ErrNotDurable)
+	}
+	if inParallelStep(ctx, st) {
+		return fmt.Errorf("sleep %q: a step started with oke.Go (or a function of oke.First) cannot sleep", name)
 	}
 	return st.x.Sleep(ctx, name, until)
 }

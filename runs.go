@@ -109,6 +109,7 @@ func (a *App) execute(ctx context.Context, f *flow, e *execution, in any) outcom
 	fx := &rc.fx
 	ctx = rc
 	res, _, err := a.callUnary(ctx, f, in, fx)
+	x.Drain() // steps started with Go, waited for or not, have settled
 	rc.st.endStepTx()
 	o := outcome{res: res, err: err, nonRead: fx.hasNonRead() || x.Taken() > 0 || x.Saved() > 0, started: true}
 	if err != nil && ctx.Err() != nil && a.base.Err() != nil {

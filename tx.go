@@ -38,6 +38,9 @@ func (fx *Fx) Tx(ctx context.Context) (*Tx, error) {
 		root = root.parent
 	}
 	if step := stepFrom(ctx); step != nil {
+		if st := runFrom(ctx); st != nil && inParallelStep(ctx, st) {
+			return nil, fmt.Errorf("oke: flow %s: Fx.Tx in step %q, started with oke.Go: steps that run at the same time cannot share the flow's transaction; write through fx.Store, or make it a plain oke.Step", fx.flow.name, step.name)
+		}
 		return step.openTx(ctx, fx)
 	}
 	if root.run != nil {

@@ -78,6 +78,8 @@ var api = map[string]struct {
 	"Call":              {op: opCall, effect: oke.EffectCall, arg: 2},
 	"Run":               {op: opRun, effect: oke.EffectCall, arg: 2},
 	"Step":              {op: opStep, arg: 1, fn: 2},
+	"Go":                {op: opStep, arg: 1, fn: 2},
+	"First":             {op: opStep, arg: 1, fn: 2},
 	"Sleep":             {op: opStepName, arg: 1},
 	"SleepUntil":        {op: opStepName, arg: 1},
 	"NewID":             {op: opStepName, arg: 1},

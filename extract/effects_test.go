@@ -229,3 +229,16 @@ func TestPatchesAreListed(t *testing.T) {
 		t.Errorf("steps %q, want [label courier post]", f.Steps)
 	}
 }
+
+// Steps that run at the same time (oke.Go, and every function of
+// oke.First): their effects are the flow's, and their names its steps.
+func TestParallelStepsEffects(t *testing.T) {
+	res := run(t, "./testdata/patches")
+	f := flowNamed(t, res, "patches.quote")
+	if !reflect.DeepEqual(f.Effects, []string{"write", "send"}) {
+		t.Errorf("effects %q, want [write send]", f.Effects)
+	}
+	if !reflect.DeepEqual(f.Steps, []string{"rate", "fastest"}) {
+		t.Errorf("steps %q, want [rate fastest]", f.Steps)
+	}
+}

@@ -22,9 +22,23 @@ var builtinRoles = map[string]*roles{
 	"SleepUntil": {step: map[int]bool{2: true}, name: map[int]string{1: "step name of oke.SleepUntil"}},
 	"NewID":      {name: map[int]string{1: "step name of oke.NewID"}},
 	"Claim":      {name: map[int]string{1: "claim key of oke.Claim"}},
+	// oke.Go runs its function in a step of its own, at the same time as
+	// the flow; every function of oke.First runs in its one step.
+	"Go":    {step: map[int]bool{2: true}, name: map[int]string{1: "step name of oke.Go"}},
+	"First": {step: argsFrom(2), name: map[int]string{1: "step name of oke.First"}},
 	// A patch check decides once per run and saves a marker step.
 	"Patched":        {name: map[int]string{1: "patch name of oke.Patched"}},
 	"DeprecatePatch": {name: map[int]string{1: "patch name of oke.DeprecatePatch"}},
+}
+
+// argsFrom marks the arguments from i on (a variadic parameter's) as run in
+// a step.
+func argsFrom(i int) map[int]bool {
+	m := map[int]bool{}
+	for ; i < 64; i++ {
+		m[i] = true
+	}
+	return m
 }
 
 // rolesOf returns the roles of a call's arguments, or nil.

@@ -44,6 +44,7 @@ var durableRules = []rowRule{
 	{"StepKeyAndNewIDAreStableAcrossPickUps", testStableKeys},
 	{"TwoAppsWithDifferentFlowsOnOneStoreRunOnlyTheirOwn", testTwoAppsOneStore},
 	{"PatchedKeepsRunsInFlightOnTheirCodeAcrossDeploys", testPatched},
+	{"ParallelStepsRunAtOnceAndAreJournaledInCallOrder", testParallelSteps},
 }
 
 // journalFault wraps a journal driver to inject save failures.
@@ -765,4 +766,79 @@ func testPatched(t *testing.T, d driver.Driver) {
 			t.Errorf("step %s ran %d times, want %d", name, h.ranStep(name), n)
 		}
 	}
+}
+
+// Steps started with oke.Go run at the same time — "slow" waits until
+// "fast", started after it, has run — and are journaled in the order they
+// were started, each once: the pick-up after the sleep replays them.
+// oke.First saves the first answer, and the pick-up returns it again.
+func testParallelSteps(t *testing.T, d driver.Driver) {
+	fastRan := make(chan struct{})
+	var fastOnce sync.Once
+	h := newDurable(t, d, oke.Config{}, func(h *durableHarness, app *oke.App) {
+		app.Handle(oke.POST("/par"), oke.NewFlow("t.parallel", oke.Options{Durable: true},
+			func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) {
+				slow := oke.Go(ctx, "slow", func(ctx context.Context) (int, error) {
+					h.count("slow")
+					select {
+					case <-fastRan:
+						return 1, nil
+					case <-time.After(30 * time.Second):
+						return 0, errors.New("slow: fast never ran: the steps did not run at the same time")
+					}
+				})
+				fast := oke.Go(ctx, "fast", func(ctx context.Context) (int, error) {
+					h.count("fast")
+					fastOnce.Do(func() { close(fastRan) })
+					return 2, nil
+				})
+				if err := oke.WaitAll(ctx, slow, fast); err != nil {
+					return oke.Response[string]{}, err
+				}
+				i, v, err := oke.First(ctx, "quote", func(ctx context.Context) (string, error) {
+					<-ctx.Done() // never answers first: cancelled once the other wins
+					return "", ctx.Err()
+				}, func(ctx context.Context) (string, error) {
+					h.count("quote")
+					return "q", nil
+				})
+				if err != nil {
+					return oke.Response[string]{}, err
+				}
+				if err := oke.Sleep(ctx, "wait", nap); err != nil {
+					return oke.Response[string]{}, err
+				}
+				a, _ := slow.Wait(ctx)
+				b, _ := fast.Wait(ctx)
+				return oke.Created(fmt.Sprintf("%d+%d %d:%s", a, b, i, v), ""), nil
+			}))
+	})
+	wantStatus(t, "first", h.req("POST", "/par", `{"tag":"p"}`, "Idempotency-Key", key1), 204)
+	eventually(t, "the run to finish", h.finished("t.parallel", 1))
+	r := h.runsOf("t.parallel")[0]
+	run, saved, err := h.jr.GetRun(t.Context(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range saved {
+		names = append(names, s.Name)
+	}
+	if run.Status != driver.RunCompleted || run.Result == nil || strings.TrimSpace(string(run.Result.Body)) != `"1+2 1:q"` {
+		t.Fatalf("run %s (%s), result %+v", run.Status, run.Error, run.Result)
+	}
+	if want := []string{"slow", "fast", "quote", "wait"}; !slices.Equal(names, want) {
+		t.Errorf("journal %q, want %q (the order the steps were started, not the order they ended)", names, want)
+	}
+	for _, n := range []string{"slow", "fast", "quote"} {
+		if h.ranStep(n) != 1 {
+			t.Errorf("%s ran %d times, want once (the pick-up replays it)", n, h.ranStep(n))
+		}
+	}
+}
+
+// count counts a run of the step named name, for ranStep.
+func (h *durableHarness) count(name string) {
+	c, _ := h.steps.LoadOrStore(name, new(atomic.Int64))
+	c.(*atomic.Int64).Add(1)
 }

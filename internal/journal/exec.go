@@ -63,6 +63,7 @@ type Exec struct {
 	failed error // ErrSaveFailed / ErrLostLease once hit
 	keeper lease.Keeper
 	base   time.Time // when the execution began, with a monotonic reading
+	par    *order    // set once steps run at the same time (Parallel)
 }
 
 // Reporter is told of the store failures an execution hits (a failed save,
@@ -235,6 +236,7 @@ func (x *Exec) Next(ctx context.Context, name string) (saved *driver.Step, p Pen
 		}
 		return s, p, nil
 	}
+	last := x.last
 	x.mu.Unlock()
 	// Only the first unsaved step can have been begun by an earlier
 	// execution: the driver counts those in Run.NextAttempts (this one
@@ -243,17 +245,36 @@ func (x *Exec) Next(ctx context.Context, name string) (saved *driver.Step, p Pen
 	if seq == len(x.saved)+1 {
 		attempts = max(x.Run.NextAttempts, 1)
 	}
-	return nil, Pending{Seq: seq, Name: name, Attempts: attempts, started: x.last}, nil
+	return nil, Pending{Seq: seq, Name: name, Attempts: attempts, started: last}, nil
+}
+
+// setLast records that a step ends now (where the next one's time begins)
+// and returns the time since the execution began. Under the lock: steps
+// running at the same time end in their own goroutines.
+func (x *Exec) setLast() time.Duration {
+	finished := x.elapsed()
+	x.mu.Lock()
+	x.last = finished
+	x.mu.Unlock()
+	return finished
 }
 
 // Save saves the outcome of a step Next returned as pending: the JSON of its
 // result, or the JSON of a declared failure.
 func (x *Exec) Save(ctx context.Context, p Pending, result, failure []byte) error {
-	finished := x.elapsed()
-	x.last = finished
+	finished := x.setLast()
 	step := driver.Step{Seq: p.Seq, Name: p.Name, Result: result, Failure: failure, Attempts: p.Attempts,
 		StartedAt: x.at(p.started), FinishedAt: x.at(finished)}
-	if err := x.J.SaveStep(ctx, x.Run.ID, x.Owner, step); err != nil {
+	if x.par != nil {
+		if err := x.par.turn(p.Seq); err != nil {
+			return err
+		}
+	}
+	err := x.J.SaveStep(ctx, x.Run.ID, x.Owner, step)
+	if x.par != nil {
+		x.par.settled(p.Seq, err == nil)
+	}
+	if err != nil {
 		return x.fail(err)
 	}
 	return nil
@@ -263,11 +284,19 @@ func (x *Exec) Save(ctx context.Context, p Pending, result, failure []byte) erro
 // whose result is saved in the caller's transaction, with the step's own
 // writes (driver.TxDriver.CommitStep).
 func (x *Exec) SaveIn(ctx context.Context, p Pending, result, failure []byte, save func(ctx context.Context, id, owner string, step driver.Step) error) error {
-	finished := x.elapsed()
-	x.last = finished
+	finished := x.setLast()
 	step := driver.Step{Seq: p.Seq, Name: p.Name, Result: result, Failure: failure, Attempts: p.Attempts,
 		StartedAt: x.at(p.started), FinishedAt: x.at(finished)}
-	if err := save(ctx, x.Run.ID, x.Owner, step); err != nil {
+	if x.par != nil {
+		if err := x.par.turn(p.Seq); err != nil {
+			return err
+		}
+	}
+	err := save(ctx, x.Run.ID, x.Owner, step)
+	if x.par != nil {
+		x.par.settled(p.Seq, err == nil)
+	}
+	if err != nil {
 		return x.fail(err)
 	}
 	return nil
