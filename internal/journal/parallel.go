@@ -16,8 +16,8 @@ var ErrEarlierStepUnsaved = errors.New("journal: an earlier step running at the 
 // order keeps saves in step order once steps run at the same time
 // (Exec.Parallel): the save of step n waits until step n-1's has settled.
 type order struct {
-	mu     sync.Mutex
-	cond   sync.Cond
+	mu      sync.Mutex
+	cond    sync.Cond
 	through int // every step up to this one is saved
 	broken  int // the first step that will not be saved; 0: none
 	running sync.WaitGroup
