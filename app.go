@@ -108,6 +108,13 @@ type Config struct {
 	// MaxConcurrentRuns bounds how many runs the scheduler executes at
 	// once. Zero means 16.
 	MaxConcurrentRuns int
+
+	// Clock is the time durable runs count in: when a durable sleep ends,
+	// when a run released for a retry is due again. nil means time.Now.
+	// Tests set a fake one to make sleeps pass at once (oketest.Clock);
+	// give the driver the same clock (memory.WithClock), which decides
+	// when a parked run is due and when a lease has lapsed.
+	Clock func() time.Time
 }
 
 // App is a set of flows bound to HTTP routes. It is an http.Handler and
@@ -181,6 +188,9 @@ func New(cfg Config) *App {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
 	}
 	if cfg.RetryDelay <= 0 {
 		cfg.RetryDelay = 5 * time.Minute

@@ -199,15 +199,16 @@ func savedOutcome[T any](name string, result, failure []byte) (T, error) {
 // picks up after the wake time, Sleep returns nil and the flow goes on.
 // name is a step name (unique in the run).
 func Sleep(ctx context.Context, name string, d time.Duration) error {
-	return sleepUntil(ctx, name, func() time.Time { return time.Now().Add(d) })
+	return sleepUntil(ctx, name, func(now time.Time) time.Time { return now.Add(d) })
 }
 
 // SleepUntil is Sleep until t.
 func SleepUntil(ctx context.Context, name string, t time.Time) error {
-	return sleepUntil(ctx, name, func() time.Time { return t })
+	return sleepUntil(ctx, name, func(time.Time) time.Time { return t })
 }
 
-func sleepUntil(ctx context.Context, name string, until func() time.Time) error {
+// sleepUntil parks the run until until(now), on the app's clock.
+func sleepUntil(ctx context.Context, name string, until func(now time.Time) time.Time) error {
 	st := runFrom(ctx)
 	if st == nil {
 		return fmt.Errorf("sleep %q: %w", name, ErrNotDurable)
@@ -215,7 +216,7 @@ func sleepUntil(ctx context.Context, name string, until func() time.Time) error 
 	if inParallelStep(ctx, st) {
 		return fmt.Errorf("sleep %q: a step started with oke.Go (or a function of oke.First) cannot sleep", name)
 	}
-	return st.x.Sleep(ctx, name, until)
+	return st.x.Sleep(ctx, name, until, st.fx.app.cfg.Clock)
 }
 
 // StepKey returns a key that is stable across every attempt of the current

@@ -45,7 +45,7 @@ func (a *App) resume(ctx context.Context, id string) {
 	f := a.flows[run.Flow]
 	if f == nil || f.shape != shapeUnary {
 		a.log.Error("oke: a due run's flow is not bound to this app; retrying later", "run", id, "flow", run.Flow)
-		a.journal.FinishRun(ctx, id, owner, driver.Finish{Status: driver.RunRunning, WakeAt: time.Now().Add(a.cfg.RetryDelay)})
+		a.journal.FinishRun(ctx, id, owner, driver.Finish{Status: driver.RunRunning, WakeAt: a.cfg.Clock().Add(a.cfg.RetryDelay)})
 		return
 	}
 	a.execute(ctx, f, a.newExecution(run, steps, owner, time.Now()), nil)
@@ -163,7 +163,7 @@ func (a *App) finish(ctx context.Context, ex *execution, o outcome) outcome {
 		if errors.Is(o.store, journal.ErrLostLease) {
 			return o // another owner has the run
 		}
-		f = driver.Finish{Status: driver.RunRunning, WakeAt: time.Now().Add(a.cfg.RetryDelay)}
+		f = driver.Finish{Status: driver.RunRunning, WakeAt: a.cfg.Clock().Add(a.cfg.RetryDelay)}
 	case o.parked:
 		wake, _ := x.Parked()
 		f = driver.Finish{Status: driver.RunSleeping, WakeAt: wake}

@@ -15,6 +15,10 @@
 //
 // It counts executions with the app's oke_flow_executions_total series
 // (App.Registry), so a flow that Calls others counts them too.
+//
+// For durable flows, NewDurable runs the app and its memory driver on a
+// fake Clock (sleeps end when the test advances it) and can cut an
+// execution off right after a given step, as a crash would (CrashAfter).
 package oketest
 
 import (

@@ -344,9 +344,11 @@ func (x *Exec) fail(err error) error {
 // Sleep is the durable sleep: a step named name saves the wake time the
 // first time it is reached; while that time is ahead, the run parks
 // (ErrParked); once it has passed, Sleep returns nil.
-func (x *Exec) Sleep(ctx context.Context, name string, until func() time.Time) error {
+//
+// now is the clock the sleep counts on (time.Now, or a test's).
+func (x *Exec) Sleep(ctx context.Context, name string, until func(now time.Time) time.Time, now func() time.Time) error {
 	res, _, err := x.Step(ctx, name, func(context.Context) ([]byte, []byte, error) {
-		b, err := until().UTC().MarshalJSON()
+		b, err := until(now()).UTC().MarshalJSON()
 		return b, nil, err
 	})
 	if err != nil {
@@ -356,7 +358,7 @@ func (x *Exec) Sleep(ctx context.Context, name string, until func() time.Time) e
 	if err := wake.UnmarshalJSON(res); err != nil {
 		return fmt.Errorf("run %s: sleep %q: saved wake time: %w", x.Run.ID, name, err)
 	}
-	if time.Now().Before(wake) {
+	if now().Before(wake) {
 		x.mu.Lock()
 		x.parked = true
 		x.wakeAt = wake
