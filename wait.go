@@ -239,6 +239,7 @@ func (a *App) awaitKey(ctx context.Context, f *flow, key driver.Key, fp string, 
 			by = wakePoll
 		case <-deadline.C:
 		case <-ctx.Done():
+		case <-a.stop: // the app closes: answer now, do not hold Close up
 		}
 		if t != nil {
 			t.Stop()

@@ -26,6 +26,40 @@ func init() {
 		rowRule{"DurableNoContentAnswerNamesNoRun", testDurableNoContentFinal},
 		rowRule{"AwaitRunReturnsTheResultOrATypedError", testAwaitRun},
 	)
+	httpRules = append(httpRules,
+		rowRule{"PreferWaitOnAKeyInProgressEndsWhenTheAppCloses", testPreferWaitAppCloses})
+}
+
+func testPreferWaitAppCloses(t *testing.T, d driver.Driver) {
+	release, started := make(chan struct{}), make(chan struct{})
+	h := newHarness(t, d, oke.Config{}, func(h *harness, app *oke.App) {
+		app.Handle(oke.POST("/slow"), oke.NewFlow("t.slowclose", oke.Options{},
+			func(ctx context.Context, in chargeIn, fx *oke.Fx) (oke.Response[int], error) {
+				fx.Raw(ctx, "write", func(context.Context) error { return nil })
+				close(started)
+				<-release
+				return oke.Created(1, ""), nil
+			}))
+	})
+	first := make(chan *httptest.ResponseRecorder)
+	go func() { first <- h.req("POST", "/slow", body, "Idempotency-Key", key1) }()
+	waitFor(t, "the flow to start", started)
+	held := make(chan *httptest.ResponseRecorder)
+	go func() { held <- h.req("POST", "/slow", body, "Idempotency-Key", key1, "Prefer", "wait=60") }()
+	eventually(t, "the second request to be held", func() bool { return waiting(t, h.app, "t.slowclose") == 1 })
+	closed := make(chan error, 1)
+	go func() { closed <- h.app.Close(context.Background()) }()
+	// Close waits for the first request, which runs until released: the
+	// held one (for up to 60 s) must not wait with it.
+	eventually(t, "the held request to end with the app", func() bool { return waiting(t, h.app, "t.slowclose") == 0 })
+	wantCode(t, "the held request when the app closes", waitFor(t, "the held request", held), 409, "IdempotencyInProgress")
+	close(release)
+	if f := waitFor(t, "the first request", first); f.Code != 201 {
+		t.Fatalf("first: %d %s", f.Code, f.Body)
+	}
+	if err := waitFor(t, "Close", closed); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
 }
 
 // CancelRun passes App.Cancel on to the driver's journal.
@@ -169,6 +203,7 @@ func testParkedWaitAppCloses(t *testing.T, d driver.Driver) {
 	eventually(t, "the retry to be held", func() bool { return waiting(t, h.app, "t.nap") == 1 })
 	closed := make(chan error, 1)
 	go func() { closed <- h.app.Close(context.Background()) }()
+	eventually(t, "the held retry to end with the app", func() bool { return waiting(t, h.app, "t.nap") == 0 })
 	wantParked(t, "the retry held while the app closes", waitFor(t, "the held retry", held), id)
 	if err := <-closed; err != nil {
 		t.Fatalf("Close: %v", err)
