@@ -118,21 +118,22 @@ type App struct {
 	engine  idem.Engine
 	journal driver.Journal // nil when the driver keeps no journal
 	sched   journal.Scheduler
-	done    completions // wakes requests that wait for a key (Prefer: wait)
-	ended   runEnds     // wakes waiters for a run's end (results.go)
-	// runWaiters counts the requests held waiting for a parked run's end
-	// (results.go), at most maxRunWaiters.
+	done    completions      // wakes requests that wait for a key (Prefer: wait)
+	waiter  driver.KeyWaiter // the driver's notifications of keys completed elsewhere, if it has them
+	unhear  func()           // stops the driver's HearWaiters; nil until Start
+	leases  *lease.Pool      // renews claims' and runs' leases; closed by Close
+	base    context.Context  // cancelled when Close gives up waiting
+	cancel  context.CancelFunc
+	log     *slog.Logger
+	mux     *http.ServeMux
+	flows   map[string]*flow
+	routes  []*route
+	metrics *metrics
+
+	// Results by key (results.go): ended wakes the waiters for a run's end;
+	// runWaiters counts the requests held for one, at most maxRunWaiters.
+	ended      runEnds
 	runWaiters atomic.Int64
-	waiter     driver.KeyWaiter // the driver's notifications of keys completed elsewhere, if it has them
-	unhear     func()           // stops the driver's HearWaiters; nil until Start
-	leases     *lease.Pool      // renews claims' and runs' leases; closed by Close
-	base       context.Context  // cancelled when Close gives up waiting
-	cancel     context.CancelFunc
-	log        *slog.Logger
-	mux        *http.ServeMux
-	flows      map[string]*flow
-	routes     []*route
-	metrics    *metrics
 
 	mu       sync.Mutex
 	problems []error
