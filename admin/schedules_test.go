@@ -19,9 +19,13 @@ func TestSchedulesListsEachCronBinding(t *testing.T) {
 	clock := cron.NewFake(time.Date(2026, 1, 1, 2, 59, 0, 0, time.UTC))
 	app := oke.New(oke.Config{SweepInterval: -1, Logger: quiet(), PollInterval: 5 * time.Millisecond})
 	app.Handle(oke.Cron("0 3 * * *"), oke.NewFlow("adm.nightly", oke.Options{},
-		func(ctx context.Context, in oke.Tick, fx *oke.Fx) (oke.Response[bool], error) { return oke.OK(true), nil }))
+		func(ctx context.Context, in oke.Tick, fx *oke.Fx) (oke.Response[bool], error) {
+			return oke.OK(true), nil
+		}))
 	app.Handle(oke.Cron("@hourly").CatchUp(oke.CatchUpAll(3)), oke.NewFlow("adm.hourly", oke.Options{},
-		func(ctx context.Context, in oke.Tick, fx *oke.Fx) (oke.Response[bool], error) { return oke.OK(true), nil }))
+		func(ctx context.Context, in oke.Tick, fx *oke.Fx) (oke.Response[bool], error) {
+			return oke.OK(true), nil
+		}))
 	app.HandleHTTP("/_oke/", http.StripPrefix("/_oke", admin.Handler(app, admin.Token(adminTok))))
 	cron.UseClock(app, clock)
 	if err := app.Start(context.Background()); err != nil {
