@@ -191,11 +191,12 @@ func parseTickKey(flow, k string) (time.Time, bool) {
 // its schedule's newest run: the flow's other bindings' runs come between.
 const lastScan = 200
 
-// lastTick returns the newest tick of rt's flow the journal holds a run
-// of, with that run; found is false when none is among the flow's newest
+// lastTick returns the newest tick of s the journal holds a run of flow
+// for, with that run; found is false when none is among the flow's newest
 // lastScan runs (a schedule never run, or a flow whose other bindings ran
-// it more often since).
-func (a *App) lastTick(ctx context.Context, flow string) (tick time.Time, run driver.Run, found bool, err error) {
+// it more often since). A tick of another Cron binding of the same flow
+// that is not one of s's does not count.
+func (a *App) lastTick(ctx context.Context, flow string, s *schedule) (tick time.Time, run driver.Run, found bool, err error) {
 	f := driver.RunFilter{Flow: flow, Desc: true}
 	seen := 0
 	for seen < lastScan {
@@ -204,7 +205,11 @@ func (a *App) lastTick(ctx context.Context, flow string) (tick time.Time, run dr
 			return time.Time{}, driver.Run{}, false, err
 		}
 		for _, r := range page {
-			if t, ok := parseTickKey(flow, r.DedupeKey); ok && (!found || t.After(tick)) {
+			t, ok := parseTickKey(flow, r.DedupeKey)
+			if !ok || found && !t.After(tick) {
+				continue
+			}
+			if p, ok := s.cron.Prev(t); ok && p.Equal(t) {
 				tick, run, found = t, r, true
 			}
 		}
@@ -284,7 +289,7 @@ func (a *App) scheduleLoop(rt *route) {
 	var after time.Time // every tick at or before it is started (or dropped by the policy)
 	for {
 		now := clk.Now()
-		last, _, found, err := a.lastTick(ctx, rt.f.name)
+		last, _, found, err := a.lastTick(ctx, rt.f.name, s)
 		if err == nil {
 			after = now
 			if found {
@@ -392,7 +397,7 @@ func (a *App) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 			si.Next = next
 		}
 		if a.journal != nil {
-			tick, run, found, err := a.lastTick(ctx, rt.f.name)
+			tick, run, found, err := a.lastTick(ctx, rt.f.name, s)
 			if err != nil {
 				return nil, fmt.Errorf("schedules: flow %s: %w", rt.f.name, err)
 			}

@@ -142,3 +142,62 @@ func TestCronInputEmbedsTick(t *testing.T) {
 		t.Fatalf("Schedules after the tick = %+v (last %+v)", info, info[0].Last)
 	}
 }
+
+// TestCronTwoSchedulesOfOneFlowCatchUpApart: each Cron binding of a flow
+// catches up on its own ticks: a schedule added later is new (it starts with
+// its next tick) even though the flow's other schedule ran meanwhile, and
+// that one catches up on its own missed tick.
+func TestCronTwoSchedulesOfOneFlowCatchUpApart(t *testing.T) {
+	d := memory.New()
+	clock := cron.NewFake(time.Date(2026, 1, 1, 14, 0, 0, 0, time.UTC))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := func(bs ...oke.Binding) *oke.App {
+		app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: 10 * time.Millisecond})
+		flow := tickFlow("c.twice")
+		for _, b := range bs {
+			app.Handle(b, flow)
+		}
+		cron.UseClock(app, clock)
+		if err := app.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := clock.WaitFor(ctx, len(bs)); err != nil {
+			t.Fatal(err)
+		}
+		return app
+	}
+	ticks := func() []string {
+		runs, err := d.ListRuns(ctx, driver.RunFilter{Flow: "c.twice"}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range runs {
+			var in oke.Tick
+			json.Unmarshal(r.Input, &in)
+			out = append(out, in.At.UTC().Format("02 15:04"))
+		}
+		return out
+	}
+	afternoon, night := oke.Cron("0 15 * * *").CatchUp(oke.CatchUpAll(5)), oke.Cron("0 3 * * *").CatchUp(oke.CatchUpAll(5))
+
+	first := start(afternoon)
+	for _, at := range []time.Time{time.Date(2026, 1, 1, 15, 0, 0, 0, time.UTC), time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)} {
+		clock.Set(at)
+		if err := clock.WaitFor(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first.Close(ctx)
+	if got := strings.Join(ticks(), ","); got != "01 15:00,02 15:00" {
+		t.Fatalf("ticks %s", got)
+	}
+
+	clock.Set(time.Date(2026, 1, 3, 16, 0, 0, 0, time.UTC)) // the afternoon of the 3rd missed
+	second := start(afternoon, night)
+	defer second.Close(ctx)
+	if got := strings.Join(ticks(), ","); got != "01 15:00,02 15:00,03 15:00" {
+		t.Fatalf("after the restart: ticks %s, want the afternoon's missed tick only (the night schedule is new)", got)
+	}
+}
