@@ -3,6 +3,7 @@ package oke_test
 import (
 	"context"
 	"encoding/json"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +179,7 @@ func TestCronTwoSchedulesOfOneFlowCatchUpApart(t *testing.T) {
 			json.Unmarshal(r.Input, &in)
 			out = append(out, in.At.UTC().Format("02 15:04"))
 		}
+		sort.Strings(out)
 		return out
 	}
 	afternoon, night := oke.Cron("0 15 * * *").CatchUp(oke.CatchUpAll(5)), oke.Cron("0 3 * * *").CatchUp(oke.CatchUpAll(5))
