@@ -127,6 +127,7 @@ func TestPostgres(t *testing.T) {
 		{"reminders", TestPostReminders},
 		{"admin", TestAdmin},
 		{"contract", TestContractIsFresh},
+		{"nightly sweep", TestNightlySweepRunsOnItsSchedule},
 	} {
 		t.Run(tc.name, tc.test)
 	}

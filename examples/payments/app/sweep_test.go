@@ -12,7 +12,7 @@ import (
 // TestNightlySweepRunsOnItsSchedule: with -sweep-cron "@every 1s" the
 // sweep runs on its own, once per tick, deletes the expired Idempotency-Key
 // rows and counts the charges made before its tick; GET /_oke/schedules
-// lists it. With -sweep-cron off there is no schedule.
+// lists it.
 func TestNightlySweepRunsOnItsSchedule(t *testing.T) {
 	e := setup(t, func(c *app.Config) { c.SweepCron = "@every 1s" })
 	r := e.do("POST", "/charges", `{"amount":500,"currency":"usd"}`, "Idempotency-Key", "sweep-test-charge-0001")
@@ -53,7 +53,10 @@ func TestNightlySweepRunsOnItsSchedule(t *testing.T) {
 		swept = swept || rep.Swept >= 1
 		counted = counted || rep.Charges == 1
 	}
+}
 
+// TestNoSweepScheduleWhenOff: -sweep-cron off binds no schedule.
+func TestNoSweepScheduleWhenOff(t *testing.T) {
 	off := setup(t, func(c *app.Config) { c.SweepCron = "off" })
 	var page struct{ Schedules []oke.ScheduleInfo }
 	off.do("GET", app.AdminPrefix+"/schedules", "").decode(t, &page)
