@@ -157,7 +157,11 @@ func (rt *route) checkSchedule() error {
 	if _, derr := f.decode(tickInput(time.Unix(0, 0).In(s.loc)), input{}); derr != nil {
 		return fmt.Errorf("flow %q: binding %s: its input %s does not take a tick {\"at\": TIME} (%s); fix: make the input oke.Tick, or embed oke.Tick in it with its other fields optional", f.name, s, f.inType, derr.Message)
 	}
-	s.cron = c
+	// The route's own copy: a Binding value (and its schedule) may be
+	// shared by the routes of several apps.
+	own := *s
+	own.cron = c
+	rt.b.sched = &own
 	return nil
 }
 
