@@ -15,6 +15,7 @@ import (
 
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/memory"
+	"github.com/okengine/oke/internal/cron"
 	"github.com/okengine/oke/internal/idem"
 	"github.com/okengine/oke/internal/journal"
 	"github.com/okengine/oke/internal/lease"
@@ -136,6 +137,7 @@ type App struct {
 	flows   map[string]*flow
 	routes  []*route
 	metrics *metrics
+	clock   cron.Clock // the schedules' (Cron); nil until Start: the real clock
 
 	// Results by key (results.go): ended wakes the waiters for a run's end;
 	// runWaiters counts the requests held for one, at most maxRunWaiters.
@@ -253,7 +255,7 @@ func (a *App) Handle(b Binding, h Handler) {
 	if f.metrics == nil {
 		f.metrics = a.metrics.forFlow(f.name)
 	}
-	if b.event != "" || b.intern {
+	if b.routeless() {
 		a.routes = append(a.routes, &route{b: b, f: f})
 		return
 	}
@@ -329,6 +331,7 @@ func (a *App) Start(ctx context.Context) error {
 			a.bg.Add(1)
 			go a.warnForeignRuns()
 		}
+		a.startSchedules()
 		if a.waiter != nil {
 			// Hear other instances' waits for keys, so that completing
 			// one here notifies them (Prefer: wait).
@@ -354,8 +357,8 @@ func (a *App) check() error {
 		if err := rt.check(); err != nil {
 			errs = append(errs, err)
 		}
-		if a.journal == nil && (rt.f.opts.Durable || rt.b.event != "") {
-			errs = append(errs, fmt.Errorf("flow %q: binding %s: durable flows and event bindings need a driver that keeps a journal (memory or file); fix: use such a driver, or drop Durable", rt.f.name, rt.b))
+		if a.journal == nil && (rt.f.opts.Durable || rt.b.event != "" || rt.b.sched != nil) {
+			errs = append(errs, fmt.Errorf("flow %q: binding %s: durable flows, event and schedule bindings need a driver that keeps a journal (memory or file); fix: use such a driver, or drop Durable", rt.f.name, rt.b))
 		}
 	}
 	if len(errs) == 0 {
@@ -442,6 +445,12 @@ func (f *flow) qualifies() bool {
 
 func (rt *route) check() error {
 	f, b := rt.f, rt.b
+	if b.badOpt != "" {
+		return fmt.Errorf("flow %q: binding %s: %s is an option of oke.Cron bindings; fix: drop it", f.name, b, b.badOpt)
+	}
+	if b.sched != nil {
+		return rt.checkSchedule()
+	}
 	if b.event != "" || b.intern {
 		if f.shape != shapeUnary {
 			return fmt.Errorf("flow %q: binding %s: only a flow made with oke.NewFlow runs as a journal run", f.name, b)

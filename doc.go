@@ -117,6 +117,17 @@
 //			...
 //		})
 //
+// # Schedules
+//
+// Cron binds a flow to a schedule: a journal run of the flow at each tick,
+// once per tick across every instance that shares the store (the run's
+// dedupe key is the flow and the tick), with a catch-up policy after
+// downtime (CatchUpLatest, CatchUpAll, CatchUpSkip). The flow's input is
+// the Tick it serves. App.Schedules lists them; so do the admin API, the
+// console and `oke schedules`.
+//
+//	app.Handle(oke.Cron("0 3 * * *").In(paris), NightlySweep)
+//
 // # Effects
 //
 // Fx records every effect as it happens: Store wraps database/sql and

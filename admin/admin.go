@@ -45,6 +45,7 @@ import (
 //	GET    /idempotency/row?tenant=&principal=&flow=&key=[&reveal=1]   one row
 //	DELETE /idempotency/row?tenant=&principal=&flow=&key=      delete a row
 //	POST   /idempotency/sweep         delete the expired rows, in batches
+//	GET    /schedules                 the schedules (oke.Cron): spec, next tick, last run
 //	POST   /login, POST /logout       the console's session (Token)
 //
 // Every request must pass auth (401 otherwise, as the JSON error envelope),
@@ -78,7 +79,7 @@ func Handler(a *oke.App, auth Auth) http.Handler {
 		httpx.WriteJSON(w, http.StatusOK, map[string]any{"api": []string{
 			"GET /flows", "GET /runs", "GET /runs/events", "GET /runs/{id}", "GET /runs/{id}/events",
 			"POST /runs/{id}/replay", "POST /runs/{id}/cancel", "POST /runs/replay", "POST /runs/cancel",
-			"GET /idempotency", "GET /idempotency/row", "DELETE /idempotency/row", "POST /idempotency/sweep"}})
+			"GET /idempotency", "GET /idempotency/row", "DELETE /idempotency/row", "POST /idempotency/sweep", "GET /schedules"}})
 	})
 	mux.HandleFunc("GET /ui/{file}", serveAsset)
 	if tokenAuth != nil {
@@ -97,6 +98,7 @@ func Handler(a *oke.App, auth Auth) http.Handler {
 	mux.HandleFunc("GET /idempotency/row", x.getRow)
 	mux.HandleFunc("DELETE /idempotency/row", x.deleteRow)
 	mux.HandleFunc("POST /idempotency/sweep", x.sweep)
+	mux.HandleFunc("GET /schedules", x.schedules)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Cache-Control", "no-store")

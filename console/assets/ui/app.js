@@ -2,7 +2,7 @@
 // every element with createElement, textContent and setAttribute, never
 // through the HTML parser, so nothing stored (an input, a stored body, an error) can
 // become markup. Pages are hash routes: #/flows, #/runs?…, #/runs/ID,
-// #/idempotency?….
+// #/idempotency?…, #/schedules.
 "use strict";
 
 (function () {
@@ -140,6 +140,8 @@
         drawn = runsPage(params);
       } else if (page === "idempotency") {
         drawn = rowsPage(params);
+      } else if (page === "schedules") {
+        drawn = schedulesPage();
       } else {
         drawn = flowsPage();
       }
@@ -593,6 +595,53 @@
         }
       } })));
     return tr;
+  }
+
+  // --- schedules -------------------------------------------------------------
+
+  // schedulesRefresh is how often the schedules page reads the API again.
+  const schedulesRefresh = 5000;
+
+  // fmtIn says how far ahead a time is, by this browser's clock.
+  function fmtIn(s) {
+    const d = new Date(s) - Date.now();
+    if (isNaN(d)) return "";
+    return d <= 0 ? "due" : "in " + fmtMs(d);
+  }
+
+  async function schedulesPage() {
+    main.append(el("h1", { text: "Schedules" }));
+    main.append(el("p", { class: "muted", text: "Flows bound with oke.Cron: one run per tick across every instance of the app. The last run is the run of the newest tick the journal holds." }));
+    const tbody = el("tbody");
+    const table = el("table", { "data-schedules": "" }, el("thead", {}, el("tr", {},
+      ["flow", "spec", "zone", "catch-up", "next tick", "last tick", "last run", "status"].map((h) => el("th", { text: h })))), tbody);
+    const render = (data) => {
+      tbody.replaceChildren();
+      if (!data.schedules.length) tbody.append(el("tr", {}, el("td", { colspan: 8, class: "muted", text: "This app has no schedules." })));
+      for (const s of data.schedules) {
+        const last = s.last;
+        tbody.append(el("tr", { "data-schedule": s.flow, "data-spec": s.spec, "data-next": s.next || "", "data-last-run": last ? last.runId : "", "data-last-status": last ? last.status : "" },
+          el("td", {}, el("a", { class: "mono", href: "#/runs" + qs({ flow: s.flow }), text: s.flow })),
+          el("td", { class: "mono", text: s.spec }),
+          el("td", { text: s.location }),
+          el("td", { text: s.catchUp }),
+          el("td", {}, fmtTime(s.next), el("div", { class: "muted", text: fmtIn(s.next) })),
+          el("td", { text: last ? fmtTime(last.tick) : "–" }),
+          el("td", {}, last ? el("a", { class: "mono", href: "#/runs/" + encodeURIComponent(last.runId), text: last.runId }) : "–"),
+          el("td", {}, last ? statusEl(last.status) : "")));
+      }
+    };
+    render(await api("GET", "schedules"));
+    main.append(table);
+    // Read again every few seconds while the page is shown: ticks come and
+    // their runs finish.
+    const note = el("span", { class: "live" });
+    main.append(el("p", {}, note));
+    const timer = setInterval(() => {
+      api("GET", "schedules").then((d) => { render(d); note.textContent = ""; })
+        .catch((e) => { note.textContent = "refresh failed: " + e.message; });
+    }, schedulesRefresh);
+    cleanup.push(() => clearInterval(timer));
   }
 
   window.addEventListener("hashchange", route);
