@@ -76,31 +76,6 @@ func (a *App) deadLetter(ctx context.Context, run driver.Run, owner string) bool
 	return true
 }
 
-// ErrRunDead is the cause of the 503 OutcomeUnknown a request gets for a
-// run that is dead-lettered (driver.RunDead): it will not go on until an
-// operator resumes it (App.Resume).
-var ErrRunDead = errors.New("oke: the run is dead-lettered; an operator must resume it (oke runs resume)")
-
-// Resume makes a dead-lettered run (driver.RunDead) due again, with its
-// failed pick-ups and its next step's attempts reset: the scheduler picks
-// it up at once and it goes on from its last saved step. It fails, wrapping
-// driver.ErrRunNotDead, for a run that is not dead. The driver must
-// implement driver.RunResumer (memory, file and Postgres do).
-func (a *App) Resume(ctx context.Context, runID string) error {
-	if a.journal == nil {
-		return fmt.Errorf("resume %s: %w", runID, ErrNotDurable)
-	}
-	r, ok := a.journal.(driver.RunResumer)
-	if !ok {
-		return fmt.Errorf("resume %s: the driver cannot resume runs (it does not implement driver.RunResumer)", runID)
-	}
-	if _, err := r.ResumeRun(ctx, runID); err != nil {
-		return fmt.Errorf("resume %s: %w", runID, err)
-	}
-	a.wake()
-	return nil
-}
-
 // execution is one execution of a journal run and what it needs: its Exec,
 // its context (with its Fx and its first steps' contexts), its final
 // response. One allocation.

@@ -245,7 +245,7 @@ func testDeadLetterAndResume(t *testing.T, d driver.Driver) {
 		t.Fatalf("the step ran %d times before the run was dead-lettered, want 2", n)
 	}
 	wantNotDue(t, d.(journal), run.ID, "dead-lettered run")
-	if err := h.app.Resume(context.Background(), run.ID); err != nil {
+	if _, err := h.app.Resume(context.Background(), run.ID); err != nil {
 		t.Fatalf("Resume: %v", err)
 	}
 	eventually(t, "the resumed run to complete", h.finished("t.dead", 1))
@@ -253,7 +253,7 @@ func testDeadLetterAndResume(t *testing.T, d driver.Driver) {
 	if got.Status != driver.RunCompleted || got.Strikes != 0 || len(steps) != 1 || steps[0].Attempts != 1 {
 		t.Fatalf("resumed run: status %v, Strikes %d, steps %+v; want completed, 0, step saved at attempt 1 (attempts reset)", got.Status, got.Strikes, steps)
 	}
-	if err := h.app.Resume(context.Background(), run.ID); !errors.Is(err, driver.ErrRunNotDead) {
+	if _, err := h.app.Resume(context.Background(), run.ID); !errors.Is(err, driver.ErrRunNotDead) {
 		t.Errorf("Resume of a completed run: %v, want driver.ErrRunNotDead", err)
 	}
 }
