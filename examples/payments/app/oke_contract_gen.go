@@ -79,7 +79,7 @@ func init() {
 		{
 			Name:        "demo.pipeline",
 			Source:      "examples/payments/app/durable.go:38",
-			Digest:      "sha256:4e3d92c6ba7c25701ce9a107378c03c5a247fdbc844676364e05478716736425",
+			Digest:      "sha256:e2f1d079881cf7d69e8d126fee63e56b2a83a3d4965c2753b4d06d6480c7954b",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -109,7 +109,7 @@ func init() {
 		{
 			Name:        "demo.remind",
 			Source:      "examples/payments/app/durable.go:159",
-			Digest:      "sha256:a6d5dc68a16ef913b41e3f6e5782c41a6ff40c3d131a855ecf276afaaf3ddd63",
+			Digest:      "sha256:f56f4e136cad3d5ce6e33b29875b8debf05b024c7c9b7b78c5cd9cd96c0acd63",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -256,7 +256,7 @@ func init() {
 		{
 			Name:        "payments.refund",
 			Source:      "examples/payments/app/refunds.go:73",
-			Digest:      "sha256:d48f296864ad6ba1d6a79ef33f94610a3e3da8fcf7ac10b0be67beb9ead53281",
+			Digest:      "sha256:e2bc4ac848a4c6b58077943f8927ecdd9fde0812acb2a1436c7d4af2a9ccae2c",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
