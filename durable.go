@@ -203,8 +203,12 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 // or ErrRetrying after parking the run until its retry.
 func (st *runState) retryStep(ctx context.Context, name string, p *journal.Pending, err error, opts []StepOption) error {
 	x := st.x
-	if x.Failure() != nil || ctx.Err() != nil {
+	var mismatch *StepMismatchError
+	switch {
+	case x.Failure() != nil, ctx.Err() != nil:
 		return err // not the step's failure: the run is retried (or cut off) as a whole
+	case errors.Is(err, ErrKeyNotClaimed), errors.Is(err, ErrSleeping), errors.Is(err, ErrRetrying), errors.As(err, &mismatch):
+		return err // the engine's own answers: running the step again cannot change them
 	}
 	pol := st.policy(opts)
 	fail := &StepFailedError{RunID: x.Run.ID, Step: name, Attempts: p.Attempts, Err: err}
