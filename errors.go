@@ -196,6 +196,9 @@ func (e *StepFailedError) Error() string {
 	if e.Permanent {
 		return fmt.Sprintf("run %s: step %q failed with a permanent error (attempt %d): %v", e.RunID, e.Step, e.Attempts, e.Err)
 	}
+	if e.Attempts == 1 {
+		return fmt.Sprintf("run %s: step %q failed at its only attempt: %v", e.RunID, e.Step, e.Err)
+	}
 	return fmt.Sprintf("run %s: step %q failed after %d attempts; the last: %v", e.RunID, e.Step, e.Attempts, e.Err)
 }
 

@@ -91,7 +91,7 @@ func TestStepRetry(t *testing.T) {
 			code: 500, ran: 2, status: driver.RunFailed, errHas: "after 2 attempts"},
 		{name: "NoRetry fails at the first error", flow: &oke.NoRetry,
 			fail: func(n int64, _ *oke.Fx) error { return fmt.Errorf("timeout %d", n) },
-			code: 500, ran: 1, status: driver.RunFailed, errHas: "after 1 attempts"},
+			code: 500, ran: 1, status: driver.RunFailed, errHas: `step "flaky" failed at its only attempt: timeout 1`},
 		{name: "the default policy retries a blip", flow: nil,
 			fail: func(n int64, _ *oke.Fx) error {
 				if n < 2 {
