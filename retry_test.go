@@ -192,3 +192,60 @@ func TestStepRetriesParkedAcrossPickUpsExhaust(t *testing.T) {
 		t.Errorf("the step ran %d times, want 3", n)
 	}
 }
+
+// While a step waits for a parked retry, the request that started the run
+// has its 503 OutcomeUnknown; a retry with the same key is 409 while the
+// key's row is held, then (the row lapsed, no scheduler here) resumes the
+// run itself, runs the step's second attempt and answers the result, which
+// later retries replay.
+func TestRetryWithTheKeyAfterAParkedStepGetsTheResult(t *testing.T) {
+	var ran atomic.Int64
+	policy := oke.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, Jitter: -1}
+	app := newApp(t, oke.Config{RetryInline: -1, PollInterval: -1, Lease: 200 * time.Millisecond}, func(app *oke.App) {
+		app.Handle(oke.POST("/f"), oke.NewFlow("r.key", oke.Options{Durable: true, Retry: &policy},
+			func(ctx context.Context, in noIn, fx *oke.Fx) (oke.Response[int64], error) {
+				n, err := oke.Step(ctx, "flaky", func(ctx context.Context) (int64, error) {
+					if n := ran.Add(1); n > 1 {
+						return n, nil
+					}
+					return 0, errors.New("provider down")
+				})
+				if err != nil {
+					return oke.Response[int64]{}, err
+				}
+				return oke.Created(n, ""), nil
+			}))
+	})
+	const key = "retry-key-parked-000001"
+	if w := do(app, "POST", "/f", `{}`, "Idempotency-Key", key); w.Code != 503 || !strings.Contains(w.Body.String(), "OutcomeUnknown") {
+		t.Fatalf("first: %d %s, want 503 OutcomeUnknown", w.Code, w.Body)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		w := do(app, "POST", "/f", `{}`, "Idempotency-Key", key)
+		if w.Code == 201 {
+			if strings.TrimSpace(w.Body.String()) != "2" {
+				t.Fatalf("retry with the key: %s, want the second attempt's result 2", w.Body)
+			}
+			break
+		}
+		if w.Code != 409 {
+			t.Fatalf("retry with the key while the run waits: %d %s, want 409 (or 201 once it ran)", w.Code, w.Body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the retry with the key never got the result")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	w := do(app, "POST", "/f", `{}`, "Idempotency-Key", key)
+	if w.Code != 201 || w.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("a later retry: %d (replayed %q), want the stored 201 replayed", w.Code, w.Header().Get("Idempotent-Replayed"))
+	}
+	if n := ran.Load(); n != 2 {
+		t.Errorf("the step ran %d times, want 2", n)
+	}
+	_, steps := runOfFlow(t, app, "r.key")
+	if len(steps) != 1 || steps[0].Attempts != 2 {
+		t.Errorf("steps %+v, want flaky saved at attempt 2", steps)
+	}
+}
