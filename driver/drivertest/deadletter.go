@@ -22,6 +22,7 @@ func init() {
 		journalRule{"AcquireRunFromALapsedHolderCountsAStrikeAndFinishRunSetsThem", testStrikes},
 		journalRule{"FinishRunReleaseKeepsNextAttemptsAndTheLastError", testReleaseNextAttempts},
 		journalRule{"DeadRunIsNeverDueAndResumeRunMakesItDueWithAttemptsReset", testDeadRun},
+		journalRule{"CancelRunFailsADeadRun", testCancelDeadRun},
 	)
 }
 
@@ -89,6 +90,20 @@ func testReleaseNextAttempts(t *testing.T, j journal) {
 	// A release without NextAttempts leaves the count as it is.
 	finishRun(t, j, "run-1", "worker-2", driver.Finish{Status: driver.RunRunning})
 	wantNext(t, j, "run released with NextAttempts 0", "run-1", 4)
+}
+
+func testCancelDeadRun(t *testing.T, j journal) {
+	c := canceller(t, j)
+	createHeld(t, j, "run-1", "worker-1", hold)
+	finishRun(t, j, "run-1", "worker-1", driver.Finish{Status: driver.RunDead, Error: "dead", Strikes: 2})
+	got, err := c.CancelRun(t.Context(), "run-1", cancelResult, "cancelled")
+	if err != nil {
+		t.Fatalf("CancelRun of a dead run: %v", err)
+	}
+	if got.Status != driver.RunFailed || got.Error != "cancelled" {
+		t.Errorf("cancelled dead run: status %v, error %q; want failed, cancelled", got.Status, got.Error)
+	}
+	wantNotDue(t, j, "run-1", "cancelled dead run")
 }
 
 func testDeadRun(t *testing.T, j journal) {
