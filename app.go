@@ -93,6 +93,20 @@ type Config struct {
 	// (the store was unreachable) waits before it is picked up again. Zero
 	// means five minutes.
 	RetryDelay time.Duration
+	// RetryInline is the longest retry wait of a step (RetryPolicy, before
+	// jitter) that is waited inside the execution, holding the run's lease;
+	// a longer wait parks the run in the journal until it ends, so that it
+	// survives a restart (and the request that started the run is answered
+	// 503 OutcomeUnknown meanwhile; a retry with its key gets the run's
+	// answer once it has one). Zero means 1 s; negative parks every retry.
+	RetryInline time.Duration
+	// DeadLetterAfter is how many failed pick-ups in a row (the holder's
+	// lease lapsed — a crash, a hang, a lost lease — or the store failed)
+	// dead-letter a run: at its next pick-up it becomes driver.RunDead
+	// instead of running, and stays so until App.Resume (or the console,
+	// or oke runs resume) makes it due again. Zero means 10; negative
+	// never dead-letters.
+	DeadLetterAfter int
 	// PollInterval is how often the scheduler looks for due runs (runs
 	// whose lease lapsed, woken sleeps, retries). Zero means 250 ms;
 	// negative disables the scheduler (runs are then only resumed by
@@ -201,6 +215,12 @@ func New(cfg Config) *App {
 	}
 	if cfg.RetryDelay <= 0 {
 		cfg.RetryDelay = 5 * time.Minute
+	}
+	if cfg.RetryInline == 0 {
+		cfg.RetryInline = time.Second
+	}
+	if cfg.DeadLetterAfter == 0 {
+		cfg.DeadLetterAfter = 10
 	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 250 * time.Millisecond
