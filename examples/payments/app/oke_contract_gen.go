@@ -79,7 +79,7 @@ func init() {
 		{
 			Name:        "demo.pipeline",
 			Source:      "examples/payments/app/durable.go:38",
-			Digest:      "sha256:0ff92f910db05de7516c9904005ee471c5d8f58853579b542b7a95c71d95d4a0",
+			Digest:      "sha256:73e83a93885e0319f6d74a218fdbe3ea80bc08a193cbf7bbd2172b59531d3572",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -109,7 +109,7 @@ func init() {
 		{
 			Name:        "demo.remind",
 			Source:      "examples/payments/app/durable.go:159",
-			Digest:      "sha256:a72cf5b0222ff7b04fedbc617b63dc67ab7dac83d5c9f5642c1b90c5cf25ea8f",
+			Digest:      "sha256:394abccc9e119e61d6abc177860e04b9641a2d30001bd91258f46250f4c79fb6",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -155,7 +155,7 @@ func init() {
 		{
 			Name:        "demo.sweep",
 			Source:      "examples/payments/app/sweep.go:28",
-			Digest:      "sha256:9f5daab9df93098b842064414e5d1dc2e7e98817d5f1ea27678638adc8495cf3",
+			Digest:      "sha256:814eb772e4cef1b68ab95e188f66fc07b86a44e153af33c50730f095faeb63cd",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -273,7 +273,7 @@ func init() {
 		{
 			Name:        "payments.refund",
 			Source:      "examples/payments/app/refunds.go:73",
-			Digest:      "sha256:0d021e31bee96898487bc6525ef050aab828f5f76548f54ae98ed7c9726c5f64",
+			Digest:      "sha256:f5027426fdb25fe56e432250fba1d30e07358b2653dcd1eee9255c0780e8555a",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
