@@ -129,6 +129,9 @@ type App struct {
 	flows   map[string]*flow
 	routes  []*route
 	metrics *metrics
+	// signalWaits: run ID → the signal a wait of it parked for, from
+	// AwaitSignal until finish parks the run (signal.go).
+	signalWaits sync.Map
 
 	mu       sync.Mutex
 	problems []error
