@@ -253,8 +253,15 @@ type waiter struct {
 
 func newWaiter(t *testing.T, d driver.Driver, wait time.Duration, twice bool) *waiter {
 	t.Helper()
+	return newWaiterPolling(t, d, wait, twice, 10*time.Millisecond)
+}
+
+// newWaiterPolling is newWaiter with the scheduler polling every poll
+// (negative: no scheduler).
+func newWaiterPolling(t *testing.T, d driver.Driver, wait time.Duration, twice bool, poll time.Duration) *waiter {
+	t.Helper()
 	w := &waiter{}
-	w.app = oke.New(oke.Config{Driver: d, PollInterval: 10 * time.Millisecond, SweepInterval: -1,
+	w.app = oke.New(oke.Config{Driver: d, PollInterval: poll, SweepInterval: -1,
 		Logger: quietLogger(), Gate: testGate})
 	w.app.Handle(oke.POST("/wait"), signalFlow(&w.before, wait, twice))
 	w.app.Handle(oke.POST("/approve/{run}"), oke.NewFlow("t.approve", oke.Options{},
@@ -471,5 +478,64 @@ func testFxSignalIdentity(t *testing.T, d driver.Driver) {
 	}
 	if list, _ := w.app.Signals(context.Background(), run.ID); len(list) != 0 {
 		t.Fatalf("a refused signal was kept: %s", describe(list))
+	}
+}
+
+// RunSignalRestart checks that a run waiting for a signal survives a
+// restart: an app parks a run in its wait and closes; a new app on the same
+// store (open returns a driver on it each time it is called — the same
+// folder, the same schema) is sent the signal and finishes the run, whose
+// step before the wait ran once.
+func RunSignalRestart(t *testing.T, open func(t *testing.T) driver.Driver) {
+	t.Helper()
+	d1 := open(t)
+	w1 := newWaiter(t, d1, time.Hour, false)
+	w1.start(t)
+	run := runOf(t, d1.(driver.Journal))
+	sleepingRun(t, d1.(driver.Journal), run.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w1.app.Close(ctx); err != nil {
+		t.Fatalf("close the first app: %v", err)
+	}
+	if err := d1.Close(); err != nil {
+		t.Fatalf("close the first driver: %v", err)
+	}
+
+	d2 := open(t)
+	t.Cleanup(func() { _ = d2.Close() })
+	w2 := newWaiter(t, d2, time.Hour, false)
+	if err := w2.app.Signal(ctx, run.ID, "approve", approval{By: "after restart"}); err != nil {
+		t.Fatalf("Signal after the restart: %v", err)
+	}
+	if got := finalAnswer(t, d2.(driver.Journal), run.ID); got != "by after restart" {
+		t.Fatalf("the run answered %q after the restart", got)
+	}
+	if n := w1.before.Load() + w2.before.Load(); n != 1 {
+		t.Fatalf("the step before the wait ran %d times across the restart, want 1", n)
+	}
+}
+
+// RunSignalInstances checks that a signal sent through one app wakes a run
+// another app on the same store parked, at once: open returns a driver on
+// the same store each time (two are open together; Postgres). The waiting
+// app polls once an hour and its run waits an hour, so only the store's
+// notification (driver.Notifier) can wake it within the test; the sending
+// app runs no scheduler.
+func RunSignalInstances(t *testing.T, open func(t *testing.T) driver.Driver) {
+	t.Helper()
+	d1, d2 := open(t), open(t)
+	t.Cleanup(func() { _ = d1.Close(); _ = d2.Close() })
+	waiting := newWaiterPolling(t, d1, time.Hour, false, time.Hour)
+	sending := newWaiterPolling(t, d2, time.Hour, false, -1)
+	waiting.start(t)
+	j := d1.(driver.Journal)
+	run := runOf(t, j)
+	sleepingRun(t, j, run.ID)
+	if err := sending.app.Signal(context.Background(), run.ID, "approve", approval{By: "the other instance"}); err != nil {
+		t.Fatalf("Signal from the other instance: %v", err)
+	}
+	if got := finalAnswer(t, j, run.ID); got != "by the other instance" {
+		t.Fatalf("the run answered %q", got)
 	}
 }
