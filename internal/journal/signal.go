@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -88,4 +89,24 @@ func decodeOutcome(runID, name string, result []byte) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	return o.Payload, true, nil
+}
+
+// Waiting reports what a run whose saved steps are steps waits for: when
+// its last saved step is the first step of a wait (AwaitSignal) — the
+// wait's outcome not saved yet — the signal's name and the wait's deadline.
+func Waiting(steps []driver.Step) (signal string, until time.Time, ok bool) {
+	if len(steps) == 0 {
+		return "", time.Time{}, false
+	}
+	last := steps[len(steps)-1]
+	if last.Failure != nil || len(last.Result) == 0 || last.Result[0] != '{' {
+		return "", time.Time{}, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(last.Result))
+	dec.DisallowUnknownFields()
+	var w signalWait
+	if dec.Decode(&w) != nil || w.Signal == "" || w.Until.IsZero() {
+		return "", time.Time{}, false
+	}
+	return w.Signal, w.Until, true
 }
