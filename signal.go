@@ -147,11 +147,31 @@ func (a *App) Signal(ctx context.Context, runID, name string, payload any, opts 
 }
 
 func (a *App) signal(ctx context.Context, runID, name string, payload any, o signalOpts) error {
-	serr := func(err error) error { return &SignalError{RunID: runID, Name: name, Err: err} }
 	if a.journal == nil {
-		return serr(ErrNotDurable)
+		return &SignalError{RunID: runID, Name: name, Err: ErrNotDurable}
 	}
-	sg, ok := a.journal.(driver.Signaler)
+	if err := sendSignal(ctx, a.journal, runID, name, payload, o); err != nil {
+		return err
+	}
+	a.wake()
+	return nil
+}
+
+// SignalRun is App.Signal on a journal of its own, for tools that open a
+// store without an app (oke runs signal -data DIR). A run it wakes is picked
+// up by an app's scheduler: at once on Postgres (the driver notifies every
+// instance), else when an app next polls or opens the store.
+func SignalRun(ctx context.Context, j driver.Journal, runID, name string, payload any, opts ...SignalOption) error {
+	var o signalOpts
+	for _, f := range opts {
+		f(&o)
+	}
+	return sendSignal(ctx, j, runID, name, payload, o)
+}
+
+func sendSignal(ctx context.Context, j driver.Journal, runID, name string, payload any, o signalOpts) error {
+	serr := func(err error) error { return &SignalError{RunID: runID, Name: name, Err: err} }
+	sg, ok := j.(driver.Signaler)
 	if !ok {
 		return serr(ErrCannotSignal)
 	}
@@ -176,7 +196,6 @@ func (a *App) signal(ctx context.Context, runID, name string, payload any, o sig
 	case err != nil:
 		return serr(err)
 	}
-	a.wake()
 	return nil
 }
 

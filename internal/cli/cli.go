@@ -29,7 +29,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the payments demo API (same flags as examples/payments)", runServe},
-		{"runs", "list, show, replay and cancel durable runs (ls, show, replay, cancel)", runRuns},
+		{"runs", "list, show, replay, cancel and signal durable runs (ls, show, replay, cancel, signal)", runRuns},
 		{"idempotency", "show, delete and sweep Idempotency-Key rows (ls, show, delete, sweep)", runIdempotency},
 		{"migrate", "create or update oke's tables in Postgres (-postgres DSN)", runMigrate},
 		{"vet", "check durable flows for effects, clock and randomness outside steps (docs/vet.md)", runVet},

@@ -13,7 +13,7 @@ func init() {
 		{
 			Name:        "bench.chargeUnprotected",
 			Source:      "examples/payments/app/charges.go:80",
-			Digest:      "sha256:b4449f53ee031437b50d690655ebd562ff43acf02c6464807effdeeca5601337",
+			Digest:      "sha256:d6728af36e62c8ae2389a385c1109fcec3df3bffb19993783ef15824b8c5ec28",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "off", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -27,7 +27,7 @@ func init() {
 		{
 			Name:        "demo.events",
 			Source:      "examples/payments/app/events.go:24",
-			Digest:      "sha256:19504e617b69a3a2c671b1a93e8af66bf37a32d4b5a04e476d012b372f616731",
+			Digest:      "sha256:2fde5a6c82c346a98baf9ea89acc439f683101a38b40650de3e8eadd384dc7d4",
 			Shape:       "live",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -50,7 +50,7 @@ func init() {
 		{
 			Name:        "demo.fail",
 			Source:      "examples/payments/app/demo.go:107",
-			Digest:      "sha256:5fcbd516c87c47c02350b195bbbb073e685dc64458f0d4e2e23405d1936aff8d",
+			Digest:      "sha256:2f0cf23da85237b4991e29d38d6901fbcff6a26e35b8b91b467700ab3a13903e",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -64,7 +64,7 @@ func init() {
 		{
 			Name:        "demo.note",
 			Source:      "examples/payments/app/demo.go:78",
-			Digest:      "sha256:c05037a24bba1824eaa8aae2bf405f307fa7a1752e6eca564af8a73596149e74",
+			Digest:      "sha256:072373f3831f4fde77d6006eba29b950a2f0b2c8314f2994456276ed075a7132",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "2s", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -79,7 +79,7 @@ func init() {
 		{
 			Name:        "demo.pipeline",
 			Source:      "examples/payments/app/durable.go:38",
-			Digest:      "sha256:4e3d92c6ba7c25701ce9a107378c03c5a247fdbc844676364e05478716736425",
+			Digest:      "sha256:d061e9b7f2674350a317a63125e13122e1944cfc22b6384016f931e5722a4401",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -94,7 +94,7 @@ func init() {
 		{
 			Name:        "demo.pipelineLog",
 			Source:      "examples/payments/app/durable.go:100",
-			Digest:      "sha256:f3106105f7b3770ea9ae8dacf858b4b9a2a4e08786c09a686f56c375b2828819",
+			Digest:      "sha256:abf6a1c577b2e361a8258ffec9383eb045d055c16cf77bcbcf2f484e32475d57",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -109,7 +109,7 @@ func init() {
 		{
 			Name:        "demo.remind",
 			Source:      "examples/payments/app/durable.go:159",
-			Digest:      "sha256:a6d5dc68a16ef913b41e3f6e5782c41a6ff40c3d131a855ecf276afaaf3ddd63",
+			Digest:      "sha256:1dc455cde87bd3467ead6959c0c2c258fcc158bbe8364250472ab23ad93df128",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -126,7 +126,7 @@ func init() {
 		{
 			Name:        "demo.reminders",
 			Source:      "examples/payments/app/durable.go:214",
-			Digest:      "sha256:1d2bdcc804be6451343d2c916f7f87487c88f04d3001d2049ce62b4ba198946a",
+			Digest:      "sha256:e56c46f26c0f590f9a442fbfa1c1ecd8d577685085291e649345b7de3c34e415",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -141,7 +141,7 @@ func init() {
 		{
 			Name:        "demo.slow",
 			Source:      "examples/payments/app/demo.go:28",
-			Digest:      "sha256:a17029d747a51120a393e01a52b6f1451b9a6ccf5a18d7d1a84475435e2eea1f",
+			Digest:      "sha256:4751e9f9d9e48a5f580093e4fb247254068540f35464eead9ade59cb9374139e",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -155,7 +155,7 @@ func init() {
 		{
 			Name:        "demo.webhook",
 			Source:      "examples/payments/app/demo.go:212",
-			Digest:      "sha256:7da3cc7b9f759585796c298987ab2f1ec9a3cb2f7d835fea2047f0d24f3b4634",
+			Digest:      "sha256:59b0ff6c8f433c718ce2ecfd1693e779695dcb233a148750fb707c5e369a7cb6",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -180,9 +180,23 @@ func init() {
 			Effects: []oke.Effect{},
 		},
 		{
+			Name:        "payments.approveRefund",
+			Source:      "examples/payments/app/approvals.go:142",
+			Digest:      "sha256:f60549f6e2e34c306b4e807d8e5d9770a2b9b4f5494f684e48365c6ee8b83036",
+			Shape:       "unary",
+			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
+			Bindings: []oke.ContractBinding{
+				{Kind: "http", Method: "POST", Path: "/refund-requests/{id}/approve"},
+			},
+			Effects: []oke.Effect{oke.EffectCall},
+			Why: map[oke.Effect][]string{
+				oke.EffectCall: {"examples/payments/app/approvals.go:146 fx.Signal"},
+			},
+		},
+		{
 			Name:        "payments.charge",
 			Source:      "examples/payments/app/charges.go:66",
-			Digest:      "sha256:654b20ff5602530231a8078757905ed297411726e96bb62708b9d3e26b42f44a",
+			Digest:      "sha256:a638f1284fc0f6e187a7b0178ff932b67e7d16175a3b4035b8bbe8d4ebe5957d",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "required", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -197,7 +211,7 @@ func init() {
 		{
 			Name:        "payments.get",
 			Source:      "examples/payments/app/charges.go:148",
-			Digest:      "sha256:66fc6575e5f9472d6c11137984e14c9f18f5e9cea7f998072b42176f7d296d0c",
+			Digest:      "sha256:6c7baadd822ada1e9deb2b99eb6d59baa6b082316cb49d4862f37231216880ea",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -212,7 +226,7 @@ func init() {
 		{
 			Name:        "payments.getRefund",
 			Source:      "examples/payments/app/refunds.go:192",
-			Digest:      "sha256:a6bb749b21828970b8db2efa2d06f727a317239f952682e57e8e4ddbddf56e32",
+			Digest:      "sha256:d50b304353e736b07a77c3bcad36d00bd1c03ac463f28b03921d4619e41f6935",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -227,7 +241,7 @@ func init() {
 		{
 			Name:        "payments.list",
 			Source:      "examples/payments/app/charges.go:111",
-			Digest:      "sha256:333215d798d66779f009f102bdba2e06df3bdca5bb01faec02a73dda2912249f",
+			Digest:      "sha256:7b17b74f201811234562ec8dcb40e8dd5a299b59d846c194e78483321592dee3",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -242,7 +256,7 @@ func init() {
 		{
 			Name:        "payments.quote",
 			Source:      "examples/payments/app/charges.go:190",
-			Digest:      "sha256:67ff398c1e9ee79f452b3c101589184615670ed5f3ff125dbcac4540d0d161d7",
+			Digest:      "sha256:22582506a9f2b7331396a824f3319a7d804b5ebc6561dea6f514ad2d48589dde",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -256,7 +270,7 @@ func init() {
 		{
 			Name:        "payments.refund",
 			Source:      "examples/payments/app/refunds.go:73",
-			Digest:      "sha256:d48f296864ad6ba1d6a79ef33f94610a3e3da8fcf7ac10b0be67beb9ead53281",
+			Digest:      "sha256:bcf50018e690dd75f55e3d63ba0492b5b7e26c7b9013ea36bcdb5cb561958d62",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -270,6 +284,37 @@ func init() {
 				oke.EffectWrite: {"examples/payments/app/refunds.go:121 oke.Step \"write the refund\" → examples/payments/app/refunds.go:123 st.Exec INSERT INTO refunds (id, charge_id, amount, provider_id) VALUES ($1, $2, …"},
 				oke.EffectEmit:  {"examples/payments/app/refunds.go:137 oke.Step \"emit refund.created\" → examples/payments/app/refunds.go:138 fx.Emit \"refund.created\""},
 				oke.EffectFetch: {"examples/payments/app/refunds.go:114 oke.Step \"call the provider\" → examples/payments/app/refunds.go:115 s.callProvider → examples/payments/app/refunds.go:158 fx.Fetch"},
+			},
+		},
+		{
+			Name:        "payments.refundApproval",
+			Source:      "examples/payments/app/approvals.go:80",
+			Digest:      "sha256:750883c5093e796dd44e9749da13e4867e57b473eaa1b2cfe87984f4cef633cf",
+			Shape:       "unary",
+			Durable:     true,
+			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
+			Bindings: []oke.ContractBinding{
+				{Kind: "internal"},
+			},
+			Effects: []oke.Effect{oke.EffectRead, oke.EffectCall},
+			Steps:   []string{"look up the charge", "approval", "start the refund"},
+			Why: map[oke.Effect][]string{
+				oke.EffectRead: {"examples/payments/app/approvals.go:85 oke.Step \"look up the charge\" → examples/payments/app/approvals.go:87 fx.Store(s.rdb).QueryRow SELECT id FROM charges WHERE id = $1 AND tenant = $2"},
+				oke.EffectCall: {"examples/payments/app/approvals.go:110 oke.Step \"start the refund\" → examples/payments/app/approvals.go:111 oke.Run of a flow extract cannot trace"},
+			},
+		},
+		{
+			Name:        "payments.refundRequest",
+			Source:      "examples/payments/app/approvals.go:44",
+			Digest:      "sha256:bbe19130ff96dfcf0f34e66bcc2b0571de8d656151aaad9991cc755952371324",
+			Shape:       "unary",
+			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
+			Bindings: []oke.ContractBinding{
+				{Kind: "http", Method: "POST", Path: "/refund-requests"},
+			},
+			Effects: []oke.Effect{oke.EffectCall},
+			Why: map[oke.Effect][]string{
+				oke.EffectCall: {"examples/payments/app/approvals.go:47 oke.Run payments.refundApproval"},
 			},
 		},
 	}})
