@@ -55,6 +55,9 @@ func AwaitSignalStep[T any](ctx context.Context, step, signal string, timeout ti
 		return zero, false, err
 	}
 	var v T
+	if len(payload) == 0 {
+		return v, true, nil // sent with no payload
+	}
 	if err := json.Unmarshal(payload, &v); err != nil {
 		return zero, false, fmt.Errorf("run %s: signal %q: decode its payload into %T: %w", st.x.Run.ID, signal, v, err)
 	}
