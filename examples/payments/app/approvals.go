@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -37,8 +38,8 @@ type RefundRequest struct {
 }
 
 // refundRequestFlow is payments.refundRequest: it starts the run that
-// waits for the approval and answers 202 with its id (the id to approve)
-// and Location: /refund-requests/{id}. A retry with the same
+// waits for the approval and answers 202 with its id (the id to approve).
+// A retry with the same
 // Idempotency-Key replays the answer: the run starts once.
 func (s *Server) refundRequestFlow(approval *oke.Flow[RefundRequestIn, RefundDecision]) *oke.Flow[RefundRequestIn, RefundRequest] {
 	return oke.NewFlow("payments.refundRequest", oke.Options{
@@ -48,9 +49,7 @@ func (s *Server) refundRequestFlow(approval *oke.Flow[RefundRequestIn, RefundDec
 		if err != nil {
 			return oke.Response[RefundRequest]{}, err
 		}
-		r := oke.Accepted(RefundRequest{ID: id, ChargeID: in.ChargeID, Status: "pending"})
-		r.Location = "/refund-requests/" + id
-		return r, nil
+		return oke.Accepted(RefundRequest{ID: id, ChargeID: in.ChargeID, Status: "pending"}), nil
 	})
 }
 
@@ -131,29 +130,48 @@ type Approved struct {
 	Approved bool   `json:"approved"`
 }
 
+// ErrNotApprover is payments.approveRefund's 403 for a caller who is not a
+// user (an API key, anon).
+var ErrNotApprover = oke.Fail(http.StatusForbidden, "Forbidden", "Only a user (Authorization: Bearer user:ID) may approve a refund.")
+
+// ErrRequestDecided is payments.approveRefund's 409 for a request that has
+// ended: approved, refused or expired.
+var ErrRequestDecided = oke.Fail(http.StatusConflict, "RequestDecided", "This refund request has ended (approved, refused or expired).")
+
+// requestNotFound is the 404 for a refund request the caller's tenant does
+// not have (or that does not exist: the same answer).
+func requestNotFound(id string) *oke.Error {
+	return oke.ErrNotFound.WithMessage("No refund request has id %q.", id)
+}
+
 // approveFlow is payments.approveRefund: it sends the signal "approval" to
 // the request's run. Who may: a user (Authorization: Bearer user:…) of the
-// request's tenant — an API key or anon is 403, and a request of another
-// tenant is 404, as if it did not exist (oke.SignalAuthorize replaces the
-// default rule, that only the run's own caller may signal it). An
-// Idempotency-Key dedupes the signal too: a retry delivers it once. A
-// request that has ended is 409 RunFinished.
+// request's tenant — an API key or anon is 403 (before anything is sent),
+// and a request of another tenant is 404, as if it did not exist
+// (oke.SignalAuthorize replaces the default rule, that only the run's own
+// caller may signal it). An Idempotency-Key dedupes the signal too: a retry
+// delivers it once. A request that has ended is 409 RequestDecided.
 func (s *Server) approveFlow() *oke.Flow[ApproveIn, Approved] {
 	return oke.NewFlow("payments.approveRefund", oke.Options{
 		Description: "Approve (or refuse) a refund request: sends the signal \"approval\" to its waiting run.",
 	}, func(ctx context.Context, in ApproveIn, fx *oke.Fx) (oke.Response[Approved], error) {
 		id := fx.Identity()
+		if !strings.HasPrefix(id.Principal, "user:") {
+			return oke.Response[Approved]{}, ErrNotApprover
+		}
 		err := fx.Signal(ctx, in.ID, "approval", Approval{Approved: in.Approved, By: id.Principal, Note: in.Note},
 			oke.SignalAuthorize(func(ctx context.Context, sender oke.Identity, run driver.Run) error {
 				if run.Flow != "payments.refundApproval" || run.Tenant != sender.Tenant {
-					return oke.ErrSignalNoRun
-				}
-				if !strings.HasPrefix(sender.Principal, "user:") {
-					return oke.Forbidden("Only a user (Authorization: Bearer user:ID) may approve a refund.")
+					return oke.ErrSignalNoRun // another tenant's: as if it did not exist
 				}
 				return nil
 			}))
-		if err != nil {
+		switch {
+		case errors.Is(err, oke.ErrSignalNoRun):
+			return oke.Response[Approved]{}, requestNotFound(in.ID)
+		case errors.Is(err, oke.ErrSignalRunFinished):
+			return oke.Response[Approved]{}, ErrRequestDecided
+		case err != nil:
 			return oke.Response[Approved]{}, err
 		}
 		return oke.Accepted(Approved{ID: in.ID, Approved: in.Approved}), nil

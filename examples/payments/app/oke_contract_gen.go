@@ -181,8 +181,8 @@ func init() {
 		},
 		{
 			Name:        "payments.approveRefund",
-			Source:      "examples/payments/app/approvals.go:142",
-			Digest:      "sha256:f60549f6e2e34c306b4e807d8e5d9770a2b9b4f5494f684e48365c6ee8b83036",
+			Source:      "examples/payments/app/approvals.go:155",
+			Digest:      "sha256:95e6cbe5f8cab13fbb7ef6baaee62a14266a6c861318fb45e9887e2d8fdeb448",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -190,7 +190,7 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectCall},
 			Why: map[oke.Effect][]string{
-				oke.EffectCall: {"examples/payments/app/approvals.go:146 fx.Signal"},
+				oke.EffectCall: {"examples/payments/app/approvals.go:162 fx.Signal"},
 			},
 		},
 		{
@@ -288,7 +288,7 @@ func init() {
 		},
 		{
 			Name:        "payments.refundApproval",
-			Source:      "examples/payments/app/approvals.go:80",
+			Source:      "examples/payments/app/approvals.go:79",
 			Digest:      "sha256:750883c5093e796dd44e9749da13e4867e57b473eaa1b2cfe87984f4cef633cf",
 			Shape:       "unary",
 			Durable:     true,
@@ -299,14 +299,14 @@ func init() {
 			Effects: []oke.Effect{oke.EffectRead, oke.EffectCall},
 			Steps:   []string{"look up the charge", "approval", "start the refund"},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/approvals.go:85 oke.Step \"look up the charge\" → examples/payments/app/approvals.go:87 fx.Store(s.rdb).QueryRow SELECT id FROM charges WHERE id = $1 AND tenant = $2"},
-				oke.EffectCall: {"examples/payments/app/approvals.go:110 oke.Step \"start the refund\" → examples/payments/app/approvals.go:111 oke.Run of a flow extract cannot trace"},
+				oke.EffectRead: {"examples/payments/app/approvals.go:84 oke.Step \"look up the charge\" → examples/payments/app/approvals.go:86 fx.Store(s.rdb).QueryRow SELECT id FROM charges WHERE id = $1 AND tenant = $2"},
+				oke.EffectCall: {"examples/payments/app/approvals.go:109 oke.Step \"start the refund\" → examples/payments/app/approvals.go:110 oke.Run of a flow extract cannot trace"},
 			},
 		},
 		{
 			Name:        "payments.refundRequest",
-			Source:      "examples/payments/app/approvals.go:44",
-			Digest:      "sha256:bbe19130ff96dfcf0f34e66bcc2b0571de8d656151aaad9991cc755952371324",
+			Source:      "examples/payments/app/approvals.go:45",
+			Digest:      "sha256:64df7335b0d191cb443b967c306a7487797945bb4abb536128ce37ca0c8590ff",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -314,7 +314,7 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectCall},
 			Why: map[oke.Effect][]string{
-				oke.EffectCall: {"examples/payments/app/approvals.go:47 oke.Run payments.refundApproval"},
+				oke.EffectCall: {"examples/payments/app/approvals.go:48 oke.Run payments.refundApproval"},
 			},
 		},
 	}})
