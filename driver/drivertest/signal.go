@@ -414,6 +414,16 @@ func testSignalWakes(t *testing.T, d driver.Driver) {
 	if len(steps) != 3 || json.Unmarshal(steps[2].Result, &out) != nil || !out.Received || string(out.Payload) != `{"by":"bob"}` {
 		t.Fatalf("the journal's wait: %q, outcome %s; want the signal received", stepNames(steps), steps[len(steps)-1].Result)
 	}
+	// A pick-up after the wait returned gets the saved outcome: a replay
+	// that reuses the wait's two steps (and has no signal of its own)
+	// answers the same.
+	again, err := w.app.ReplayFrom(context.Background(), run.ID, 4)
+	if err != nil {
+		t.Fatalf("ReplayFrom step 4: %v", err)
+	}
+	if got := finalAnswer(t, j, again); got != "by bob" {
+		t.Fatalf("the replay from after the wait answered %q, want %q (the saved outcome)", got, "by bob")
+	}
 }
 
 func testSignalTimeout(t *testing.T, d driver.Driver) {
