@@ -53,13 +53,12 @@ func TestSignalsSurviveCompactionAndReopen(t *testing.T) {
 		if err != nil || len(list) != 2 || list[0].Step != 1 || list[1].Step != 0 || string(list[1].Payload) != `"k2"` {
 			t.Fatalf("compact %v: signals after reopen: %+v (%v)", compact, list, err)
 		}
-		ids, err := d.DueRuns(ctx, 0)
-		if err != nil || len(ids) != 1 {
-			t.Fatalf("compact %v: the woken run is not due after reopen: %q %v", compact, ids, err)
-		}
-		_, steps, err := d.GetRun(ctx, "run_1")
+		run, steps, err := d.GetRun(ctx, "run_1")
 		if err != nil || len(steps) != 1 || steps[0].Name != "wait (outcome)" {
 			t.Fatalf("compact %v: steps %+v %v", compact, steps, err)
+		}
+		if run.Status != driver.RunSleeping || run.WakeAt.After(time.Now()) {
+			t.Fatalf("compact %v: the woken run is %s until %v after reopen, want sleeping and due now", compact, run.Status, run.WakeAt)
 		}
 	}
 }

@@ -65,6 +65,9 @@ func TestRunsSignal(t *testing.T) {
 	waitFor(t, "the second request to wait", func() bool { return showJSON(t, id2, addr...).Waiting != nil })
 	d.stop()
 	mustRun(t, "runs", "signal", "-data", dir, "-payload", `{"approved":false,"by":"offline"}`, id2, "approval")
+	if v := showJSON(t, id2, "-data", dir); len(v.Signals) != 1 || v.Signals[0].Step != 0 {
+		t.Fatalf("runs show -data after the send: signals %+v, want the one sent, not received yet", v.Signals)
+	}
 	d2 := openDemo(t, dir)
 	waitFor(t, "the second request to finish", func() bool { return showJSON(t, id2, "-addr", d2.url).Status == "completed" })
 }

@@ -359,7 +359,17 @@ func (s *dataSource) getRun(ctx context.Context, id string) (admin.RunView, erro
 	if err != nil {
 		return admin.RunView{}, err
 	}
-	return admin.ViewRun(run, steps), nil
+	v := admin.ViewRun(run, steps)
+	if sg, ok := s.j.(driver.Signaler); ok {
+		list, err := sg.Signals(ctx, id)
+		if err != nil {
+			return admin.RunView{}, err
+		}
+		if len(list) > 0 {
+			v.Signals = admin.ViewSignals(list)
+		}
+	}
+	return v, nil
 }
 
 // replay creates the new run as App.ReplayFrom does: from step 1, unowned
