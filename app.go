@@ -157,6 +157,9 @@ type App struct {
 	// runWaiters counts the requests held for one, at most maxRunWaiters.
 	ended      runEnds
 	runWaiters atomic.Int64
+	// signalWaits: run ID → the signal a wait of it parked for, from
+	// AwaitSignal until finish parks the run (signal.go).
+	signalWaits sync.Map
 
 	mu       sync.Mutex
 	problems []error

@@ -104,6 +104,9 @@
 // other runs — exactly once when called inside a step — and App.Replay
 // starts a run afresh. The app's scheduler recovers runs whose lease lapsed,
 // wakes sleeping runs and retries runs whose step could not be saved.
+// AwaitSignal parks a run until a named signal comes (App.Signal, Fx.Signal
+// in a flow on a route, the CLI, the console) or a timeout passes; a signal
+// sent early is kept, and each is delivered to one wait, once.
 //
 //	var Refund = oke.NewFlow("payments.refund", oke.Options{Durable: true},
 //		func(ctx context.Context, in RefundIn, fx *oke.Fx) (oke.Response[Refund], error) {

@@ -223,13 +223,17 @@ func (a *App) finish(ctx context.Context, ex *execution, o outcome) outcome {
 		ex.resp = driver.Response{Status: o.res.status, ContentType: o.res.contentType, Location: o.res.location, Body: o.res.body}
 		f = driver.Finish{Status: driver.RunCompleted, Result: &ex.resp}
 	}
-	if err := a.journal.FinishRun(ctx, run.ID, x.Owner, f); err != nil {
+	err := a.journal.FinishRun(ctx, run.ID, x.Owner, f)
+	if err != nil {
 		a.log.Error("oke: settle journal run", "run", run.ID, "err", err)
 		if o.store == nil {
 			o.store = err
 		}
 	} else if f.Status.Finished() {
 		a.ended.done(run.ID) // results.go: waiters for its result
+	}
+	if o.parked {
+		a.afterPark(ctx, run.ID, err == nil) // signal.go
 	}
 	if f.Status == driver.RunSleeping || f.Status == driver.RunRunning {
 		a.wake()

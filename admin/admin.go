@@ -1,7 +1,7 @@
 // Package admin serves the admin surface of an oke app: the console (package
 // console: flows, runs, a run's steps, idempotency rows) and the JSON API
 // it uses over the app's journal runs (list with filters, show with steps,
-// replay, replay from a step, cancel, batches, live updates) and its
+// replay, replay from a step, cancel, send a signal, batches, live updates) and its
 // Idempotency-Key rows (look up, reveal a stored body, delete, sweep),
 // behind a gate (Auth) that is never optional.
 //
@@ -40,6 +40,7 @@ import (
 //	GET    /runs/{id}/events          the same, live (SSE)
 //	POST   /runs/{id}/replay?fromStep=N   a new run from its input (reusing steps 1..N-1)
 //	POST   /runs/{id}/cancel          fail a sleeping, waiting or dead run (App.Cancel)
+//	POST   /runs/{id}/signal          send a signal {"name":…,"data":…,"key":…} (App.Signal)
 //	POST   /runs/{id}/resume          make a dead-lettered run due again (App.Resume)
 //	POST   /runs/replay, /runs/cancel, /runs/resume
 //	                                  a batch: {"ids":[…]} or the runs the filters select
@@ -80,7 +81,7 @@ func Handler(a *oke.App, auth Auth) http.Handler {
 		}
 		httpx.WriteJSON(w, http.StatusOK, map[string]any{"api": []string{
 			"GET /flows", "GET /runs", "GET /runs/events", "GET /runs/{id}", "GET /runs/{id}/events",
-			"POST /runs/{id}/replay", "POST /runs/{id}/cancel", "POST /runs/{id}/resume", "POST /runs/replay", "POST /runs/cancel", "POST /runs/resume",
+			"POST /runs/{id}/replay", "POST /runs/{id}/cancel", "POST /runs/{id}/resume", "POST /runs/{id}/signal", "POST /runs/replay", "POST /runs/cancel", "POST /runs/resume",
 			"GET /idempotency", "GET /idempotency/row", "DELETE /idempotency/row", "POST /idempotency/sweep", "GET /schedules"}})
 	})
 	mux.HandleFunc("GET /ui/{file}", serveAsset)
@@ -94,6 +95,7 @@ func Handler(a *oke.App, auth Auth) http.Handler {
 	mux.HandleFunc("GET /runs/{id}/events", x.runEvents)
 	mux.HandleFunc("POST /runs/{id}/replay", x.replay)
 	mux.HandleFunc("POST /runs/{id}/cancel", x.cancel)
+	mux.HandleFunc("POST /runs/{id}/signal", x.signal)
 	mux.HandleFunc("POST /runs/replay", x.batch("replay"))
 	mux.HandleFunc("POST /runs/cancel", x.batch("cancel"))
 	mux.HandleFunc("POST /runs/{id}/resume", x.resume)

@@ -179,6 +179,9 @@ func (a *api) runView(ctx context.Context, id string) (RunView, *oke.Error) {
 	for _, rp := range replays {
 		v.Replays = append(v.Replays, rp.ID)
 	}
+	if err := addSignals(ctx, a.j, &v); err != nil {
+		return RunView{}, storeError(err)
+	}
 	return v, nil
 }
 

@@ -44,6 +44,11 @@ type RunView struct {
 	Replays []string `json:"replays,omitempty"`
 	// Timing splits the run's time (GET /runs/{id} only).
 	Timing *TimingView `json:"timing,omitempty"`
+	// Waiting is what a run parked in oke.AwaitSignal waits for.
+	Waiting *WaitView `json:"waiting,omitempty"`
+	// Signals are the signals sent to the run, in send order (GET
+	// /runs/{id} only, when the driver keeps signals).
+	Signals []SignalView `json:"signals,omitempty"`
 }
 
 // TimingView is where a run's time went, derived from its steps' times:
@@ -125,6 +130,7 @@ func ViewRun(r driver.Run, steps []driver.Step) RunView {
 	if steps == nil {
 		return v
 	}
+	waiting(&v, r, steps)
 	v.Steps = []StepView{}
 	t := &TimingView{}
 	prev := r.CreatedAt

@@ -27,7 +27,7 @@ const (
 	opCall                 // oke.Call: call, and the called flow's effects
 	opRun                  // oke.Run: call (the run's effects are its own)
 	opStep                 // oke.Step: a step name, and fn's body
-	opStepName             // oke.Sleep, SleepUntil, NewID: a step name
+	opStepName             // oke.Sleep, SleepUntil, NewID, AwaitSignal(Step): a step name
 	opFlow                 // NewFlow, NewStream, NewLive: a flow
 	opBinding              // POST, GET, …, RPC, OnEvent, Webhook, Internal, Cron
 	opDedupeTTL            // Binding.DedupeTTL
@@ -86,6 +86,11 @@ var api = map[string]struct {
 	"NewID":             {op: opStepName, arg: 1},
 	"Patched":           {op: opStepName, arg: 1, prefix: patchStep},
 	"DeprecatePatch":    {op: opStepName, arg: 1, prefix: deprecatedPatchStep},
+	"AwaitSignal":       {op: opStepName, arg: 1},
+	"AwaitSignalStep":   {op: opStepName, arg: 1},
+	"(*Fx).Signal":      {op: opEffect, effect: oke.EffectCall}, // a signal to another run
+	"SignalKey":         {op: opNone},
+	"SignalAuthorize":   {op: opNone},
 	"Claim":             {op: opNone}, // the journal's own business-key claim
 	"StepKey":           {op: opNone},
 	"(*Fx).Fail":        {op: opNone},

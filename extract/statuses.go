@@ -45,7 +45,7 @@ func (fd *finder) statuses(f *flowInst) []int {
 	if f.sum != nil {
 		for _, st := range f.sum.steps {
 			if c, ok := st.sites[len(st.sites)-1].(ssa.CallInstruction); ok {
-				if n := apiName(c.Common().StaticCallee()); n == "Sleep" || n == "SleepUntil" {
+				if n := apiName(c.Common().StaticCallee()); n == "Sleep" || n == "SleepUntil" || n == "AwaitSignal" || n == "AwaitSignalStep" {
 					set[204] = true
 				}
 			}

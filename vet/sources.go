@@ -115,6 +115,7 @@ var fxEffects = map[string]effect{
 	"Ask":        {"fx.Ask", "the model is asked again on every pick-up: another cost, perhaps another answer", fixStep + ", so its answer is saved"},
 	"Embed":      {"fx.Embed", "the embedding is computed again on every pick-up", fixStep + ", so its result is saved"},
 	"Raw":        {"fx.Raw", "the effect runs again on every pick-up", fixStep},
+	"Signal":     {"fx.Signal", "it sends the signal again on every pick-up (a new signal each time, unless oke.SignalKey dedupes it)", fixStep + ", where it is sent exactly once"},
 	"Tx":         {"fx.Tx", "a durable flow's transaction belongs to a step, where its writes commit with the step's saved result; outside one fx.Tx fails", `open it inside oke.Step(ctx, "name", …)`},
 }
 

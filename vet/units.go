@@ -21,7 +21,11 @@ var builtinRoles = map[string]*roles{
 	"Sleep":      {step: map[int]bool{2: true}, name: map[int]string{1: "step name of oke.Sleep"}},
 	"SleepUntil": {step: map[int]bool{2: true}, name: map[int]string{1: "step name of oke.SleepUntil"}},
 	"NewID":      {name: map[int]string{1: "step name of oke.NewID"}},
-	"Claim":      {name: map[int]string{1: "claim key of oke.Claim"}},
+	// The timeout of a wait is saved with its deadline the first time the
+	// wait is reached, as a sleep's time is.
+	"AwaitSignal":     {step: map[int]bool{2: true}, name: map[int]string{1: "step name of oke.AwaitSignal"}},
+	"AwaitSignalStep": {step: map[int]bool{3: true}, name: map[int]string{1: "step name of oke.AwaitSignalStep"}},
+	"Claim":           {name: map[int]string{1: "claim key of oke.Claim"}},
 	// oke.Go runs its function in a step of its own, at the same time as
 	// the flow; every function of oke.First runs in its one step.
 	"Go":    {step: map[int]bool{2: true}, name: map[int]string{1: "step name of oke.Go"}},

@@ -56,7 +56,9 @@ import (
 // (rows.go); under "HTTP", every Idempotency-Key rule end to end through an
 // oke.App on the driver (RunHTTP); and, when the driver implements the
 // optional driver.Journal, under "Journal", every journal rule (RunJournal)
-// and, under "Durable", every durable-execution rule end to end (RunDurable).
+// and, under "Durable", every durable-execution rule end to end (RunDurable);
+// and, when it implements driver.Signaler too, under "Signals", the signal
+// rules (RunSignals).
 // newDriver must return a fresh, empty driver each time it is called (a new
 // folder, a new schema); Run calls it once per subtest, and once up front to
 // see whether the driver is a driver.Journal, and closes the driver when the
@@ -82,6 +84,12 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		t.Run("Schedules", func(t *testing.T) {
 			t.Parallel()
 			RunSchedules(t, newDriver)
+		})
+	}
+	if _, ok := probe.(driver.Signaler); ok && isJournal {
+		t.Run("Signals", func(t *testing.T) {
+			t.Parallel()
+			RunSignals(t, newDriver)
 		})
 	}
 }

@@ -71,6 +71,8 @@
 //	{"crc":"...","rec":{"op":"claim","id":"run_1","key":"order:42"}}
 //	{"crc":"...","rec":{"op":"finish","id":"run_1","status":"completed","result":{"status":201,...},"at":"..."}}
 //	{"crc":"...","rec":{"op":"drop","id":"run_0"}}
+//	{"crc":"...","rec":{"op":"signal","id":"run_1","name":"approval","key":"k1","out":"...","seq":1,"at":"...","wakeAt":"..."}}
+//	{"crc":"...","rec":{"op":"wake","id":"run_1","wakeAt":"..."}}
 //
 // run is a run's whole state (CreateRun, and compaction); lease is AcquireRun
 // and RenewRun, with the run's NextAttempts as next; step is one SaveStep
@@ -82,6 +84,14 @@
 // holds one, as a record of a newer oke); claim is ClaimKey; drop
 // is the retention forgetting a finished run. Lease, finish and run records
 // carry the run's strikes (driver.Run.Strikes) when it has any. No record is written when a
+// state); finish is FinishRun (the owner is cleared); claim is ClaimKey; drop
+// is the retention forgetting a finished run. signal is SendSignal (wakeAt:
+// the sleeping run it woke is due from then; compaction writes a signal
+// record with took, the step that received it); the step record of
+// TakeSignal carries signal, the seq of the signal the step took, so the
+// take and the step are one record; wake is WakeForSignal. An older oke
+// refuses a log with signal or wake records (an unknown op), as written by
+// a newer one. No record is written when a
 // step begins: the steps of one execution after its first cost one step
 // record each and nothing else. Logs written by an older oke also hold start
 // records (its StartStep: how many attempts a step had begun) and run records

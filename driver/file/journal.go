@@ -57,6 +57,9 @@ type jrun struct {
 
 	// Bytes of its records that a compaction would keep (see liveBytes).
 	head, fin, stepBytes, claimBytes int64
+
+	signals     []driver.Signal // signals sent to the run, in Seq order (signal.go)
+	signalBytes int64           // bytes of their records, as above
 }
 
 type jclaim struct {
@@ -64,7 +67,9 @@ type jclaim struct {
 	seq uint64 // the write of the claim (0 if read at Open)
 }
 
-func (e *jrun) liveBytes() int64 { return e.head + e.fin + e.stepBytes + e.claimBytes }
+func (e *jrun) liveBytes() int64 {
+	return e.head + e.fin + e.stepBytes + e.claimBytes + e.signalBytes
+}
 
 // legacyStart applies an attempt count that an older oke wrote (a start
 // record, or the starts of a compacted run record): how many executions had
@@ -315,7 +320,7 @@ func (j *journal) removeRun(e *jrun) {
 	if e.idx >= 0 {
 		heap.Remove(&j.due, e.idx)
 	}
-	j.liveRecs -= 1 + len(e.steps) + len(e.claims)
+	j.liveRecs -= 1 + len(e.steps) + len(e.claims) + len(e.signals)
 	j.liveBytes -= e.liveBytes()
 }
 
@@ -451,6 +456,7 @@ func (j *journal) compactLocked() error {
 		liveBytes        int64
 		heads, stepBytes = make([]int64, len(ids)), make([]int64, len(ids))
 		claimBytes       = make([]int64, len(ids))
+		signalBytes      = make([]int64, len(ids))
 	)
 	err := j.rewrite(func(format []byte, add func(line []byte) error) error {
 		put := func(rec *jrecord) (int64, error) {
@@ -486,6 +492,13 @@ func (j *journal) compactLocked() error {
 				}
 				claimBytes[i] += n
 			}
+			for k := range e.signals {
+				n, err := put(signalRecord(id, &e.signals[k], time.Time{}))
+				if err != nil {
+					return err
+				}
+				signalBytes[i] += n
+			}
 		}
 		return nil
 	})
@@ -495,6 +508,7 @@ func (j *journal) compactLocked() error {
 	for i, id := range ids {
 		e := j.runs[id]
 		e.head, e.fin, e.stepBytes, e.claimBytes = heads[i], 0, stepBytes[i], claimBytes[i]
+		e.signalBytes = signalBytes[i]
 	}
 	j.liveRecs, j.liveBytes = liveRecs, liveBytes
 	return nil

@@ -24,6 +24,14 @@ import (
 //	resume  ResumeRun: a dead run becomes running, unowned, due at wakeAt,
 //	        with NextAttempts and strikes 0
 //	claim   ClaimKey: key is held by run id
+//	signal  SendSignal (and compaction): a signal sent to run id — name,
+//	        key, out (its payload), seq, at (when sent); wakeAt when the
+//	        send woke the sleeping run; took, the step that received it
+//	        (compaction only)
+//	wake    WakeForSignal: the sleeping run's wakeAt
+//	        (A step record with signal is TakeSignal's: that signal of the
+//	        run is delivered to the step.) An older oke refuses a log with
+//	        these ops, as written by a newer one.
 //	drop    retention removed a finished run, its steps and its claims
 const (
 	jopFormat = "format"
@@ -35,6 +43,8 @@ const (
 	jopClaim  = "claim"
 	jopDrop   = "drop"
 	jopResume = "resume"
+	jopSignal = "signal"
+	jopWake   = "wake"
 )
 
 // jrecord is one journal record's payload. Byte fields are base64 (as
@@ -73,7 +83,9 @@ type jrecord struct {
 	Fail       []byte           `json:"fail,omitempty"` // a step's Failure
 	StartedAt  time.Time        `json:"startedAt,omitzero"`
 	FinishedAt time.Time        `json:"finishedAt,omitzero"`
-	Key        string           `json:"key,omitempty"` // a claimed business key
+	Key        string           `json:"key,omitempty"`   // a claimed business key; a signal's key
+	Signal     int64            `json:"signal,omitzero"` // step: the Seq of the signal it took (TakeSignal)
+	Took       int              `json:"took,omitzero"`   // signal: the step that took it
 }
 
 // jstart is the attempt count of a step that started and is not saved, as an
@@ -248,6 +260,11 @@ func (j *journal) replayRecord(payload []byte, size int) error {
 		s := driver.Step{Seq: rec.Seq, Name: rec.Name, Result: rec.Out, Failure: rec.Fail,
 			Attempts: rec.Attempts, StartedAt: rec.StartedAt, FinishedAt: rec.FinishedAt}
 		j.addStep(e, s, rec.At, 0, size)
+		if rec.Signal != 0 {
+			return e.deliver(rec.Signal, rec.Seq)
+		}
+	case jopSignal, jopWake:
+		return j.replaySignal(e, &rec, size)
 	case jopDrop:
 		j.removeRun(e)
 	default:

@@ -23,14 +23,16 @@ type Driver struct {
 	// stepBytes: flow → how many bytes of steps its last finished run
 	// kept, so that the next run's buffer is made the right size at once.
 	stepBytes map[string]int
-	claims    map[string]string // business key → run ID
+	claims    map[string]string          // business key → run ID
+	signals   map[string][]driver.Signal // run ID → its signals, in Seq order (signal.go)
 	now       func() time.Time
 	closed    bool
 }
 
 var (
-	_ driver.Driver  = (*Driver)(nil)
-	_ driver.Journal = (*Driver)(nil)
+	_ driver.Driver   = (*Driver)(nil)
+	_ driver.Journal  = (*Driver)(nil)
+	_ driver.Signaler = (*Driver)(nil)
 )
 
 // Option configures a Driver.

@@ -41,6 +41,9 @@
 //	oke_step_starts   unused since migration 003 (an older oke's StartStep
 //	                  counts; kept for older binaries during an upgrade)
 //	oke_claims        business keys claimed by runs (oke.Claim)
+//	oke_signals       signals sent to runs (oke.AwaitSignal), primary key
+//	                  (run_id, seq), key unique per run; step: the step
+//	                  that received it (0: not yet)
 //	oke_migrations    which migrations have been applied
 //
 // Migrations are the embedded files migrations/NNN_name.sql, applied in

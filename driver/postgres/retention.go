@@ -38,6 +38,8 @@ func (d *Driver) sweepRuns(ctx context.Context, limit int) (int, error) {
 				DELETE FROM {s}.oke_step_starts WHERE run_id IN (SELECT id FROM gone)
 			), claims AS (
 				DELETE FROM {s}.oke_claims WHERE run_id IN (SELECT id FROM gone)
+			), signals AS (
+				DELETE FROM {s}.oke_signals WHERE run_id IN (SELECT id FROM gone)
 			)
 			SELECT count(*) FROM gone`), micros(d.retention), n).Scan(&got)
 		return got, d.wrap("sweep runs", err)

@@ -29,7 +29,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the payments demo API (same flags as examples/payments)", runServe},
-		{"runs", "list, show, replay, cancel and resume durable runs (ls, show, replay, cancel, resume)", runRuns},
+		{"runs", "list, show, replay, cancel, resume and signal durable runs (ls, show, replay, cancel, resume, signal)", runRuns},
 		{"idempotency", "show, delete and sweep Idempotency-Key rows (ls, show, delete, sweep)", runIdempotency},
 		{"schedules", "list a running app's schedules (oke.Cron): next tick, last run", runSchedules},
 		{"migrate", "create or update oke's tables in Postgres (-postgres DSN)", runMigrate},

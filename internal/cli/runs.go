@@ -38,8 +38,9 @@ func runsUsage(w io.Writer) {
   oke runs replay [-addr URL | -data DIR] [-from-step N] [-json] ID
   oke runs cancel [-addr URL | -data DIR] [-json] ID
   oke runs resume [-addr URL | -data DIR] [-json] ID
+  oke runs signal [-addr URL | -data DIR] [-payload JSON] [-key K] ID NAME
 
-Lists, shows, replays, cancels and resumes the journal runs of durable flows: one run
+Lists, shows, replays, cancels, resumes and signals the journal runs of durable flows: one run
 per execution of a flow with oke.Options{Durable: true}, with the saved
 result of each step.
 
@@ -56,6 +57,10 @@ result of each step.
   cancel  fails a run that no execution holds now — sleeping, or waiting
           to be picked up — with 409 RunCancelled: its later steps never
           run. A run running now is refused: cancel it again when it parks.
+  signal  sends the signal NAME, with the JSON -payload, to a run: its next
+          oke.AwaitSignal of NAME receives it (a run waiting for it now
+          wakes; a run that has not reached the wait yet keeps it). -key
+          dedupes: sending one key twice delivers once.
   resume  makes a dead-lettered run (status dead: too many failed pick-ups
           in a row, see oke.Config.DeadLetterAfter) due again, its failed
           pick-ups and its next step's attempts reset; it goes on from its
@@ -88,10 +93,12 @@ func runRuns(ctx context.Context, name string, args []string, stdout, stderr io.
 		return runsReplay(ctx, name+" replay", args[1:], stdout, stderr)
 	case "cancel":
 		return runsCancel(ctx, name+" cancel", args[1:], stdout, stderr)
+	case "signal":
+		return runsSignal(ctx, name+" signal", args[1:], stdout, stderr)
 	case "resume":
 		return runsResume(ctx, name+" resume", args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "%s: unknown command %q (want ls, show, replay, cancel or resume)\n", name, args[0])
+	fmt.Fprintf(stderr, "%s: unknown command %q (want ls, show, replay, cancel, resume or signal)\n", name, args[0])
 	return 2
 }
 
@@ -288,6 +295,9 @@ func printRun(w io.Writer, r admin.RunView) {
 	if n := r.Next; n != nil {
 		line("next step", fmt.Sprintf("%d, attempts %d", n.Seq, n.Attempts))
 	}
+	if wt := r.Waiting; wt != nil {
+		line("waiting for", fmt.Sprintf("signal %q, until %s", wt.Signal, stamp(wt.Until)))
+	}
 	if r.Strikes > 0 {
 		line("failed pick-ups", fmt.Sprintf("%d in a row", r.Strikes))
 	}
@@ -325,6 +335,63 @@ func printRun(w io.Writer, r admin.RunView) {
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.1f\t%s\n", s.Seq, s.Name, s.Attempts, stamp(s.StartedAt), s.Millis, res)
 	}
 	tw.Flush()
+	printSignals(w, r.Signals)
+}
+
+// printSignals writes a run's signals, if any.
+func printSignals(w io.Writer, list []admin.SignalView) {
+	if len(list) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SIGNAL\tNAME\tKEY\tSENT\tRECEIVED BY\tPAYLOAD")
+	for _, s := range list {
+		by := "waiting"
+		if s.Step > 0 {
+			by = fmt.Sprintf("step %d", s.Step)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", s.Seq, s.Name, s.Key, stamp(s.SentAt), by, compact(s.Payload, 60))
+	}
+	tw.Flush()
+}
+
+func runsSignal(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	var (
+		t       target
+		payload string
+		key     string
+	)
+	fs := newFlags(name, "[-addr URL | -data DIR] [-payload JSON] [-key K] ID NAME",
+		`Sends the signal NAME to run ID, with -payload (any JSON; none: null): the
+run's next oke.AwaitSignal of NAME receives it. A run waiting for it now
+wakes at once (with -addr; with -data, when an app next opens the folder); a
+run that has not reached its wait keeps the signal until it does. With -key,
+sending the same key again delivers once. (The payload flag is -payload,
+since -data names the data folder.)`, stderr, &t)
+	fs.StringVar(&payload, "payload", "", "the signal's payload, as `JSON`")
+	fs.StringVar(&key, "key", "", "dedupe `key`: a second send with it delivers nothing more")
+	pos, code, ok := parse(fs, args, 2, stderr)
+	if !ok {
+		return code
+	}
+	req := admin.SignalRequest{Name: pos[1], Key: key}
+	if payload != "" {
+		if !json.Valid([]byte(payload)) {
+			return fail(stderr, name, &usageError{fmt.Errorf("-payload must be JSON, got %q (quote a string: '\"yes\"')", payload)})
+		}
+		req.Data = json.RawMessage(payload)
+	}
+	src, err := t.open(false)
+	if err != nil {
+		return fail(stderr, name, err)
+	}
+	defer src.close()
+	if err := src.signal(ctx, pos[0], req); err != nil {
+		return fail(stderr, name, err)
+	}
+	fmt.Fprintf(stdout, "sent signal %q to %s\n", req.Name, pos[0])
+	return 0
 }
 
 func runsReplay(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,6 +33,8 @@ type source interface {
 	cancel(ctx context.Context, id string) (admin.RunView, error)
 	// resume makes a dead-lettered run due again (oke.App.Resume).
 	resume(ctx context.Context, id string) (admin.RunView, error)
+	// signal sends a signal to a run (oke.App.Signal).
+	signal(ctx context.Context, id string, req admin.SignalRequest) error
 	listRows(ctx context.Context, limit int) ([]admin.RowView, error)
 	// findRows returns the rows of key.Key in every scope that key's other
 	// fields (when not empty) allow, bodies hidden.
@@ -129,9 +132,25 @@ func (s *httpSource) close() error { return nil }
 // out. An error envelope becomes an error carrying its message; 404 on a run
 // becomes errNoRun, on a row errNoRow.
 func (s *httpSource) call(ctx context.Context, method, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, s.base+path, nil)
+	return s.callBody(ctx, method, path, nil, out)
+}
+
+// callBody is call with in, when not nil, sent as the JSON body.
+func (s *httpSource) callBody(ctx context.Context, method, path string, in, out any) error {
+	var send io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		send = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.base+path, send)
 	if err != nil {
 		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if s.token != "" {
 		req.Header.Set("Authorization", "Bearer "+s.token)
@@ -225,6 +244,11 @@ func (s *httpSource) resume(ctx context.Context, id string) (admin.RunView, erro
 	var out admin.RunView
 	err := s.call(ctx, "POST", "/runs/"+url.PathEscape(id)+"/resume", &out)
 	return out, err
+}
+
+func (s *httpSource) signal(ctx context.Context, id string, req admin.SignalRequest) error {
+	var out struct{}
+	return s.callBody(ctx, "POST", "/runs/"+url.PathEscape(id)+"/signal", req, &out)
 }
 
 func keyQuery(k driver.Key) url.Values {
@@ -343,7 +367,17 @@ func (s *dataSource) getRun(ctx context.Context, id string) (admin.RunView, erro
 	if err != nil {
 		return admin.RunView{}, err
 	}
-	return admin.ViewRun(run, steps), nil
+	v := admin.ViewRun(run, steps)
+	if sg, ok := s.j.(driver.Signaler); ok {
+		list, err := sg.Signals(ctx, id)
+		if err != nil {
+			return admin.RunView{}, err
+		}
+		if len(list) > 0 {
+			v.Signals = admin.ViewSignals(list)
+		}
+	}
+	return v, nil
 }
 
 // replay creates the new run as App.ReplayFrom does: from step 1, unowned
@@ -406,6 +440,18 @@ func (s *dataSource) resume(ctx context.Context, id string) (admin.RunView, erro
 		return admin.RunView{}, err
 	}
 	return admin.ViewRun(run, nil), nil
+}
+
+func (s *dataSource) signal(ctx context.Context, id string, req admin.SignalRequest) error {
+	var opts []oke.SignalOption
+	if req.Key != "" {
+		opts = append(opts, oke.SignalKey(req.Key))
+	}
+	err := oke.SignalRun(ctx, s.j, id, req.Name, req.Data, opts...)
+	if errors.Is(err, oke.ErrSignalNoRun) {
+		return fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.dir)
+	}
+	return err
 }
 
 func (s *dataSource) findRows(ctx context.Context, key driver.Key) ([]admin.RowView, error) {

@@ -382,9 +382,23 @@
       await api("POST", "runs/" + encodeURIComponent(id) + "/resume");
       notice.replaceChildren(el("div", { class: "notice", "data-resumed": "", text: "Resumed: the run is due again, its failed pick-ups and attempts reset; it goes on from its last saved step." }));
     });
+    const signal = (name, data, key) => act("signal", async () => {
+      let payload;
+      if (data.trim() !== "") {
+        try {
+          payload = JSON.parse(data);
+        } catch (e) {
+          throw new APIError(0, "InvalidInput", "The payload must be JSON: " + e.message);
+        }
+      }
+      await api("POST", "runs/" + encodeURIComponent(id) + "/signal", { name, data: payload, key: key || undefined });
+      notice.replaceChildren(el("div", { class: "notice", "data-signalled": "", text: `Sent the signal "${name}".` }));
+      signalData = signalKey = "";
+    });
 
     // What the user typed survives a redraw (a live update).
     let fromValue = "";
+    let signalName = "", signalData = "", signalKey = "";
     const render = (r) => {
       body.replaceChildren();
       const facts = el("dl", { class: "facts" });
@@ -430,8 +444,50 @@
       if (r.status !== "completed" && r.status !== "failed") {
         actions.append(el("button", { class: "danger", "data-action": "cancel", onclick: cancel, text: "Cancel run" }));
       }
+      if (r.waiting) fact("waiting for", "signal ", el("span", { class: "mono", "data-waiting": r.waiting.signal, text: r.waiting.signal }), " until " + fmtTime(r.waiting.until));
       body.append(el("section", { class: "card" }, facts, actions));
+      if (r.status !== "completed" && r.status !== "failed") body.append(signalForm(r));
+      if (r.signals && r.signals.length) body.append(signalList(r.signals));
       body.append(timeline(r));
+    };
+
+    // signalForm sends a signal to the run (POST runs/{id}/signal): its
+    // name (the one the run waits for, when it waits), a JSON payload and
+    // an optional dedupe key.
+    const signalForm = (r) => {
+      const track = (input, set) => {
+        input.addEventListener("input", () => set(input.value));
+        return input;
+      };
+      const name = track(el("input", { type: "text", "data-input": "signal-name", class: "mono", placeholder: "name",
+        value: signalName || (r.waiting ? r.waiting.signal : "") }), (v) => { signalName = v; });
+      const data = track(el("textarea", { "data-input": "signal-data", class: "mono", rows: 2, placeholder: "payload (JSON)" }), (v) => { signalData = v; });
+      data.value = signalData;
+      const key = track(el("input", { type: "text", "data-input": "signal-key", class: "mono", placeholder: "dedupe key (optional)", value: signalKey }), (v) => { signalKey = v; });
+      const form = el("form", { class: "actions", "data-form": "signal" }, name, data, key,
+        el("button", { type: "submit", "data-action": "signal", text: "Send signal" }));
+      form.addEventListener("submit", (ev) => {
+        ev.preventDefault();
+        if (!name.value.trim()) {
+          notice.replaceChildren(errorBox(new APIError(0, "InvalidInput", "Name the signal to send.")));
+          return;
+        }
+        signal(name.value.trim(), data.value, key.value.trim());
+      });
+      return el("section", { class: "card" }, el("h2", { text: "Send a signal" }),
+        el("p", { class: "muted", text: r.waiting ? "The run waits for this signal: sending it wakes the run." :
+          "A signal sent before the run waits for it is kept until it does." }), form);
+    };
+
+    // signalList shows the signals sent to the run, in send order.
+    const signalList = (list) => {
+      const rows = list.map((g) => el("tr", { "data-signal": g.seq },
+        el("td", { class: "num", text: g.seq }), el("td", { class: "mono", text: g.name }), el("td", { class: "mono", text: g.key }),
+        el("td", { text: fmtTime(g.sentAt) }), el("td", { text: g.step ? "step " + g.step : "waiting for a wait" }),
+        el("td", {}, el("pre", { text: json(g.payload) }))));
+      return el("section", { class: "card" }, el("h2", { text: "Signals" }),
+        el("table", {}, el("thead", {}, el("tr", {}, ["#", "name", "key", "sent", "received by", "payload"].map((h) => el("th", { text: h })))),
+          el("tbody", {}, rows)));
     };
 
     try {

@@ -13,7 +13,7 @@ func init() {
 		{
 			Name:        "bench.chargeUnprotected",
 			Source:      "examples/payments/app/charges.go:80",
-			Digest:      "sha256:98c425a63f3b8f3610a83a4d6e4922db6bdff2088d5cbaae5a888ade9c40b421",
+			Digest:      "sha256:e3668741b24a20a229e96acf4018ae6996e7a4a5411363eae47212aefc1cfec9",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "off", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -27,7 +27,7 @@ func init() {
 		{
 			Name:        "demo.events",
 			Source:      "examples/payments/app/events.go:24",
-			Digest:      "sha256:f328a1b1b5b6387f8e0ca6607c418199ea98a7709e7c4c758b442316e34a43e4",
+			Digest:      "sha256:5444a2a8114c772fce6499d0d98d9ea9b69e4444fe5f684daa901bd09c002072",
 			Shape:       "live",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -50,7 +50,7 @@ func init() {
 		{
 			Name:        "demo.fail",
 			Source:      "examples/payments/app/demo.go:107",
-			Digest:      "sha256:64833c161c93a9fe2a9cc934f5ebba905d6e77c56d8d44991a6e8960f6425b21",
+			Digest:      "sha256:c46d1283498d7cdc8d571b083ee3c4b6e11f550c7103c4c88669991ad796d90d",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -64,7 +64,7 @@ func init() {
 		{
 			Name:        "demo.note",
 			Source:      "examples/payments/app/demo.go:78",
-			Digest:      "sha256:856f8463c6ecb62b9a3731328831c73d246a7c1c78209858f17189750c69e164",
+			Digest:      "sha256:59151d84863aa6cfc632a776baefe6c600a2a29a58b2c09d71576f882322d3f1",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "2s", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -79,7 +79,7 @@ func init() {
 		{
 			Name:        "demo.pipeline",
 			Source:      "examples/payments/app/durable.go:38",
-			Digest:      "sha256:73e83a93885e0319f6d74a218fdbe3ea80bc08a193cbf7bbd2172b59531d3572",
+			Digest:      "sha256:6ffbe10ebd00ae264330b8971530080aa84d66cc22fd41250e31a82a44291022",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -94,7 +94,7 @@ func init() {
 		{
 			Name:        "demo.pipelineLog",
 			Source:      "examples/payments/app/durable.go:100",
-			Digest:      "sha256:bffea1f39aa4b42876a45bc5b63ab69b6203a72191b143c186790e6076f7771b",
+			Digest:      "sha256:a5e91c0ee4caf7bcc5038cb4631e8082f4d6eb5ef7d29b70fd965a60577fe808",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -109,7 +109,7 @@ func init() {
 		{
 			Name:        "demo.remind",
 			Source:      "examples/payments/app/durable.go:159",
-			Digest:      "sha256:394abccc9e119e61d6abc177860e04b9641a2d30001bd91258f46250f4c79fb6",
+			Digest:      "sha256:8731326899f8ab7411cbea93a7ba4b43f4e1810df89eea7158c414a6cc5d74b0",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -126,7 +126,7 @@ func init() {
 		{
 			Name:        "demo.reminders",
 			Source:      "examples/payments/app/durable.go:214",
-			Digest:      "sha256:355df7785da5aa2ee104dc7d70b5fdb8e8363071b9d2e916ba9d8d84a5e921a7",
+			Digest:      "sha256:9232f93e085c8a03c69b5337fd7bc1733d1f1f84dab0c02e723f420ac7082055",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -141,7 +141,7 @@ func init() {
 		{
 			Name:        "demo.slow",
 			Source:      "examples/payments/app/demo.go:28",
-			Digest:      "sha256:7d110e44b881f8400225968dd30f3b99a194286c9ddf8e5bd82c93bacb6689c0",
+			Digest:      "sha256:d0fb97b204eaa0603ce5898dce70d12f4dbbb1eb250db7820dde8756c9e6a9f5",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -155,7 +155,7 @@ func init() {
 		{
 			Name:        "demo.sweep",
 			Source:      "examples/payments/app/sweep.go:28",
-			Digest:      "sha256:814eb772e4cef1b68ab95e188f66fc07b86a44e153af33c50730f095faeb63cd",
+			Digest:      "sha256:e8e361f484e2efcb812f927a91f1ace1c00fe8f248d5612190ebdfefc01bf631",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -172,7 +172,7 @@ func init() {
 		{
 			Name:        "demo.webhook",
 			Source:      "examples/payments/app/demo.go:212",
-			Digest:      "sha256:205c6a94766c8a108c0f9d34fff91f909a3aa46da0608113b7e6cd3a8c945cef",
+			Digest:      "sha256:782535de4880f3d452bb5ea37ceeee64dd9dbda9d932de119c9ca96be9c7c21e",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -197,9 +197,23 @@ func init() {
 			Effects: []oke.Effect{},
 		},
 		{
+			Name:        "payments.approveRefund",
+			Source:      "examples/payments/app/approvals.go:155",
+			Digest:      "sha256:95e6cbe5f8cab13fbb7ef6baaee62a14266a6c861318fb45e9887e2d8fdeb448",
+			Shape:       "unary",
+			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
+			Bindings: []oke.ContractBinding{
+				{Kind: "http", Method: "POST", Path: "/refund-requests/{id}/approve"},
+			},
+			Effects: []oke.Effect{oke.EffectCall},
+			Why: map[oke.Effect][]string{
+				oke.EffectCall: {"examples/payments/app/approvals.go:162 fx.Signal"},
+			},
+		},
+		{
 			Name:        "payments.charge",
 			Source:      "examples/payments/app/charges.go:66",
-			Digest:      "sha256:a32d927bb236a21bc88cc034b0add9d7deb6781445fa286923d7fe92ca3d4982",
+			Digest:      "sha256:acbedda3c7d32e05132e0f2c8e27b2e33b517d6621889b59578043ddc391ca12",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "required", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -214,7 +228,7 @@ func init() {
 		{
 			Name:        "payments.get",
 			Source:      "examples/payments/app/charges.go:148",
-			Digest:      "sha256:72cdca2d80102dde405a3f0cd5655e4af4680811e5738f902b2ecbe62f9870fd",
+			Digest:      "sha256:ce041e0838b02833e51d97faf1545583a643517b216ddd733f96c5444a52a448",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -229,7 +243,7 @@ func init() {
 		{
 			Name:        "payments.getRefund",
 			Source:      "examples/payments/app/refunds.go:192",
-			Digest:      "sha256:f3806a79c1d7834ccf36b25f6aaace801ead8bfad61aa210a73846b4e68dc758",
+			Digest:      "sha256:fbc28ac2364d081ca9372642b700b410b744d37f835066e8d7065a8ae9fffcea",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -244,7 +258,7 @@ func init() {
 		{
 			Name:        "payments.list",
 			Source:      "examples/payments/app/charges.go:111",
-			Digest:      "sha256:1053c3a328e843c710b68d3d80d4a7c1947d1a4be5ffb628f4c028036d1a2739",
+			Digest:      "sha256:f3f7864a15e7396c1eba0619c5e53663b12b6f375cb6341ca0904cffd638ec1c",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -259,7 +273,7 @@ func init() {
 		{
 			Name:        "payments.quote",
 			Source:      "examples/payments/app/charges.go:190",
-			Digest:      "sha256:3dde4b1e0e823476ac2ccefc27223d1d73b7ecc97da3cf7f6cc49b81df98220f",
+			Digest:      "sha256:dfa7baff6d9595bd1f56d20b847e3651f98e5613ca1a9b3fd3c795bf24cdcf27",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -273,7 +287,7 @@ func init() {
 		{
 			Name:        "payments.refund",
 			Source:      "examples/payments/app/refunds.go:73",
-			Digest:      "sha256:f5027426fdb25fe56e432250fba1d30e07358b2653dcd1eee9255c0780e8555a",
+			Digest:      "sha256:8b1a26caa5bd05e0ba88617c62b8dfd7a680694c37ac66ea8947204b346a53d2",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -287,6 +301,37 @@ func init() {
 				oke.EffectWrite: {"examples/payments/app/refunds.go:121 oke.Step \"write the refund\" → examples/payments/app/refunds.go:123 st.Exec INSERT INTO refunds (id, charge_id, amount, provider_id) VALUES ($1, $2, …"},
 				oke.EffectEmit:  {"examples/payments/app/refunds.go:137 oke.Step \"emit refund.created\" → examples/payments/app/refunds.go:138 fx.Emit \"refund.created\""},
 				oke.EffectFetch: {"examples/payments/app/refunds.go:114 oke.Step \"call the provider\" → examples/payments/app/refunds.go:115 s.callProvider → examples/payments/app/refunds.go:158 fx.Fetch"},
+			},
+		},
+		{
+			Name:        "payments.refundApproval",
+			Source:      "examples/payments/app/approvals.go:79",
+			Digest:      "sha256:4d92f28d93ea769af1fc4dd98679d67fbbb3de80c1d2b1ddfe04d23a443ada0a",
+			Shape:       "unary",
+			Durable:     true,
+			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
+			Bindings: []oke.ContractBinding{
+				{Kind: "internal"},
+			},
+			Effects: []oke.Effect{oke.EffectRead, oke.EffectCall},
+			Steps:   []string{"look up the charge", "approval", "start the refund"},
+			Why: map[oke.Effect][]string{
+				oke.EffectRead: {"examples/payments/app/approvals.go:84 oke.Step \"look up the charge\" → examples/payments/app/approvals.go:86 fx.Store(s.rdb).QueryRow SELECT id FROM charges WHERE id = $1 AND tenant = $2"},
+				oke.EffectCall: {"examples/payments/app/approvals.go:109 oke.Step \"start the refund\" → examples/payments/app/approvals.go:110 oke.Run of a flow extract cannot trace"},
+			},
+		},
+		{
+			Name:        "payments.refundRequest",
+			Source:      "examples/payments/app/approvals.go:45",
+			Digest:      "sha256:cc3ab2458878d9d84059d146dd52ecdf19dd7a57a8484563df6ba96379e3d864",
+			Shape:       "unary",
+			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
+			Bindings: []oke.ContractBinding{
+				{Kind: "http", Method: "POST", Path: "/refund-requests"},
+			},
+			Effects: []oke.Effect{oke.EffectCall},
+			Why: map[oke.Effect][]string{
+				oke.EffectCall: {"examples/payments/app/approvals.go:48 oke.Run payments.refundApproval"},
 			},
 		},
 	}})

@@ -126,6 +126,7 @@ func TestPostgres(t *testing.T) {
 		{"pipeline", TestPostPipeline},
 		{"reminders", TestPostReminders},
 		{"client waits for a durable run", TestClientWaitsForADurableRun},
+		{"refund requests", TestRefundRequests},
 		{"admin", TestAdmin},
 		{"contract", TestContractIsFresh},
 		{"nightly sweep", TestNightlySweepRunsOnItsSchedule},

@@ -265,7 +265,8 @@ func (s *Server) routes() {
 	a.Handle(oke.GET("/charges"), s.listFlow())
 	a.Handle(oke.POST("/quotes"), s.quoteFlow())
 	a.Handle(oke.GET("/charges/{id}"), s.getFlow())
-	a.Handle(oke.POST("/refunds"), s.refundFlow())
+	refund := s.refundFlow()
+	a.Handle(oke.POST("/refunds"), refund)
 	a.Handle(oke.GET("/refunds/{id}"), s.getRefundFlow())
 	a.Handle(oke.POST("/pipeline"), s.pipelineFlow())
 	a.Handle(oke.GET("/pipeline/{tag}"), s.pipelineLogFlow())
@@ -281,6 +282,10 @@ func (s *Server) routes() {
 	if s.cfg.SweepCron != "off" && s.cfg.SweepCron != "" {
 		a.Handle(oke.Cron(s.cfg.SweepCron), s.sweepFlow())
 	}
+	approval := s.refundApprovalFlow(refund)
+	a.Handle(oke.Internal(), approval)
+	a.Handle(oke.POST("/refund-requests"), s.refundRequestFlow(approval))
+	a.Handle(oke.POST("/refund-requests/{id}/approve"), s.approveFlow())
 	a.HandleHTTP("GET /metrics", a.MetricsHandler())
 	a.HandleHTTP("GET /healthz", http.HandlerFunc(s.healthz))
 	// The admin API and console, for `oke runs -addr` and browsers: behind

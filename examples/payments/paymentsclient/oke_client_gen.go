@@ -243,6 +243,24 @@ func (f *DemoFlows) Whoami(ctx context.Context, opts ...client.CallOption) (Whoa
 // PaymentsFlows calls the flows named payments.*.
 type PaymentsFlows struct{ c *client.Client }
 
+// ApproveRefund calls payments.approveRefund at POST
+// /refund-requests/{id}/approve: Approve (or refuse) a refund request: sends
+// the signal "approval" to its waiting run.
+//
+// The path is filled from in.ID.
+//
+// Idempotency-Key: honored (TTL 24h). Each call sends a fresh key, the same on
+// every retry, unless client.Key gives one (a retry with it gets the first
+// answer: Meta.IdempotentReplayed) or client.NoKey() sends none.
+func (f *PaymentsFlows) ApproveRefund(ctx context.Context, in ApproveIn, opts ...client.CallOption) (Approved, client.Meta, error) {
+	return client.Invoke[ApproveIn, Approved](ctx, f.c, client.Operation{
+		Flow:   "payments.approveRefund",
+		Method: "POST",
+		Path:   "/refund-requests/{id}/approve",
+		Key:    client.KeyAuto,
+	}, in, with(opts, client.PathParam("id", in.ID))...)
+}
+
 // Charge calls payments.charge at POST /charges: Create a charge. Requires an
 // Idempotency-Key; a retry replays the first answer.
 //
@@ -345,10 +363,39 @@ func (f *PaymentsFlows) Refund(ctx context.Context, in RefundIn, opts ...client.
 	}, in, opts...)
 }
 
+// RefundRequest calls payments.refundRequest at POST /refund-requests: Ask for
+// a refund that an approver must approve: starts a durable run that waits for
+// the approval signal.
+//
+// Idempotency-Key: honored (TTL 24h). Each call sends a fresh key, the same on
+// every retry, unless client.Key gives one (a retry with it gets the first
+// answer: Meta.IdempotentReplayed) or client.NoKey() sends none.
+func (f *PaymentsFlows) RefundRequest(ctx context.Context, in RefundRequestIn, opts ...client.CallOption) (RefundRequest, client.Meta, error) {
+	return client.Invoke[RefundRequestIn, RefundRequest](ctx, f.c, client.Operation{
+		Flow:   "payments.refundRequest",
+		Method: "POST",
+		Path:   "/refund-requests",
+		Key:    client.KeyAuto,
+	}, in, opts...)
+}
+
 // with returns opts followed by more, in a new slice: the caller's opts are
 // never appended to.
 func with(opts []client.CallOption, more ...client.CallOption) []client.CallOption {
 	return append(opts[:len(opts):len(opts)], more...)
+}
+
+// ApproveIn is a copy of app.ApproveIn, with the same JSON.
+type ApproveIn struct {
+	ID       string `json:"id"`
+	Approved bool   `json:"approved"`
+	Note     string `json:"note,omitempty"`
+}
+
+// Approved is a copy of app.Approved, with the same JSON.
+type Approved struct {
+	ID       string `json:"id"`
+	Approved bool   `json:"approved"`
 }
 
 // Charge is a copy of app.Charge, with the same JSON.
@@ -456,6 +503,19 @@ type RefundIn struct {
 	ChargeID string `json:"chargeId"`
 }
 
+// RefundRequest is a copy of app.RefundRequest, with the same JSON.
+type RefundRequest struct {
+	ID       string `json:"id"`
+	ChargeID string `json:"chargeId"`
+	Status   string `json:"status"`
+}
+
+// RefundRequestIn is a copy of app.RefundRequestIn, with the same JSON.
+type RefundRequestIn struct {
+	ChargeID string `json:"chargeId"`
+	Reason   string `json:"reason,omitempty"`
+}
+
 // RemindIn is a copy of app.RemindIn, with the same JSON.
 type RemindIn struct {
 	To    string `json:"to"`
@@ -493,3 +553,4 @@ type Whoami struct {
 
 // Not generated:
 //   - demo.webhook, webhook POST /webhooks/provider: a provider calls it, not a client.
+//   - payments.refundApproval, internal: it is called in-process only.

@@ -3,6 +3,7 @@ package effects
 
 import (
 	"context"
+	"time"
 
 	"github.com/okengine/oke"
 )
@@ -34,6 +35,7 @@ var Outside = oke.NewFlow("effects.outside", oke.Options{Durable: true},
 		fx.Store(db).Exec(ctx, q+" WHERE id = $1", in.ID) // want `^a statement through \*oke.Store.Exec that oke vet cannot read \(not a constant string\) outside a step`
 		oke.Run(ctx, fx, other, in)                       // want `^oke.Run outside a step .*it starts another run on every pick-up; move it into oke.Step\(ctx, "name", …\), where it starts the run exactly once`
 		oke.Call(ctx, fx, other, in)                      // want `^oke.Call outside a step`
+		fx.Signal(ctx, "run_1", "approval", in)           // want `^fx.Signal outside a step .*it sends the signal again on every pick-up`
 		fx.Store(db).Tx(ctx, nil, func(tx *oke.Tx) error {
 			_, err := tx.Exec(ctx, `INSERT INTO t (id) VALUES ($1)`, in.ID) // want `^a write \(INSERT\) through \*oke.Tx.Exec outside a step`
 			return err
@@ -61,6 +63,7 @@ var Inside = oke.NewFlow("effects.inside", oke.Options{Durable: true},
 			tx, _ := fx.Tx(ctx)
 			tx.Exec(ctx, `INSERT INTO t (id) VALUES ($1) ON CONFLICT DO NOTHING`, in.ID)
 			oke.Run(ctx, fx, other, in)
+			fx.Signal(ctx, "run_1", "approval", in)
 			// A nested step is inside a step too.
 			_, err := oke.Step(ctx, "nested", func(ctx context.Context) (int, error) {
 				fx.Store(db).Exec(ctx, `INSERT INTO u (id) VALUES ($1)`, in.ID)
@@ -75,6 +78,7 @@ var Inside = oke.NewFlow("effects.inside", oke.Options{Durable: true},
 		id, _ := oke.NewID(ctx, "id")
 		oke.Claim(ctx, "order:"+in.ID)
 		oke.Sleep(ctx, "nap", 0)
+		oke.AwaitSignal[In](ctx, "approval", time.Hour) // its timeout is saved with the wait
 		// A closure used only inside steps runs in a step.
 		emit := func(ctx context.Context) error { return fx.Emit(ctx, "x.emitted", id) }
 		oke.Step(ctx, "emit", func(ctx context.Context) (bool, error) { return true, emit(ctx) })

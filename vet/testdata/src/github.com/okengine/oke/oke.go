@@ -98,7 +98,17 @@ func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) *Row { ret
 func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error)) (T, error) {
 	return fn(ctx)
 }
-func Sleep(ctx context.Context, name string, d time.Duration) error  { return nil }
+func Sleep(ctx context.Context, name string, d time.Duration) error { return nil }
+
+type SignalOption func()
+
+func (fx *Fx) Signal(ctx context.Context, runID, name string, payload any, opts ...SignalOption) error {
+	return nil
+}
+func AwaitSignal[T any](ctx context.Context, name string, timeout time.Duration) (T, bool, error) {
+	var v T
+	return v, false, nil
+}
 func SleepUntil(ctx context.Context, name string, t time.Time) error { return nil }
 func NewID(ctx context.Context, name string) (string, error)         { return "", nil }
 func Claim(ctx context.Context, key string) (bool, error)            { return true, nil }
