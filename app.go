@@ -137,6 +137,11 @@ type App struct {
 	routes  []*route
 	metrics *metrics
 
+	// Results by key (results.go): ended wakes the waiters for a run's end;
+	// runWaiters counts the requests held for one, at most maxRunWaiters.
+	ended      runEnds
+	runWaiters atomic.Int64
+
 	mu       sync.Mutex
 	problems []error
 	// contractWarnings are what check found of the flows' generated

@@ -23,7 +23,11 @@ func (a *App) Cancel(ctx context.Context, runID string) (driver.Run, error) {
 	if a.journal == nil {
 		return driver.Run{}, fmt.Errorf("cancel %s: %w", runID, ErrNotDurable)
 	}
-	return CancelRun(ctx, a.journal, runID)
+	run, err := CancelRun(ctx, a.journal, runID)
+	if err == nil {
+		a.ended.done(runID) // results.go: waiters for its result
+	}
+	return run, err
 }
 
 // CancelRun is App.Cancel on a journal of its own, for tools that open a

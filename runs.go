@@ -183,6 +183,8 @@ func (a *App) finish(ctx context.Context, ex *execution, o outcome) outcome {
 		if o.store == nil {
 			o.store = err
 		}
+	} else if f.Status.Finished() {
+		a.ended.done(run.ID) // results.go: waiters for its result
 	}
 	if f.Status == driver.RunSleeping || f.Status == driver.RunRunning {
 		a.wake()

@@ -258,6 +258,12 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 	dec, err := a.engine.Begin(ctx, key, fp, ttl, runID)
 	m.claim.Observe(time.Since(start).Seconds())
 	dec = a.await(f, k, dec, err, w)
+	if err == nil && parkedRun(f, dec) {
+		// A durable run's parked 204: its final response may be in the
+		// journal now (results.go).
+		a.answerParked(f, k, dec, k.wait-time.Since(start), w)
+		return
+	}
 	if !a.answerClaim(f, dec, err, w) {
 		return
 	}
@@ -289,7 +295,9 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 		writeEnvelope(w, ErrIdempotencyInProgress)
 		return
 	case o.parked:
-		res = result{status: http.StatusNoContent, storable: true}
+		// The stored 204 is replayed as is; the live one names the run,
+		// whose final response a retry can wait for (results.go).
+		res = result{status: http.StatusNoContent, storable: true, header: http.Header{HeaderRunID: {claim.Row.RunID}}}
 	case o.settled:
 		res = o.res
 	default:

@@ -109,10 +109,18 @@ func unquote(s string) string {
 // completions wakes the requests of this process that wait for a key to
 // complete: a completion here is seen at once; one in another process is
 // seen by polling the row.
-type completions struct {
-	waiting atomic.Int64 // waiters right now; completions cost nothing when 0
+type completions = waiters[driver.Key]
+
+// runEnds wakes the waiters of this process (Prefer: wait on a parked
+// durable run's key, App.AwaitRun) when a run ends here.
+type runEnds = waiters[string]
+
+// waiters wakes the goroutines of this process that wait for something
+// named by a K (a key, a run ID) to change.
+type waiters[K comparable] struct {
+	waiting atomic.Int64 // waiters right now; done costs nothing when 0
 	mu      sync.Mutex
-	byKey   map[driver.Key]*keyWaiters
+	byKey   map[K]*keyWaiters
 }
 
 type keyWaiters struct {
@@ -120,15 +128,15 @@ type keyWaiters struct {
 	n  int // waiters of ch
 }
 
-// watch returns a channel closed when key completes in this process, and a
+// watch returns a channel closed when key changes in this process, and a
 // function to call when done waiting (it forgets the key once its last
 // waiter is done).
-func (c *completions) watch(key driver.Key) (<-chan struct{}, func()) {
+func (c *waiters[K]) watch(key K) (<-chan struct{}, func()) {
 	c.waiting.Add(1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.byKey == nil {
-		c.byKey = make(map[driver.Key]*keyWaiters)
+		c.byKey = make(map[K]*keyWaiters)
 	}
 	kw, ok := c.byKey[key]
 	if !ok {
@@ -146,8 +154,8 @@ func (c *completions) watch(key driver.Key) (<-chan struct{}, func()) {
 	}
 }
 
-// done tells the waiters of key, if any, that its row changed.
-func (c *completions) done(key driver.Key) {
+// done tells the waiters of key, if any, that it changed.
+func (c *waiters[K]) done(key K) {
 	if c.waiting.Load() == 0 {
 		return
 	}
@@ -231,6 +239,7 @@ func (a *App) awaitKey(ctx context.Context, f *flow, key driver.Key, fp string, 
 			by = wakePoll
 		case <-deadline.C:
 		case <-ctx.Done():
+		case <-a.stop: // the app closes: answer now, do not hold Close up
 		}
 		if t != nil {
 			t.Stop()

@@ -5,7 +5,9 @@ import "context"
 // Call sends in as JSON with method to path and decodes a 2xx JSON answer
 // into Out. For GET and HEAD nothing is sent as a body: in must be the zero
 // value (use struct{}{}), and parameters go in [Query] and [PathParam]. A 204,
-// or any empty 2xx body, leaves Out at its zero value.
+// or any empty 2xx body, leaves Out at its zero value — except a 204 that
+// parks a durable run (Meta.Pending): that is an error matching
+// [ErrPending], since the call's result is still to come (see [Wait]).
 //
 // The returned Meta is filled whenever a request was sent, errors included:
 // Meta.IdempotencyKey is the key to reuse (with [Key]) if you retry the call

@@ -134,6 +134,15 @@ type Meta struct {
 	// answer is the first call's, delivered when that call finished rather
 	// than after a Retry-After sleep.
 	Waited bool
+	// Pending is true when the answer parks the call's durable run: the
+	// server answered 204 No Content naming the run (Oke-Run-Id) instead of
+	// the run's final response, which is not there yet. [Invoke], [Call]
+	// and the generated methods then return an error matching
+	// [ErrPending]; [Wait] waits for the final answer instead.
+	Pending bool
+	// RunID is the durable run a parked answer names (Oke-Run-Id); "" for
+	// any other answer.
+	RunID string
 	// Header holds all response headers of the last attempt.
 	Header http.Header
 }
@@ -164,6 +173,7 @@ type callConfig struct {
 	query    url.Values
 	params   map[string]string
 	header   http.Header
+	wait     time.Duration // Wait: how long to wait for the final answer
 	errs     []error
 }
 
@@ -244,7 +254,8 @@ type request struct {
 	header http.Header
 	body   []byte
 	retry  Retry
-	stream bool // Stream: a 2xx body is handed over unread
+	stream bool          // Stream: a 2xx body is handed over unread
+	wait   time.Duration // Wait: how long to wait for a parked run's final answer
 }
 
 // prefix is what the request's errors start with after "oke client: ".
@@ -279,7 +290,7 @@ func (c *Client) prepare(op Operation, body []byte, opts []CallOption, stream bo
 		return nil, fmt.Errorf("oke client: %s%s %s: a %s request has no body; pass parameters with client.Query", flowPrefix(op.Flow), method, expanded, method)
 	}
 
-	r := &request{flow: op.Flow, method: method, path: expanded, header: c.header.Clone(), retry: c.retry, stream: stream}
+	r := &request{flow: op.Flow, method: method, path: expanded, header: c.header.Clone(), retry: c.retry, stream: stream, wait: cc.wait}
 	for k, vs := range cc.header {
 		r.header[k] = vs
 	}
@@ -393,7 +404,10 @@ func expandPath(path string, params map[string]string) (string, error) {
 // Content-Type is application/json unless set with [Header]) and returns the
 // raw answer. Use [Call] or [Endpoint] for typed calls.
 //
-// On a 2xx answer the error is nil. On any other status Do returns both the
+// On a 2xx answer the error is nil, a parked one (Meta.Pending: a durable
+// run's 204 naming the run) included: Do hands over the answer as it came;
+// with [Wait] it sends the call again until the final answer. On any other
+// status Do returns both the
 // Response and an *Error. On a network error, or when ctx ends, the Response
 // has Status 0 and no body, but its Meta still tells the key sent and the
 // attempts made. Do returns a nil Response only when nothing was sent: a bad
@@ -422,8 +436,18 @@ func (c *Client) send(ctx context.Context, r *request) (*Response, error) {
 		return &Response{Meta: meta}, fmt.Errorf("oke client: %s%s %s: not sent: %w", r.prefix(), r.method, r.path, err)
 	}
 	prefer := 0 // the next attempt's Prefer: wait=N; 0 for none
+	// A call that waits for its final answer (Wait) asks every attempt to
+	// be held, until waitUntil, and sends a parked answer's call again.
+	var waitUntil time.Time
+	waits := r.wait > 0 && meta.IdempotencyKey != ""
+	if waits {
+		waitUntil = c.now().Add(r.wait)
+		prefer = c.waitPrefer(ctx, waitUntil)
+	}
+	sent, again := 0, 0 // attempts sent; of them, those sent again while waiting
 	for attempt := 1; ; attempt++ {
-		meta.Attempts = attempt
+		sent++
+		meta.Attempts = sent
 		resp, err := c.attempt(ctx, r, meta, prefer)
 		sentPrefer := prefer > 0
 		prefer = 0
@@ -442,7 +466,37 @@ func (c *Client) send(ctx context.Context, r *request) (*Response, error) {
 			}
 			err, wait = e, e.RetryAfter
 			inProgress = e.Code == CodeInProgress
-		} else {
+		}
+		if waits && (err == nil && resp.Pending || inProgress) {
+			// Not the final answer yet: ask again, with the same key,
+			// while the wait lasts. This is not a failed attempt.
+			attempt--
+			again++
+			var pause time.Duration
+			if !resp.Waited { // the server did not hold it: do not ask again at once
+				pause = max(backoff(again, r.retry.BaseDelay, r.retry.MaxDelay, c.rand), wait)
+			}
+			if c.now().Add(pause).Before(waitUntil) {
+				serr := ctx.Err()
+				if pause > 0 {
+					serr = c.sleep(ctx, pause)
+				}
+				if serr != nil {
+					if err == nil {
+						err = r.pendingError(resp.Meta)
+					}
+					return resp, c.stopped(r, serr, err)
+				}
+				if prefer = c.waitPrefer(ctx, waitUntil); prefer > 0 {
+					continue
+				}
+			}
+			if err == nil {
+				return resp, nil // parked still: Invoke says ErrPending
+			}
+			return resp, err
+		}
+		if err == nil {
 			return resp, nil
 		}
 		if attempt >= r.retry.MaxAttempts {
@@ -466,6 +520,9 @@ func (c *Client) send(ctx context.Context, r *request) (*Response, error) {
 		}
 		if serr := c.sleep(ctx, wait); serr != nil {
 			return resp, c.stopped(r, serr, err)
+		}
+		if waits {
+			prefer = c.waitPrefer(ctx, waitUntil)
 		}
 	}
 }
@@ -503,6 +560,7 @@ func (c *Client) attempt(ctx context.Context, r *request, meta Meta, prefer int)
 	meta.Location = hr.Header.Get("Location")
 	meta.IdempotentReplayed = strings.EqualFold(hr.Header.Get(HeaderReplayed), "true")
 	meta.Waited = prefer > 0 && waitApplied(hr.Header.Values(HeaderPreferenceApplied))
+	meta.RunID, meta.Pending = pending(hr.Header, hr.StatusCode)
 	if r.stream && hr.StatusCode >= 200 && hr.StatusCode <= 299 {
 		return &Response{Meta: meta, raw: hr}, nil
 	}

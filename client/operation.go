@@ -67,7 +67,9 @@ type Operation struct {
 }
 
 // Invoke calls op: it sends in as JSON and decodes a 2xx JSON answer into
-// Out, like [Call], and applies op's key rule (see [KeyRule]). For GET and
+// Out, like [Call], and applies op's key rule (see [KeyRule]). An answer that
+// parks a durable run (204 with Oke-Run-Id) is an error matching
+// [ErrPending] unless [Wait] waits for the final one. For GET and
 // HEAD nothing is sent as a body: in must be the zero value (the generated
 // code passes struct{}{} and puts the input's fields in the path and the
 // query).
@@ -80,6 +82,9 @@ func Invoke[In, Out any](ctx context.Context, c *Client, op Operation, in In, op
 	resp, err := c.send(ctx, r)
 	if err != nil {
 		return out, resp.Meta, err
+	}
+	if resp.Pending {
+		return out, resp.Meta, r.pendingError(resp.Meta)
 	}
 	if err := decodeBody(resp.Body, &out); err != nil {
 		return out, resp.Meta, fmt.Errorf("oke client: %s%s %s: %d answer: decode body: %w", r.prefix(), r.method, r.path, resp.Status, err)

@@ -547,6 +547,14 @@ func responses(res *Result, sg *schemaGen, f *Flow, b Binding, method string, pa
 			if st == 201 {
 				headers["Location"] = map[string]any{"$ref": "#/components/headers/Location"}
 			}
+			if st == 204 && f.Durable && b.Honored {
+				// A durable sleep's parked answer (oke's results.go).
+				r["description"] = "No Content. With Oke-Run-Id, the answer of a durable run that parked (a durable sleep), not its final one: retry with the same Idempotency-Key and Prefer: wait=N to be held until the run ends and get its final response."
+				headers["Oke-Run-Id"] = map[string]any{
+					"description": "The durable run a parked 204 stands for; absent from the run's final response.",
+					"schema":      map[string]any{"type": "string"},
+				}
+			}
 			if len(headers) > 0 {
 				r["headers"] = headers
 			}

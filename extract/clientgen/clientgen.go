@@ -540,6 +540,9 @@ func (g *gen) methodSrc(grp *group, op *operation) string {
 		}
 	}
 	paras = append(paras, keyDoc)
+	if f.Durable && op.binding.Honored && !stream {
+		paras = append(paras, "The flow is durable: when its run parks (a durable sleep) the server answers 204 naming the run, and the call returns an error matching client.ErrPending (Meta.Pending, Meta.RunID) — the work goes on. Pass client.Wait(d) to wait up to d for the run's final answer instead (each attempt asks Prefer: wait, and a parked answer is sent again with the same key).")
+	}
 	switch {
 	case stream && f.Shape == "live":
 		paras = append(paras, "It returns the live feed of server-sent events (text/event-stream) as it arrives: read resp.Body, and close it.")

@@ -52,6 +52,9 @@ type Decision struct {
 	Response   *driver.Response // Replay: the stored response (do not mutate)
 	RetryAfter time.Duration    // InProgress: until the lease ends, ≥ 1s, whole seconds
 	Claim      *Claim           // Live: the held claim; the caller must Complete or Release it
+	// RunID is, for Replay, the journal run the row links (a durable
+	// flow's); "" for none.
+	RunID string
 }
 
 // Engine is the claim state machine over a driver. It holds no state of its
@@ -116,7 +119,7 @@ func (e *Engine) decide(key driver.Key, owner string, lease, ttl time.Duration, 
 	case row.Fingerprint != fp:
 		return Decision{Outcome: Reused}
 	case row.State == driver.Completed && row.Response != nil:
-		return Decision{Outcome: Replay, Response: row.Response}
+		return Decision{Outcome: Replay, Response: row.Response, RunID: row.RunID}
 	default:
 		return Decision{Outcome: InProgress, RetryAfter: RetryAfter(row.LeaseUntil.Sub(res.Now))}
 	}

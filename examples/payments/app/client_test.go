@@ -249,8 +249,9 @@ func TestClientOtherShapes(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Status != http.StatusPaymentRequired || ce.Code != "PaymentDeclined" {
 		t.Fatalf("Fail(declared): %v, want 402 PaymentDeclined", err)
 	}
-	if meta, err := api.Demo.Remind(ctx, paymentsclient.RemindIn{To: "bob", Delay: "1h"}); err != nil || meta.Status != http.StatusNoContent {
-		t.Fatalf("Remind: meta %+v, err %v; want 204", meta, err)
+	if meta, err := api.Demo.Remind(ctx, paymentsclient.RemindIn{To: "bob", Delay: "1h"}); !errors.Is(err, client.ErrPending) ||
+		meta.Status != http.StatusNoContent || !meta.Pending || !strings.HasPrefix(meta.RunID, "run_") {
+		t.Fatalf("Remind: meta %+v, err %v; want a parked 204: client.ErrPending naming the run", meta, err)
 	}
 
 	resp, meta, err := api.Demo.Export(ctx, paymentsclient.ExportIn{Lines: 3, DelayMs: 1})
@@ -284,5 +285,32 @@ func TestClientOtherShapes(t *testing.T) {
 	first, err := bufio.NewReader(feed.Body).ReadString('\n')
 	if err != nil || first != "event: "+app.ReadyEvent+"\n" {
 		t.Fatalf("first line of the feed %q (%v), want the ready event", first, err)
+	}
+}
+
+// A durable flow's parked answer is client.ErrPending, not a success; the
+// same call with the same key and client.Wait gets the run's final answer,
+// and a call with Wait in the first place waits for it.
+func TestClientWaitsForADurableRun(t *testing.T) {
+	e := setup(t, fastScheduler)
+	api := newAPI(t, e)
+	ctx := context.Background()
+	in := paymentsclient.RemindIn{To: "carol@example.com", Delay: "2s"}
+	meta, err := api.Demo.Remind(ctx, in)
+	var pe *client.PendingError
+	if !errors.As(err, &pe) || !meta.Pending || pe.RunID != meta.RunID || pe.IdempotencyKey != meta.IdempotencyKey {
+		t.Fatalf("Remind without Wait: %+v, %v; want a *client.PendingError naming the run and the key", meta, err)
+	}
+	again, err := api.Demo.Remind(ctx, in, client.Key(meta.IdempotencyKey), client.Wait(time.Minute))
+	if err != nil || again.Pending || again.Status != http.StatusNoContent || !again.IdempotentReplayed || !again.Waited {
+		t.Fatalf("Remind again with the key and Wait: %+v, %v; want the run's final 204, waited for", again, err)
+	}
+	if got := e.run(meta.RunID); got.Status != "completed" {
+		t.Fatalf("run %s is %s after the final answer, want completed", meta.RunID, got.Status)
+	}
+	// Wait from the start: the first answer parks, the next is held.
+	waited, err := api.Demo.Remind(ctx, paymentsclient.RemindIn{To: "dan@example.com", Delay: "1s"}, client.Wait(time.Minute))
+	if err != nil || waited.Pending || waited.Status != http.StatusNoContent {
+		t.Fatalf("Remind with Wait: %+v, %v; want the run's final 204", waited, err)
 	}
 }

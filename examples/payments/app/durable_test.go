@@ -397,8 +397,22 @@ func TestPostReminders(t *testing.T) {
 	if again.Status != 204 || !again.replayed() {
 		t.Fatalf("retry: %d replayed=%v, want a replayed 204", again.Status, again.replayed())
 	}
+	// The parked 204, first and replayed, names the run that goes on.
+	runID := r.Header.Get("Oke-Run-Id")
+	if !strings.HasPrefix(runID, "run_") || again.Header.Get("Oke-Run-Id") != runID {
+		t.Fatalf("Oke-Run-Id: first %q, retry %q; want the same run_… on both", runID, again.Header.Get("Oke-Run-Id"))
+	}
 	// The same delay written another way is the same request.
 	e.do("POST", "/reminders", `{"to":"ada@example.com","delay":"1000ms"}`, "Idempotency-Key", key).want(t, 204, "")
+	// A retry that asks to wait is held until the run ends and gets its
+	// final answer: the flow's own 204, which names no run.
+	held := e.do("POST", "/reminders", body, "Idempotency-Key", key, "Prefer", "wait=30")
+	if held.Status != 204 || !held.replayed() || held.Header.Get("Preference-Applied") != "wait=30" || held.Header.Get("Oke-Run-Id") != "" {
+		t.Fatalf("retry with Prefer: wait=30: %d %v; want the run's final 204, replayed, Preference-Applied: wait=30, no Oke-Run-Id", held.Status, held.Header)
+	}
+	if final := e.do("POST", "/reminders", body, "Idempotency-Key", key); final.Status != 204 || final.Header.Get("Oke-Run-Id") != "" {
+		t.Fatalf("a plain retry after the run's end: %d %v; want the 204 naming no run", final.Status, final.Header)
+	}
 
 	sent := func(to string) (found, sent bool) {
 		var list app.ReminderList

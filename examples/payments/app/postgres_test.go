@@ -125,6 +125,7 @@ func TestPostgres(t *testing.T) {
 		{"every error answer is the envelope", TestEveryErrorAnswerIsTheEnvelope},
 		{"pipeline", TestPostPipeline},
 		{"reminders", TestPostReminders},
+		{"client waits for a durable run", TestClientWaitsForADurableRun},
 		{"admin", TestAdmin},
 		{"contract", TestContractIsFresh},
 	} {

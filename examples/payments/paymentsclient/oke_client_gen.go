@@ -145,6 +145,12 @@ func (f *DemoFlows) Note(ctx context.Context, in NoteIn, opts ...client.CallOpti
 // Idempotency-Key: honored (TTL 24h). Each call sends a fresh key, the same on
 // every retry, unless client.Key gives one (a retry with it gets the first
 // answer: Meta.IdempotentReplayed) or client.NoKey() sends none.
+//
+// The flow is durable: when its run parks (a durable sleep) the server answers
+// 204 naming the run, and the call returns an error matching client.ErrPending
+// (Meta.Pending, Meta.RunID) — the work goes on. Pass client.Wait(d) to wait
+// up to d for the run's final answer instead (each attempt asks Prefer: wait,
+// and a parked answer is sent again with the same key).
 func (f *DemoFlows) Pipeline(ctx context.Context, in PipelineIn, opts ...client.CallOption) (Pipeline, client.Meta, error) {
 	return client.Invoke[PipelineIn, Pipeline](ctx, f.c, client.Operation{
 		Flow:   "demo.pipeline",
@@ -176,6 +182,12 @@ func (f *DemoFlows) PipelineLog(ctx context.Context, in PipelineLogIn, opts ...c
 // Idempotency-Key: honored (TTL 24h). Each call sends a fresh key, the same on
 // every retry, unless client.Key gives one (a retry with it gets the first
 // answer: Meta.IdempotentReplayed) or client.NoKey() sends none.
+//
+// The flow is durable: when its run parks (a durable sleep) the server answers
+// 204 naming the run, and the call returns an error matching client.ErrPending
+// (Meta.Pending, Meta.RunID) — the work goes on. Pass client.Wait(d) to wait
+// up to d for the run's final answer instead (each attempt asks Prefer: wait,
+// and a parked answer is sent again with the same key).
 func (f *DemoFlows) Remind(ctx context.Context, in RemindIn, opts ...client.CallOption) (client.Meta, error) {
 	_, meta, err := client.Invoke[RemindIn, struct{}](ctx, f.c, client.Operation{
 		Flow:   "demo.remind",
@@ -318,6 +330,12 @@ func (f *PaymentsFlows) Quote(ctx context.Context, in ChargeIn, opts ...client.C
 // Idempotency-Key: honored (TTL 24h). Each call sends a fresh key, the same on
 // every retry, unless client.Key gives one (a retry with it gets the first
 // answer: Meta.IdempotentReplayed) or client.NoKey() sends none.
+//
+// The flow is durable: when its run parks (a durable sleep) the server answers
+// 204 naming the run, and the call returns an error matching client.ErrPending
+// (Meta.Pending, Meta.RunID) — the work goes on. Pass client.Wait(d) to wait
+// up to d for the run's final answer instead (each attempt asks Prefer: wait,
+// and a parked answer is sent again with the same key).
 func (f *PaymentsFlows) Refund(ctx context.Context, in RefundIn, opts ...client.CallOption) (Refund, client.Meta, error) {
 	return client.Invoke[RefundIn, Refund](ctx, f.c, client.Operation{
 		Flow:   "payments.refund",
