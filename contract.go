@@ -60,6 +60,12 @@ type ContractFlow struct {
 	// transaction (one commit per request) without changing what any
 	// request sees.
 	TxOnly bool
+	// Coalesced is set for a durable flow whose every non-read effect is a
+	// statement in its steps' transactions (Fx.Tx inside Step): on a
+	// driver.RunCommitter its keyed requests run in one transaction — the
+	// steps, their journal entries, the run's end and the stored response
+	// commit once.
+	Coalesced bool
 	// Steps are a durable flow's constant step names, in the order the
 	// code has them; Why gives, for each inferred effect, the call chains
 	// that led to it ("charges.go:41 fx.Store(db).Exec INSERT …"). Both
