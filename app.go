@@ -15,6 +15,7 @@ import (
 
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/memory"
+	"github.com/okengine/oke/internal/cron"
 	"github.com/okengine/oke/internal/idem"
 	"github.com/okengine/oke/internal/journal"
 	"github.com/okengine/oke/internal/lease"
@@ -92,6 +93,20 @@ type Config struct {
 	// (the store was unreachable) waits before it is picked up again. Zero
 	// means five minutes.
 	RetryDelay time.Duration
+	// RetryInline is the longest retry wait of a step (RetryPolicy, before
+	// jitter) that is waited inside the execution, holding the run's lease;
+	// a longer wait parks the run in the journal until it ends, so that it
+	// survives a restart (and the request that started the run is answered
+	// 503 OutcomeUnknown meanwhile; a retry with its key gets the run's
+	// answer once it has one). Zero means 1 s; negative parks every retry.
+	RetryInline time.Duration
+	// DeadLetterAfter is how many failed pick-ups in a row (the holder's
+	// lease lapsed — a crash, a hang, a lost lease — or the store failed)
+	// dead-letter a run: at its next pick-up it becomes driver.RunDead
+	// instead of running, and stays so until App.Resume (or the console,
+	// or oke runs resume) makes it due again. Zero means 10; negative
+	// never dead-letters.
+	DeadLetterAfter int
 	// PollInterval is how often the scheduler looks for due runs (runs
 	// whose lease lapsed, woken sleeps, retries). Zero means 250 ms;
 	// negative disables the scheduler (runs are then only resumed by
@@ -136,6 +151,7 @@ type App struct {
 	flows   map[string]*flow
 	routes  []*route
 	metrics *metrics
+	clock   cron.Clock // the schedules' (Cron); nil until Start: the real clock
 
 	// Results by key (results.go): ended wakes the waiters for a run's end;
 	// runWaiters counts the requests held for one, at most maxRunWaiters.
@@ -200,6 +216,12 @@ func New(cfg Config) *App {
 	if cfg.RetryDelay <= 0 {
 		cfg.RetryDelay = 5 * time.Minute
 	}
+	if cfg.RetryInline == 0 {
+		cfg.RetryInline = time.Second
+	}
+	if cfg.DeadLetterAfter == 0 {
+		cfg.DeadLetterAfter = 10
+	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 250 * time.Millisecond
 	}
@@ -253,7 +275,7 @@ func (a *App) Handle(b Binding, h Handler) {
 	if f.metrics == nil {
 		f.metrics = a.metrics.forFlow(f.name)
 	}
-	if b.event != "" || b.intern {
+	if b.routeless() {
 		a.routes = append(a.routes, &route{b: b, f: f})
 		return
 	}
@@ -329,6 +351,7 @@ func (a *App) Start(ctx context.Context) error {
 			a.bg.Add(1)
 			go a.warnForeignRuns()
 		}
+		a.startSchedules()
 		if a.waiter != nil {
 			// Hear other instances' waits for keys, so that completing
 			// one here notifies them (Prefer: wait).
@@ -354,8 +377,8 @@ func (a *App) check() error {
 		if err := rt.check(); err != nil {
 			errs = append(errs, err)
 		}
-		if a.journal == nil && (rt.f.opts.Durable || rt.b.event != "") {
-			errs = append(errs, fmt.Errorf("flow %q: binding %s: durable flows and event bindings need a driver that keeps a journal (memory or file); fix: use such a driver, or drop Durable", rt.f.name, rt.b))
+		if a.journal == nil && (rt.f.opts.Durable || rt.b.event != "" || rt.b.sched != nil) {
+			errs = append(errs, fmt.Errorf("flow %q: binding %s: durable flows, event and schedule bindings need a driver that keeps a journal (memory or file); fix: use such a driver, or drop Durable", rt.f.name, rt.b))
 		}
 	}
 	if len(errs) == 0 {
@@ -442,6 +465,12 @@ func (f *flow) qualifies() bool {
 
 func (rt *route) check() error {
 	f, b := rt.f, rt.b
+	if b.badOpt != "" {
+		return fmt.Errorf("flow %q: binding %s: %s is an option of oke.Cron bindings; fix: drop it", f.name, b, b.badOpt)
+	}
+	if b.sched != nil {
+		return rt.checkSchedule()
+	}
 	if b.event != "" || b.intern {
 		if f.shape != shapeUnary {
 			return fmt.Errorf("flow %q: binding %s: only a flow made with oke.NewFlow runs as a journal run", f.name, b)

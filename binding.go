@@ -17,6 +17,8 @@ type Binding struct {
 	// webhook dedupe
 	dedupeField string
 	dedupeTTL   string
+	sched       *schedule // Cron
+	badOpt      string    // a Cron option (In, CatchUp) used on another binding
 }
 
 // POST binds a flow to POST path.
@@ -74,8 +76,12 @@ func (b Binding) DedupeTTL(ttl string) Binding {
 	return b
 }
 
+// routeless reports whether the binding has no HTTP route (OnEvent,
+// Internal, Cron).
+func (b Binding) routeless() bool { return b.event != "" || b.intern || b.sched != nil }
+
 func (b Binding) pattern(flowName string) string {
-	if b.event != "" || b.intern {
+	if b.routeless() {
 		return b.String()
 	}
 	path := b.Path
@@ -93,6 +99,8 @@ func (b Binding) String() string {
 		return "event " + b.event
 	case b.intern:
 		return "internal"
+	case b.sched != nil:
+		return b.sched.String()
 	}
 	return b.Method + " " + b.Path
 }

@@ -83,7 +83,7 @@ type ContractIdempotency struct {
 
 // ContractBinding is one binding of a flow.
 type ContractBinding struct {
-	Kind   string // "http", "rpc", "event", "webhook" or "internal"
+	Kind   string // "http", "rpc", "event", "webhook", "internal" or "schedule"
 	Method string // http, rpc, webhook
 	Path   string // http, webhook
 	Event  string // event
@@ -127,6 +127,8 @@ func contractBinding(b Binding) ContractBinding {
 		return ContractBinding{Kind: "event", Event: b.event}
 	case b.intern:
 		return ContractBinding{Kind: "internal"}
+	case b.sched != nil:
+		return ContractBinding{Kind: "schedule"} // its spec is configuration, not contract
 	case b.dedupeField != "":
 		return ContractBinding{Kind: "webhook", Method: b.Method, Path: b.Path, Dedupe: b.dedupeField}
 	}

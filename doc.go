@@ -117,6 +117,25 @@
 //			...
 //		})
 //
+// A step whose function returns a plain error runs again by its RetryPolicy
+// (the step's own, oke.Retry(p); else the flow's Options.Retry; else
+// DefaultRetryPolicy: 3 attempts, ~200 ms then ~400 ms apart): short waits
+// in process, longer ones parked in the journal. A declared failure is
+// never retried. A run whose pick-ups keep failing (crashes, store
+// failures; Config.DeadLetterAfter) is dead-lettered until App.Resume.
+// See docs/durable.md, "Retries and dead letters".
+//
+// # Schedules
+//
+// Cron binds a flow to a schedule: a journal run of the flow at each tick,
+// once per tick across every instance that shares the store (the run's
+// dedupe key is the flow and the tick), with a catch-up policy after
+// downtime (CatchUpLatest, CatchUpAll, CatchUpSkip). The flow's input is
+// the Tick it serves. App.Schedules lists them; so do the admin API, the
+// console and `oke schedules`.
+//
+//	app.Handle(oke.Cron("0 3 * * *").In(paris), NightlySweep)
+//
 // # Effects
 //
 // Fx records every effect as it happens: Store wraps database/sql and

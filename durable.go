@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"strconv"
 	"time"
 
@@ -41,9 +42,9 @@ type runCtx struct {
 }
 
 // runCtxSteps is how many steps' contexts a runCtx holds; later steps
-// allocate their own. Twelve keep an execution (see runs.go) within the
+// allocate their own. Eleven keep an execution (see runs.go) within the
 // allocator's 1 536-byte size class.
-const runCtxSteps = 12
+const runCtxSteps = 11
 
 func (c *runCtx) Value(key any) any {
 	if _, ok := key.(runStateKey); ok {
@@ -84,7 +85,7 @@ func (c *stepCtx) key() string { return runFrom(c.parent).x.StepKey(c.name) }
 
 // stepContext returns the context for step seq (1-based) named name, run
 // under ctx.
-func (st *runState) stepContext(ctx context.Context, seq int, name string) context.Context {
+func (st *runState) stepContext(ctx context.Context, seq int, name string) *stepCtx {
 	var c *stepCtx
 	if rc, ok := ctx.(*runCtx); ok && &rc.st == st && seq <= runCtxSteps {
 		c = &rc.steps[seq-1]
@@ -116,14 +117,22 @@ type storedError struct {
 // when the run picks up again — after a crash, a deploy, a lost connection,
 // or a durable sleep — the saved result is returned without running fn.
 // A declared failure (*Error, e.g. from Fx.Fail) is saved and returned again
-// too; any other error is not saved, and the step runs again on the next
-// attempt.
+// too, and never retried.
+//
+// Any other error is not saved: the step runs again by its retry policy
+// (oke.Retry(policy) among opts, else the flow's Options.Retry, else
+// DefaultRetryPolicy), after a backoff that is waited in process when short
+// (Config.RetryInline) and parks the run in the journal when longer — then
+// Step returns an error the flow must return (the run goes on after the
+// wait). A permanent error (RetryPolicy.Permanent) or the last allowed
+// attempt's error is returned as a *StepFailedError: return it, and the run
+// fails with it. Attempts are saved with the step (oke runs show).
 //
 // Steps are taken in order, one at a time; names are unique within a run.
 // Code outside steps runs again on every pick-up, so put every effect —
 // a write, a fetch, Run, Emit — inside a step. In a flow that is not
 // durable, Step simply calls fn.
-func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error)) (T, error) {
+func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error), opts ...StepOption) (T, error) {
 	var zero T
 	st := runFrom(ctx)
 	if st == nil {
@@ -140,21 +149,34 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 		return savedOutcome[T](name, saved.Result, saved.Failure)
 	}
 	sc := st.stepContext(ctx, p.Seq, name)
-	v, err := fn(sc)
-	var tx *flowtx.Tx
-	if st.tx != nil && st.txStep == sc {
-		tx, st.tx, st.txStep = st.tx, nil, nil
-		if err != nil {
-			tx.Rollback() // a failing step's writes are undone
-			tx = nil
+	var (
+		v  T
+		tx *flowtx.Tx
+	)
+	for {
+		sc.emits = 0 // each attempt's Run and Emit calls dedupe with the last attempt's
+		v, err = fn(sc)
+		if st.tx != nil && st.txStep == sc {
+			tx, st.tx, st.txStep = st.tx, nil, nil
+			if err != nil {
+				tx.Rollback() // a failing step's writes are undone
+				tx = nil
+			}
+		}
+		var e *Error
+		if err == nil || errors.As(err, &e) {
+			break
+		}
+		// A plain error: not saved. Retry (here, or later: the run parks),
+		// or give up.
+		if err = st.retryStep(ctx, name, &p, err, opts); err != nil {
+			return zero, err
 		}
 	}
 	var result, failure []byte
 	if err != nil {
 		var e *Error
-		if !errors.As(err, &e) {
-			return zero, err // not saved: the step runs again on the next attempt
-		}
+		errors.As(err, &e)
 		if failure, err = json.Marshal(storedError{Status: e.Status, Code: e.Code, Message: e.Message}); err != nil {
 			return zero, fmt.Errorf("step %q: encode failure: %w", name, err)
 		}
@@ -174,6 +196,64 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 		return savedOutcome[T](name, nil, failure)
 	}
 	return v, nil // this attempt ran the step: no need to decode what it saved
+}
+
+// retryStep decides what becomes of step p's attempt that failed with the
+// plain error err: nil to run the step again now (after waiting its backoff
+// here), or the error Step returns — err itself when the execution cannot
+// go on (the store failed, the lease was lost, the context ended), a
+// *StepFailedError when the error is permanent or the attempts are used up,
+// or ErrRetrying after parking the run until its retry.
+func (st *runState) retryStep(ctx context.Context, name string, p *journal.Pending, err error, opts []StepOption) error {
+	x := st.x
+	var mismatch *StepMismatchError
+	switch {
+	case x.Failure() != nil, ctx.Err() != nil:
+		return err // not the step's failure: the run is retried (or cut off) as a whole
+	case errors.Is(err, ErrKeyNotClaimed), errors.Is(err, ErrSleeping), errors.Is(err, ErrRetrying), errors.As(err, &mismatch):
+		return err // the engine's own answers: running the step again cannot change them
+	}
+	pol := st.policy(opts)
+	fail := &StepFailedError{RunID: x.Run.ID, Step: name, Attempts: p.Attempts, Err: err}
+	if pol.Permanent != nil && pol.Permanent(err) {
+		fail.Permanent = true
+		return fail
+	}
+	if p.Attempts >= pol.MaxAttempts {
+		return fail
+	}
+	wait := pol.Backoff(p.Attempts, mrand.Float64())
+	if inline := st.fx.app.cfg.RetryInline; inline >= 0 && pol.nominal(p.Attempts) <= inline {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		if x.Failure() != nil {
+			return err
+		}
+		p.Attempts++
+		return nil
+	}
+	x.ParkRetry(journal.RetryPark{Step: name, WakeAt: st.fx.app.cfg.Clock().Add(wait), Attempts: p.Attempts, Err: err})
+	return fmt.Errorf("run %s: step %q attempt %d failed, retrying in %v: %w (%v)", x.Run.ID, name, p.Attempts, wait.Round(time.Millisecond), ErrRetrying, err)
+}
+
+// policy is the retry policy of a step called with opts.
+func (st *runState) policy(opts []StepOption) RetryPolicy {
+	var o stepOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch {
+	case o.retry != nil:
+		return o.retry.withDefaults(DefaultRetryPolicy)
+	case st.fx.flow != nil && st.fx.flow.opts.Retry != nil:
+		return st.fx.flow.opts.Retry.withDefaults(DefaultRetryPolicy)
+	}
+	return DefaultRetryPolicy
 }
 
 // savedOutcome decodes a saved step's result or declared failure.

@@ -172,6 +172,38 @@ var ErrNotDurable = errors.New("oke: needs a durable flow (Options{Durable: true
 // continues the run when the sleep ends.
 var ErrSleeping = journal.ErrParked
 
+// ErrRetrying is what Step returns, wrapped, when a step's failed attempt
+// parked the run until its retry (a backoff longer than
+// Config.RetryInline): return it from the flow. A request waiting on the
+// run gets 503 OutcomeUnknown with Retry-After; the scheduler runs the step
+// again when the wait ends, even across restarts.
+var ErrRetrying = journal.ErrRetrying
+
+// StepFailedError is returned by Step when a step's function failed with a
+// plain error and the step will not run again in this run: the error is
+// permanent (RetryPolicy.Permanent), or it was the last attempt the policy
+// allows. Returned from the flow, it fails the run (500, stored under the
+// key like any undeclared failure) with its message as the run's error.
+type StepFailedError struct {
+	RunID     string
+	Step      string
+	Attempts  int  // the step's attempts, the failed one included
+	Permanent bool // failed at once: RetryPolicy.Permanent said so
+	Err       error
+}
+
+func (e *StepFailedError) Error() string {
+	if e.Permanent {
+		return fmt.Sprintf("run %s: step %q failed with a permanent error (attempt %d): %v", e.RunID, e.Step, e.Attempts, e.Err)
+	}
+	if e.Attempts == 1 {
+		return fmt.Sprintf("run %s: step %q failed at its only attempt: %v", e.RunID, e.Step, e.Err)
+	}
+	return fmt.Sprintf("run %s: step %q failed after %d attempts; the last: %v", e.RunID, e.Step, e.Attempts, e.Err)
+}
+
+func (e *StepFailedError) Unwrap() error { return e.Err }
+
 // StepMismatchError is returned by Step when the code no longer matches the
 // run's journal: a step name used twice in one run, or a different step at a
 // position the journal already holds.

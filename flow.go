@@ -175,6 +175,10 @@ type Options struct {
 	// where it stopped instead of starting again. Needs a driver with a
 	// journal (memory, file).
 	Durable bool
+	// Retry is the retry policy of the flow's durable steps whose function
+	// returns a plain error (a step's own, oke.Retry, wins). Nil means
+	// DefaultRetryPolicy. A declared failure is never retried.
+	Retry *RetryPolicy
 	// Timeout bounds one run of the flow's function. Zero means no limit:
 	// the function runs until it returns, even if the client disconnects.
 	Timeout time.Duration

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
@@ -42,6 +43,9 @@ func (a *App) resume(ctx context.Context, id string) {
 		}
 		return
 	}
+	if a.deadLetter(ctx, run, owner) {
+		return
+	}
 	f := a.flows[run.Flow]
 	if f == nil || f.shape != shapeUnary {
 		a.log.Error("oke: a due run's flow is not bound to this app; retrying later", "run", id, "flow", run.Flow)
@@ -49,6 +53,27 @@ func (a *App) resume(ctx context.Context, id string) {
 		return
 	}
 	a.execute(ctx, f, a.newExecution(run, steps, owner, time.Now()), nil)
+}
+
+// deadLetter dead-letters run, just acquired by owner, when its failed
+// pick-ups in a row (Run.Strikes) reached Config.DeadLetterAfter: it
+// becomes RunDead, with the reason as its error, and is not executed.
+func (a *App) deadLetter(ctx context.Context, run driver.Run, owner string) bool {
+	n := a.cfg.DeadLetterAfter
+	if n < 0 || run.Strikes < n {
+		return false
+	}
+	msg := fmt.Sprintf("dead-lettered after %d failed pick-ups in a row (crashes, lapsed leases or store failures); resume it with oke runs resume %s once the cause is fixed", run.Strikes, run.ID)
+	if run.Error != "" {
+		msg += "; the last error: " + run.Error
+	}
+	ctx = context.WithoutCancel(ctx)
+	if err := a.journal.FinishRun(ctx, run.ID, owner, driver.Finish{Status: driver.RunDead, Error: msg, Strikes: run.Strikes}); err != nil {
+		a.log.Error("oke: dead-letter journal run", "run", run.ID, "err", err)
+		return true // not executed: its lease lapses and the next pick-up tries again
+	}
+	a.log.Error("oke: journal run dead-lettered", "run", run.ID, "flow", run.Flow, "strikes", run.Strikes, "last_error", run.Error)
+	return true
 }
 
 // execution is one execution of a journal run and what it needs: its Exec,
@@ -88,6 +113,9 @@ type outcome struct {
 	// busy: the run is held elsewhere (the scheduler) or waits for a retry;
 	// answer 409 IdempotencyInProgress with this Retry-After.
 	busy time.Duration
+	// retry: a step's failed attempt parked the run until its retry (store
+	// holds the 503 OutcomeUnknown to answer meanwhile).
+	retry *journal.RetryPark
 }
 
 // execute runs the flow's function as e's run and settles the run in the
@@ -118,11 +146,19 @@ func (a *App) execute(ctx context.Context, f *flow, e *execution, in any) outcom
 		o.err = nil
 		o.store = ErrShuttingDown
 		x.Stop()
-		a.journal.FinishRun(context.WithoutCancel(ctx), run.ID, x.Owner, driver.Finish{Status: driver.RunRunning, WakeAt: time.Now()})
+		a.journal.FinishRun(context.WithoutCancel(ctx), run.ID, x.Owner, driver.Finish{Status: driver.RunRunning, WakeAt: a.cfg.Clock(), Strikes: run.Strikes})
 		return o
 	}
 	if ferr := x.Failure(); ferr != nil {
 		o.store = ferr
+	} else if r := x.Retrying(); r != nil {
+		// A step waits for its retry, parked in the journal: as after a
+		// failed save, the run goes on later and the request gets 503
+		// OutcomeUnknown (a retry with the key gets the run's answer).
+		o.retry, o.err = r, nil
+		e := ErrOutcomeUnknown.WithCause(fmt.Errorf("run %s: step %q attempt %d failed; retrying at %s: %w", run.ID, r.Step, r.Attempts, r.WakeAt.UTC().Format(time.RFC3339), r.Err))
+		e.RetryAfter = max(int(math.Ceil(time.Until(r.WakeAt).Seconds())), 1)
+		o.store = e
 	} else if err != nil && a.unavailable(err) {
 		// The flow failed because the store (or its database, which the
 		// step's transaction uses) could not be reached: not the run's
@@ -159,11 +195,20 @@ func (a *App) finish(ctx context.Context, ex *execution, o outcome) outcome {
 	run := x.Run
 	var f driver.Finish
 	switch {
+	case o.retry != nil:
+		// Released for the step's retry: a clean end (no strike); the
+		// attempts so far are the run's NextAttempts, so the next pick-up
+		// runs attempt Attempts+1.
+		r := o.retry
+		f = driver.Finish{Status: driver.RunRunning, WakeAt: r.WakeAt, NextAttempts: r.Attempts,
+			Error: fmt.Sprintf("step %q attempt %d: %v", r.Step, r.Attempts, r.Err)}
 	case o.store != nil:
 		if errors.Is(o.store, journal.ErrLostLease) {
 			return o // another owner has the run
 		}
-		f = driver.Finish{Status: driver.RunRunning, WakeAt: a.cfg.Clock().Add(a.cfg.RetryDelay)}
+		// A failed pick-up: it counts toward dead-lettering the run.
+		f = driver.Finish{Status: driver.RunRunning, WakeAt: a.cfg.Clock().Add(a.cfg.RetryDelay),
+			Error: o.store.Error(), Strikes: run.Strikes + 1}
 	case o.parked:
 		wake, _ := x.Parked()
 		f = driver.Finish{Status: driver.RunSleeping, WakeAt: wake}
@@ -218,6 +263,9 @@ func (a *App) runDurable(ctx context.Context, f *flow, in any, input []byte, id 
 		run, steps, err := a.journal.AcquireRun(ctx, runID, owner, a.cfg.Lease)
 		switch {
 		case err == nil:
+			if a.deadLetter(ctx, run, owner) {
+				return outcome{store: ErrOutcomeUnknown.WithCause(ErrRunDead), started: true}
+			}
 			return a.execute(ctx, f, a.newExecution(run, steps, owner, time.Now()), nil)
 		case errors.Is(err, driver.ErrNotDue):
 			return a.awaitRun(ctx, runID)
@@ -254,6 +302,8 @@ func (a *App) awaitRun(ctx context.Context, id string) outcome {
 		switch {
 		case run.Status == driver.RunSleeping:
 			return outcome{parked: true, nonRead: true}
+		case run.Status == driver.RunDead:
+			return outcome{store: ErrOutcomeUnknown.WithCause(fmt.Errorf("run %s: %w", id, ErrRunDead)), started: true}
 		case run.Status.Finished() && run.Result != nil:
 			r := run.Result
 			res := result{status: r.Status, contentType: r.ContentType, location: r.Location, body: r.Body, storable: true}
@@ -326,7 +376,7 @@ func (a *App) ReplayFrom(ctx context.Context, runID string, fromStep int) (strin
 			return "", fmt.Errorf("replay %s from step %d: copy step %d: %w", runID, fromStep, st.Seq, err)
 		}
 	}
-	if err := a.journal.FinishRun(ctx, run.ID, owner, driver.Finish{Status: driver.RunRunning, WakeAt: time.Now()}); err != nil {
+	if err := a.journal.FinishRun(ctx, run.ID, owner, driver.Finish{Status: driver.RunRunning, WakeAt: a.cfg.Clock()}); err != nil {
 		return "", fmt.Errorf("replay %s from step %d: release the new run: %w", runID, fromStep, err)
 	}
 	a.wake()

@@ -167,13 +167,14 @@ func TestFxTxOutsideAStepOfADurableFlowIsRefused(t *testing.T) {
 
 // On a driver that keeps no SQL (memory), a step's transaction on Config.DB
 // commits when the step succeeds — just before its result is saved — and
-// rolls back when it fails: the failed attempt leaves nothing behind.
+// rolls back when it fails: the failed attempt leaves nothing behind. (The
+// step retries no plain error here, so that the failure reaches the run.)
 func TestFxTxInsideAStepCommitsWithTheStep(t *testing.T) {
 	db := sqliteDB(t)
 	app := oke.New(oke.Config{DB: db, SweepInterval: -1, PollInterval: -1, Logger: quiet()})
 	t.Cleanup(func() { app.Close(context.Background()) })
 	attempt := 0
-	app.Handle(oke.POST("/d"), oke.NewFlow("d.steptx", oke.Options{Durable: true},
+	app.Handle(oke.POST("/d"), oke.NewFlow("d.steptx", oke.Options{Durable: true, Retry: &oke.NoRetry},
 		func(ctx context.Context, in struct{}, fx *oke.Fx) (oke.Response[int], error) {
 			_, err := oke.Step(ctx, "note", func(ctx context.Context) (int, error) {
 				attempt++

@@ -39,12 +39,15 @@ import (
 //	GET    /runs/{id}                 one run: steps, timing, replays
 //	GET    /runs/{id}/events          the same, live (SSE)
 //	POST   /runs/{id}/replay?fromStep=N   a new run from its input (reusing steps 1..N-1)
-//	POST   /runs/{id}/cancel          fail a sleeping or waiting run (App.Cancel)
-//	POST   /runs/replay, /runs/cancel a batch: {"ids":[…]} or the runs the filters select
+//	POST   /runs/{id}/cancel          fail a sleeping, waiting or dead run (App.Cancel)
+//	POST   /runs/{id}/resume          make a dead-lettered run due again (App.Resume)
+//	POST   /runs/replay, /runs/cancel, /runs/resume
+//	                                  a batch: {"ids":[…]} or the runs the filters select
 //	GET    /idempotency?key=&tenant=&principal=&flow=&limit=   rows (bodies hidden)
 //	GET    /idempotency/row?tenant=&principal=&flow=&key=[&reveal=1]   one row
 //	DELETE /idempotency/row?tenant=&principal=&flow=&key=      delete a row
 //	POST   /idempotency/sweep         delete the expired rows, in batches
+//	GET    /schedules                 the schedules (oke.Cron): spec, next tick, last run
 //	POST   /login, POST /logout       the console's session (Token)
 //
 // Every request must pass auth (401 otherwise, as the JSON error envelope),
@@ -77,8 +80,8 @@ func Handler(a *oke.App, auth Auth) http.Handler {
 		}
 		httpx.WriteJSON(w, http.StatusOK, map[string]any{"api": []string{
 			"GET /flows", "GET /runs", "GET /runs/events", "GET /runs/{id}", "GET /runs/{id}/events",
-			"POST /runs/{id}/replay", "POST /runs/{id}/cancel", "POST /runs/replay", "POST /runs/cancel",
-			"GET /idempotency", "GET /idempotency/row", "DELETE /idempotency/row", "POST /idempotency/sweep"}})
+			"POST /runs/{id}/replay", "POST /runs/{id}/cancel", "POST /runs/{id}/resume", "POST /runs/replay", "POST /runs/cancel", "POST /runs/resume",
+			"GET /idempotency", "GET /idempotency/row", "DELETE /idempotency/row", "POST /idempotency/sweep", "GET /schedules"}})
 	})
 	mux.HandleFunc("GET /ui/{file}", serveAsset)
 	if tokenAuth != nil {
@@ -93,10 +96,13 @@ func Handler(a *oke.App, auth Auth) http.Handler {
 	mux.HandleFunc("POST /runs/{id}/cancel", x.cancel)
 	mux.HandleFunc("POST /runs/replay", x.batch("replay"))
 	mux.HandleFunc("POST /runs/cancel", x.batch("cancel"))
+	mux.HandleFunc("POST /runs/{id}/resume", x.resume)
+	mux.HandleFunc("POST /runs/resume", x.batch("resume"))
 	mux.HandleFunc("GET /idempotency", x.listRows)
 	mux.HandleFunc("GET /idempotency/row", x.getRow)
 	mux.HandleFunc("DELETE /idempotency/row", x.deleteRow)
 	mux.HandleFunc("POST /idempotency/sweep", x.sweep)
+	mux.HandleFunc("GET /schedules", x.schedules)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Cache-Control", "no-store")
@@ -157,7 +163,7 @@ func serveAsset(w http.ResponseWriter, r *http.Request) {
 }
 
 func parseStatus(s string) (driver.RunStatus, bool) {
-	for _, st := range []driver.RunStatus{driver.RunRunning, driver.RunSleeping, driver.RunCompleted, driver.RunFailed} {
+	for _, st := range []driver.RunStatus{driver.RunRunning, driver.RunSleeping, driver.RunCompleted, driver.RunFailed, driver.RunDead} {
 		if st.String() == s {
 			return st, true
 		}

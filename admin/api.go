@@ -77,7 +77,7 @@ func runFilter(r *http.Request) (driver.RunFilter, *oke.Error) {
 		for _, p := range strings.Split(s, ",") {
 			st, ok := parseStatus(strings.TrimSpace(p))
 			if !ok {
-				return f, badRequest("status must be running, sleeping, completed or failed (or several, comma-separated), got %q.", p)
+				return f, badRequest("status must be running, sleeping, completed, failed or dead (or several, comma-separated), got %q.", p)
 			}
 			f.Status = append(f.Status, st)
 		}
@@ -247,7 +247,35 @@ func (a *api) cancelOne(ctx context.Context, id string) (driver.Run, *oke.Error)
 	return run, nil
 }
 
-// BatchResult is the answer of a batch replay or cancel.
+// resume serves POST /runs/{id}/resume.
+func (a *api) resume(w http.ResponseWriter, r *http.Request) {
+	run, e := a.resumeOne(r.Context(), r.PathValue("id"))
+	if e != nil {
+		oke.WriteError(w, e)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, ViewRun(run, nil))
+}
+
+func (a *api) resumeOne(ctx context.Context, id string) (driver.Run, *oke.Error) {
+	run, err := a.app.Resume(ctx, id)
+	switch {
+	case errors.Is(err, driver.ErrNotFound):
+		return run, oke.ErrNotFound.WithMessage("No run has id %q.", id)
+	case errors.Is(err, driver.ErrRunNotDead):
+		return run, &oke.Error{Status: http.StatusConflict, Code: "RunNotDead",
+			Message: fmt.Sprintf("Run %s is not dead-lettered; only a dead run can be resumed.", id)}
+	case errors.Is(err, oke.ErrNotDurable):
+		return run, noJournal()
+	case errors.Is(err, oke.ErrCannotResume):
+		return run, &oke.Error{Status: http.StatusNotImplemented, Code: "CannotResume", Message: err.Error()}
+	case err != nil:
+		return run, storeError(err)
+	}
+	return run, nil
+}
+
+// BatchResult is the answer of a batch replay, cancel or resume.
 type BatchResult struct {
 	Action   string      `json:"action"`
 	Selected int         `json:"selected"`
@@ -314,9 +342,12 @@ func (a *api) batch(action string) http.HandlerFunc {
 		for _, id := range ids {
 			item := BatchItem{ID: id}
 			var e *oke.Error
-			if action == "replay" {
+			switch action {
+			case "replay":
 				item.NewID, e = a.replayOne(r.Context(), id, 1)
-			} else {
+			case "resume":
+				_, e = a.resumeOne(r.Context(), id)
+			default:
 				_, e = a.cancelOne(r.Context(), id)
 			}
 			if e != nil {

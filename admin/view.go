@@ -10,26 +10,35 @@ import (
 
 // RunView is a journal run as the admin API and the CLI show it.
 type RunView struct {
-	ID         string      `json:"id"`
-	Flow       string      `json:"flow"`
-	Status     string      `json:"status"`
-	Input      any         `json:"input,omitempty"`
-	Tenant     string      `json:"tenant,omitempty"`
-	Principal  string      `json:"principal,omitempty"`
-	Attempts   int         `json:"attempts"`
-	Owner      string      `json:"owner,omitempty"`
-	LeaseUntil *time.Time  `json:"leaseUntil,omitempty"`
-	WakeAt     *time.Time  `json:"wakeAt,omitempty"`
-	ReplayOf   string      `json:"replayOf,omitempty"`
-	Parent     string      `json:"parent,omitempty"`
-	Event      string      `json:"event,omitempty"`
-	Error      string      `json:"error,omitempty"`
-	Result     *StoredView `json:"result,omitempty"`
-	CreatedAt  time.Time   `json:"createdAt"`
-	UpdatedAt  time.Time   `json:"updatedAt"`
-	StepCount  int         `json:"stepCount"` // saved steps (also in listings, which carry no Steps)
-	Steps      []StepView  `json:"steps,omitempty"`
-	Next       *NextView   `json:"next,omitempty"` // unfinished runs: the step after the saved ones
+	ID         string     `json:"id"`
+	Flow       string     `json:"flow"`
+	Status     string     `json:"status"`
+	Input      any        `json:"input,omitempty"`
+	Tenant     string     `json:"tenant,omitempty"`
+	Principal  string     `json:"principal,omitempty"`
+	Attempts   int        `json:"attempts"`
+	Owner      string     `json:"owner,omitempty"`
+	LeaseUntil *time.Time `json:"leaseUntil,omitempty"`
+	WakeAt     *time.Time `json:"wakeAt,omitempty"`
+	ReplayOf   string     `json:"replayOf,omitempty"`
+	Parent     string     `json:"parent,omitempty"`
+	Event      string     `json:"event,omitempty"`
+	// Error: for a failed or dead run, why it ended so; for an unfinished
+	// one, the last failed attempt's error (a step waiting for its retry,
+	// a store failure) — the console shows it as the last error.
+	Error  string      `json:"error,omitempty"`
+	Result *StoredView `json:"result,omitempty"`
+	// Strikes: the failed pick-ups in a row (driver.Run.Strikes) that
+	// dead-letter the run at Config.DeadLetterAfter.
+	Strikes int `json:"strikes"`
+	// Dead: the run is dead-lettered (status "dead"); POST
+	// /runs/{id}/resume makes it due again.
+	Dead      bool       `json:"dead,omitempty"`
+	CreatedAt time.Time  `json:"createdAt"`
+	UpdatedAt time.Time  `json:"updatedAt"`
+	StepCount int        `json:"stepCount"` // saved steps (also in listings, which carry no Steps)
+	Steps     []StepView `json:"steps,omitempty"`
+	Next      *NextView  `json:"next,omitempty"` // unfinished runs: the step after the saved ones
 	// Replays are the runs that replay this one (GET /runs/{id} only; the
 	// first 50, oldest first).
 	Replays []string `json:"replays,omitempty"`
@@ -101,7 +110,7 @@ func ViewRun(r driver.Run, steps []driver.Step) RunView {
 	v := RunView{ID: r.ID, Flow: r.Flow, Status: r.Status.String(), Input: rawJSON(r.Input), Tenant: r.Tenant,
 		Principal: r.Principal, Attempts: r.Attempts, Owner: r.Owner, ReplayOf: r.ReplayOf, Parent: r.Parent,
 		Event: r.Event, Error: r.Error, Result: viewStored(r.Result), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-		StepCount: max(r.Steps, len(steps))}
+		StepCount: max(r.Steps, len(steps)), Strikes: r.Strikes, Dead: r.Status == driver.RunDead}
 	if !r.LeaseUntil.IsZero() && r.Owner != "" {
 		t := r.LeaseUntil
 		v.LeaseUntil = &t

@@ -21,6 +21,8 @@ var (
 	ErrRunHeld = errors.New("driver: run is held by a live lease")
 	// ErrRunFinished: CancelRun found the run finished already.
 	ErrRunFinished = errors.New("driver: run has finished")
+	// ErrRunNotDead: ResumeRun found the run not dead-lettered (RunDead).
+	ErrRunNotDead = errors.New("driver: run is not dead-lettered")
 )
 
 // RunStatus is where a journal run is in its life.
@@ -36,6 +38,11 @@ const (
 	RunCompleted RunStatus = 3
 	// RunFailed: finished with a failure; Result holds its error envelope.
 	RunFailed RunStatus = 4
+	// RunDead: dead-lettered: too many pick-ups in a row failed (see
+	// Run.Strikes). Not finished, never due: AcquireRun and DueRuns leave
+	// it until an operator resumes it (RunResumer) or cancels it. Error
+	// says why.
+	RunDead RunStatus = 5
 )
 
 func (s RunStatus) String() string {
@@ -48,6 +55,8 @@ func (s RunStatus) String() string {
 		return "completed"
 	case RunFailed:
 		return "failed"
+	case RunDead:
+		return "dead"
 	}
 	return "unknown"
 }
@@ -99,7 +108,19 @@ type Run struct {
 	IdemKey   *Key   // the Idempotency-Key row that started it, if any
 
 	Result *Response // Completed/Failed: the final response
-	Error  string    // Failed: what went wrong, for people
+	// Error is what went wrong, for people: for a failed or dead run, why it
+	// ended so; for an unfinished one, the last failed attempt's error (a
+	// step that waits for its retry, a store failure), as FinishRun was
+	// last given it.
+	Error string
+
+	// Strikes is how many pick-ups of the run in a row failed without
+	// ending cleanly: AcquireRun adds 1 when it takes the run from a holder
+	// whose lease lapsed (a crash, a hang, a lost lease), and FinishRun sets
+	// it to Finish.Strikes (the engine counts a release after a store
+	// failure as a strike; every clean end resets it). ResumeRun resets it.
+	// The engine dead-letters a run whose strikes reach its limit.
+	Strikes int
 
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -132,7 +153,13 @@ type Finish struct {
 	Status RunStatus // RunCompleted, RunFailed, RunSleeping, or RunRunning (release for a retry)
 	WakeAt time.Time // RunSleeping / RunRunning: not to be picked up before this
 	Result *Response // RunCompleted / RunFailed
-	Error  string    // RunFailed
+	Error  string    // RunFailed, RunDead: why; RunRunning / RunSleeping: the last attempt's error, or ""
+	// Strikes becomes the run's Strikes (zero: a clean end resets them).
+	Strikes int
+	// NextAttempts, when above zero, becomes the run's NextAttempts
+	// (RunRunning: an execution that retried its step in process counts
+	// those attempts, so the next pick-up's is one more).
+	NextAttempts int
 }
 
 // RunFilter narrows ListRuns. Every field set narrows the list further
@@ -201,6 +228,19 @@ type RunCanceller interface {
 	CancelRun(ctx context.Context, id string, result Response, msg string) (Run, error)
 }
 
+// RunResumer is optional on a Journal: it makes a dead-lettered run
+// (RunDead) due again. The admin surface's Resume (oke's App.Resume) needs
+// it. This interface is not stable yet.
+type RunResumer interface {
+	// ResumeRun makes run id, which must be RunDead, RunRunning, unowned
+	// and due now, with Strikes and NextAttempts reset to 0 (its next
+	// pick-up is the first attempt of its next step again), in one atomic
+	// step, and returns it. Otherwise it changes nothing and returns
+	// ErrRunNotDead or ErrNotFound. Durable when it returns; on a shared
+	// store it wakes the schedulers as a release does.
+	ResumeRun(ctx context.Context, id string) (Run, error)
+}
+
 // Journal is the storage contract of durable execution: runs, their saved
 // steps, their leases, and business-key claims. It is optional: a driver
 // that implements it (type assertion) can run durable flows.
@@ -224,10 +264,11 @@ type Journal interface {
 	GetRun(ctx context.Context, id string) (Run, []Step, error)
 	// ListRuns returns up to limit runs in ID order, each with Steps set.
 	ListRuns(ctx context.Context, f RunFilter, limit int) ([]Run, error)
-	// AcquireRun takes a run that is due — not finished, not held by a live
-	// lease, and WakeAt reached — for owner: Status becomes RunRunning,
-	// Attempts grows by one, and so does NextAttempts unless the run was
-	// sleeping (see Run.NextAttempts). It returns the run and its saved steps, or
+	// AcquireRun takes a run that is due — not finished, not dead, not held
+	// by a live lease, and WakeAt reached — for owner: Status becomes
+	// RunRunning, Attempts grows by one, and so does NextAttempts unless the
+	// run was sleeping (see Run.NextAttempts), and Strikes when a holder's
+	// lease had lapsed (Run.Strikes). It returns the run and its saved steps, or
 	// ErrNotDue (ErrNotFound if there is no such run). owner must not be
 	// empty.
 	AcquireRun(ctx context.Context, id, owner string, lease time.Duration) (Run, []Step, error)
@@ -237,10 +278,11 @@ type Journal interface {
 	// last saved step's (ErrStepOrder otherwise), and sets the run's
 	// NextAttempts to 1. Durable when it returns.
 	SaveStep(ctx context.Context, id, owner string, step Step) error
-	// FinishRun ends the run (RunCompleted, RunFailed) or parks it — any
-	// other status is an error —
+	// FinishRun ends the run (RunCompleted, RunFailed), parks it
 	// (RunSleeping until WakeAt; RunRunning unowned until WakeAt, to be
-	// retried) and clears its owner. Durable when it returns.
+	// retried) or dead-letters it (RunDead) — any other status is an error —
+	// and clears its owner; it sets Strikes and (when above zero)
+	// NextAttempts from f. Durable when it returns.
 	FinishRun(ctx context.Context, id, owner string, f Finish) error
 	// DueRuns returns the IDs of up to limit runs that AcquireRun would take
 	// now, the longest due first. When flows is not empty, only runs of

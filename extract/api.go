@@ -16,22 +16,23 @@ const okePath = "github.com/okengine/oke"
 type op uint8
 
 const (
-	opNone      op = iota // no effect (fx.Fail, fx.Identity, oke.OK, …)
-	opEffect              // a fixed effect
-	opSQL                 // a statement: the kind of its SQL (ClassifySQL)
-	opStore               // fx.Store: returns a Store handle
-	opFlowTx              // fx.Tx: returns the flow's transaction
-	opStoreTx             // Store.Tx: fn runs with a transaction of its own
-	opClient              // fx.HTTPClient: a fetch; returns a recorded client
-	opRaw                 // fx.Raw: raw, and fn's body
-	opCall                // oke.Call: call, and the called flow's effects
-	opRun                 // oke.Run: call (the run's effects are its own)
-	opStep                // oke.Step: a step name, and fn's body
-	opStepName            // oke.Sleep, SleepUntil, NewID: a step name
-	opFlow                // NewFlow, NewStream, NewLive: a flow
-	opBinding             // POST, GET, …, RPC, OnEvent, Webhook, Internal
-	opDedupeTTL           // Binding.DedupeTTL
-	opHandle              // App.Handle: binds a flow
+	opNone       op = iota // no effect (fx.Fail, fx.Identity, oke.OK, …)
+	opEffect               // a fixed effect
+	opSQL                  // a statement: the kind of its SQL (ClassifySQL)
+	opStore                // fx.Store: returns a Store handle
+	opFlowTx               // fx.Tx: returns the flow's transaction
+	opStoreTx              // Store.Tx: fn runs with a transaction of its own
+	opClient               // fx.HTTPClient: a fetch; returns a recorded client
+	opRaw                  // fx.Raw: raw, and fn's body
+	opCall                 // oke.Call: call, and the called flow's effects
+	opRun                  // oke.Run: call (the run's effects are its own)
+	opStep                 // oke.Step: a step name, and fn's body
+	opStepName             // oke.Sleep, SleepUntil, NewID: a step name
+	opFlow                 // NewFlow, NewStream, NewLive: a flow
+	opBinding              // POST, GET, …, RPC, OnEvent, Webhook, Internal, Cron
+	opDedupeTTL            // Binding.DedupeTTL
+	opBindingOpt           // Binding.In, Binding.CatchUp: the same binding, for the contract
+	opHandle               // App.Handle: binds a flow
 )
 
 // The names extract gives the marker steps of patches (oke.Patched,
@@ -54,7 +55,7 @@ var api = map[string]struct {
 	arg    int    // the SQL, step name, called flow, path or event argument
 	fn     int    // the function argument whose body runs (Step, Raw, Store.Tx)
 	shape  string // opFlow: "unary", "stream", "live"
-	kind   string // opBinding: "http", "rpc", "event", "webhook", "internal"
+	kind   string // opBinding: "http", "rpc", "event", "webhook", "internal", "schedule"
 	method string // opBinding: the HTTP method
 	prefix string // opStepName: put before the name (a patch's marker step)
 }{
@@ -106,6 +107,10 @@ var api = map[string]struct {
 	"OnEvent":  {op: opBinding, kind: "event"},
 	"Webhook":  {op: opBinding, kind: "webhook", method: "POST"},
 	"Internal": {op: opBinding, kind: "internal"},
+	"Cron":     {op: opBinding, kind: "schedule"}, // the spec is configuration, not contract
+
+	"(Binding).In":      {op: opBindingOpt},
+	"(Binding).CatchUp": {op: opBindingOpt},
 
 	"(Binding).DedupeTTL": {op: opDedupeTTL, arg: 1},
 	"(*App).Handle":       {op: opHandle},

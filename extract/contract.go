@@ -78,7 +78,7 @@ type Idempotency struct {
 
 // Binding is one binding of a flow.
 type Binding struct {
-	Kind    string `json:"kind"` // "http", "rpc", "event", "webhook", "internal"
+	Kind    string `json:"kind"` // "http", "rpc", "event", "webhook", "internal", "schedule" (oke.Cron)
 	Method  string `json:"method"`
 	Path    string `json:"path"`
 	Event   string `json:"event"`

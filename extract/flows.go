@@ -54,7 +54,7 @@ func (b binding) honors(shape, mode string, qualifies bool) bool {
 		}
 	case "rpc":
 	default:
-		return false // events, webhooks (the dedupe key instead), internal
+		return false // events, webhooks (the dedupe key instead), internal, schedules
 	}
 	return shape == "unary" && mode != "off" && qualifies
 }
@@ -326,6 +326,12 @@ func (fd *finder) bindingsOf(v ssa.Value, c *ctxt, pos token.Position) ([]bindin
 		entry := api[name]
 		args := call.Call.Args
 		switch entry.op {
+		case opBindingOpt:
+			inner, iok := fd.bindingsOf(args[0], oc, pos)
+			if !iok {
+				ok = false
+			}
+			out = append(out, inner...)
 		case opDedupeTTL:
 			inner, iok := fd.bindingsOf(args[0], oc, pos)
 			ttls, tok := fd.ix.strings(args[1], oc)
@@ -372,7 +378,7 @@ func (fd *finder) bindingsOf(v ssa.Value, c *ctxt, pos token.Position) ([]bindin
 						out = append(out, b)
 					}
 				}
-			default: // rpc, internal
+			default: // rpc, internal, schedule
 				out = append(out, b)
 			}
 		default:

@@ -79,6 +79,10 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 			t.Parallel()
 			RunDurable(t, newDriver)
 		})
+		t.Run("Schedules", func(t *testing.T) {
+			t.Parallel()
+			RunSchedules(t, newDriver)
+		})
 	}
 }
 

@@ -16,6 +16,7 @@ var (
 	_ driver.RowDeleter   = (*Driver)(nil)
 	_ driver.RowFinder    = (*Driver)(nil)
 	_ driver.RunCanceller = (*Driver)(nil)
+	_ driver.RunResumer   = (*Driver)(nil)
 )
 
 // Delete implements driver.RowDeleter: one del record, fsynced before it
@@ -114,12 +115,52 @@ func (d *Driver) CancelRun(ctx context.Context, id string, result driver.Respons
 	r := e.run
 	r.Status, r.WakeAt, r.UpdatedAt = driver.RunFailed, time.Time{}, t
 	r.Result, r.Error = storedResponse(&result), strings.ToValidUTF8(msg, "\uFFFD")
-	seq, size, err := j.write(finishRecord(&r))
+	seq, size, err := j.write(finishRecord(&r, 0))
 	if err != nil {
 		j.mu.Unlock()
 		return driver.Run{}, err
 	}
 	j.applyFinish(e, r.Status, r.WakeAt, r.Result, r.Error, r.UpdatedAt, seq, size)
+	out := copyRun(&e.run)
+	out.Steps = len(e.steps)
+	j.maintain()
+	j.mu.Unlock()
+	if err := j.waitDurable(seq); err != nil {
+		return driver.Run{}, err
+	}
+	return out, nil
+}
+
+// ResumeRun implements driver.RunResumer: one resume record, fsynced
+// before it returns.
+func (d *Driver) ResumeRun(ctx context.Context, id string) (driver.Run, error) {
+	if d.ro {
+		return driver.Run{}, readOnlyError("resume run", d.dir)
+	}
+	j := &d.jr
+	j.mu.Lock()
+	if err := j.usable(ctx); err != nil {
+		j.mu.Unlock()
+		return driver.Run{}, err
+	}
+	e := j.runs[id]
+	if e == nil {
+		j.mu.Unlock()
+		return driver.Run{}, fmt.Errorf("oke file driver: resume run %q: %w", id, driver.ErrNotFound)
+	}
+	if e.run.Status != driver.RunDead {
+		j.mu.Unlock()
+		return driver.Run{}, fmt.Errorf("oke file driver: resume run %q (%v): %w", id, e.run.Status, driver.ErrRunNotDead)
+	}
+	t := now()
+	r := e.run
+	r.WakeAt, r.UpdatedAt = t, t
+	seq, size, err := j.write(resumeRecord(&r))
+	if err != nil {
+		j.mu.Unlock()
+		return driver.Run{}, err
+	}
+	j.applyResume(e, r.WakeAt, r.UpdatedAt, seq, size)
 	out := copyRun(&e.run)
 	out.Steps = len(e.steps)
 	j.maintain()

@@ -76,8 +76,12 @@
 // and RenewRun, with the run's NextAttempts as next; step is one SaveStep
 // (which sets NextAttempts to 1, so it carries no count; a step record
 // without at is compaction's, after the run record that holds the run's
-// state); finish is FinishRun (the owner is cleared); claim is ClaimKey; drop
-// is the retention forgetting a finished run. No record is written when a
+// state); finish is FinishRun (the owner is cleared; strikes and, for a
+// release that carries it, next too); resume is ResumeRun (a dead run due
+// again, its strikes and NextAttempts 0; an older oke refuses a log that
+// holds one, as a record of a newer oke); claim is ClaimKey; drop
+// is the retention forgetting a finished run. Lease, finish and run records
+// carry the run's strikes (driver.Run.Strikes) when it has any. No record is written when a
 // step begins: the steps of one execution after its first cost one step
 // record each and nothing else. Logs written by an older oke also hold start
 // records (its StartStep: how many attempts a step had begun) and run records

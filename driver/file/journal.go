@@ -99,6 +99,9 @@ func nanos(t time.Time) int64 {
 // has ended (and WakeAt passed), or for an unowned run at WakeAt, or, with no
 // WakeAt, from when it became unowned (created or released).
 func dueAt(r *driver.Run) int64 {
+	if r.Status == driver.RunDead {
+		return math.MaxInt64 // never, until resumed
+	}
 	if r.Owner != "" {
 		return max(nanos(r.LeaseUntil), nanos(r.WakeAt))
 	}
@@ -248,6 +251,20 @@ func (j *journal) applyFinish(e *jrun, status driver.RunStatus, wake time.Time, 
 	if !j.replaying {
 		j.done = append(j.done, e)
 	}
+}
+
+// applyResume makes dead e due at wake (ResumeRun); size is the resume
+// record's, which a compaction folds into the run's record.
+func (j *journal) applyResume(e *jrun, wake, at time.Time, seq uint64, size int) {
+	r := &e.run
+	r.Status, r.Owner, r.LeaseUntil, r.WakeAt = driver.RunRunning, "", time.Time{}, wake
+	r.Strikes, r.NextAttempts, r.UpdatedAt, e.starts = 0, 0, at, nil
+	j.liveBytes += int64(size) - e.fin
+	e.fin = int64(size)
+	if seq > 0 {
+		e.durable = seq
+	}
+	j.moved(e)
 }
 
 func (j *journal) addStep(e *jrun, s driver.Step, at time.Time, seq uint64, size int) {
@@ -753,6 +770,9 @@ func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Du
 	} else {
 		r.NextAttempts++
 	}
+	if r.Owner != "" {
+		r.Strikes++ // its holder's lease lapsed
+	}
 	r.Status, r.Owner, r.LeaseUntil, r.UpdatedAt = driver.RunRunning, owner, t.Add(lease), t
 	r.Attempts++
 	if _, _, err := j.write(leaseRecord(&r)); err != nil {
@@ -842,7 +862,7 @@ func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finis
 		return readOnlyError("finish run", d.dir)
 	}
 	switch f.Status {
-	case driver.RunCompleted, driver.RunFailed, driver.RunSleeping, driver.RunRunning:
+	case driver.RunCompleted, driver.RunFailed, driver.RunSleeping, driver.RunRunning, driver.RunDead:
 	default:
 		return fmt.Errorf("oke file driver: finish run %q: unknown status %v", id, f.Status)
 	}
@@ -860,10 +880,15 @@ func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finis
 	r := e.run
 	r.Status, r.WakeAt, r.UpdatedAt = f.Status, utc(f.WakeAt), now()
 	r.Result, r.Error = storedResponse(f.Result), strings.ToValidUTF8(f.Error, "\uFFFD")
-	seq, size, err := j.write(finishRecord(&r))
+	r.Strikes = f.Strikes
+	seq, size, err := j.write(finishRecord(&r, f.NextAttempts))
 	if err != nil {
 		j.mu.Unlock()
 		return err
+	}
+	e.run.Strikes = f.Strikes
+	if f.NextAttempts > 0 {
+		e.run.NextAttempts = f.NextAttempts
 	}
 	j.applyFinish(e, r.Status, r.WakeAt, r.Result, r.Error, r.UpdatedAt, seq, size)
 	j.maintain()

@@ -21,6 +21,8 @@ import (
 //	start   no longer written: an older oke's StartStep, a step's attempt
 //	        count so far; read as the run's NextAttempts when its seq is the
 //	        run's next step (a run record may also carry them, as "starts")
+//	resume  ResumeRun: a dead run becomes running, unowned, due at wakeAt,
+//	        with NextAttempts and strikes 0
 //	claim   ClaimKey: key is held by run id
 //	drop    retention removed a finished run, its steps and its claims
 const (
@@ -32,6 +34,7 @@ const (
 	jopStep   = "step"
 	jopClaim  = "claim"
 	jopDrop   = "drop"
+	jopResume = "resume"
 )
 
 // jrecord is one journal record's payload. Byte fields are base64 (as
@@ -52,7 +55,8 @@ type jrecord struct {
 	LeaseUntil time.Time        `json:"leaseUntil,omitzero"`
 	WakeAt     time.Time        `json:"wakeAt,omitzero"`
 	Attempts   int              `json:"attempts,omitzero"`
-	Next       int              `json:"next,omitzero"` // a run's NextAttempts
+	Next       int              `json:"next,omitzero"`    // a run's NextAttempts
+	Strikes    int              `json:"strikes,omitzero"` // a run's Strikes (lease, finish, run)
 	ReplayOf   string           `json:"replayOf,omitempty"`
 	Parent     string           `json:"parent,omitempty"`
 	Event      string           `json:"event,omitempty"`
@@ -101,19 +105,25 @@ func runRecord(e *jrun) *jrecord {
 		Status: r.Status.String(), Owner: r.Owner, LeaseUntil: r.LeaseUntil, WakeAt: r.WakeAt,
 		Attempts: r.Attempts, Next: r.NextAttempts, ReplayOf: r.ReplayOf, Parent: r.Parent, Event: r.Event,
 		DedupeKey: r.DedupeKey, IdemKey: r.IdemKey, Result: r.Result, Error: r.Error,
-		CreatedAt: r.CreatedAt, At: r.UpdatedAt,
+		CreatedAt: r.CreatedAt, At: r.UpdatedAt, Strikes: r.Strikes,
 	}
 	return rec
 }
 
 func leaseRecord(r *driver.Run) *jrecord {
 	return &jrecord{Op: jopLease, ID: r.ID, Owner: r.Owner, LeaseUntil: r.LeaseUntil, Attempts: r.Attempts,
-		Next: r.NextAttempts, At: r.UpdatedAt}
+		Next: r.NextAttempts, At: r.UpdatedAt, Strikes: r.Strikes}
 }
 
-func finishRecord(r *driver.Run) *jrecord {
+// finishRecord is a FinishRun (or CancelRun) of r; next is the NextAttempts
+// the finish sets (0: unchanged).
+func finishRecord(r *driver.Run, next int) *jrecord {
 	return &jrecord{Op: jopFinish, ID: r.ID, Status: r.Status.String(), WakeAt: r.WakeAt,
-		Result: r.Result, Error: r.Error, At: r.UpdatedAt}
+		Result: r.Result, Error: r.Error, At: r.UpdatedAt, Strikes: r.Strikes, Next: next}
+}
+
+func resumeRecord(r *driver.Run) *jrecord {
+	return &jrecord{Op: jopResume, ID: r.ID, WakeAt: r.WakeAt, At: r.UpdatedAt}
 }
 
 func stepRecord(id string, s *driver.Step, at time.Time) *jrecord {
@@ -132,7 +142,7 @@ func appendJRecord(dst []byte, rec *jrecord) ([]byte, error) {
 }
 
 func parseRunStatus(s string) (driver.RunStatus, error) {
-	for _, st := range []driver.RunStatus{driver.RunRunning, driver.RunSleeping, driver.RunCompleted, driver.RunFailed} {
+	for _, st := range []driver.RunStatus{driver.RunRunning, driver.RunSleeping, driver.RunCompleted, driver.RunFailed, driver.RunDead} {
 		if s == st.String() {
 			return st, nil
 		}
@@ -183,7 +193,7 @@ func (j *journal) replayRecord(payload []byte, size int) error {
 			Status: status, Owner: rec.Owner, LeaseUntil: rec.LeaseUntil, WakeAt: rec.WakeAt,
 			Attempts: rec.Attempts, NextAttempts: rec.Next, ReplayOf: rec.ReplayOf, Parent: rec.Parent, Event: rec.Event,
 			DedupeKey: rec.DedupeKey, IdemKey: rec.IdemKey, Result: rec.Result, Error: rec.Error,
-			CreatedAt: rec.CreatedAt, UpdatedAt: rec.At,
+			CreatedAt: rec.CreatedAt, UpdatedAt: rec.At, Strikes: rec.Strikes,
 		}
 		for _, s := range rec.Starts {
 			e.legacyStart(s)
@@ -202,6 +212,7 @@ func (j *journal) replayRecord(payload []byte, size int) error {
 			return fmt.Errorf("lease of run %q, which is finished", r.ID)
 		}
 		r.Status, r.Owner, r.LeaseUntil, r.Attempts = driver.RunRunning, rec.Owner, rec.LeaseUntil, rec.Attempts
+		r.Strikes = rec.Strikes
 		if rec.Next > 0 {
 			// Written by this oke: it supersedes an older oke's counts. (A
 			// lease record without it, from an older oke, leaves them.)
@@ -218,7 +229,16 @@ func (j *journal) replayRecord(payload []byte, size int) error {
 		if err != nil {
 			return err
 		}
+		r.Strikes = rec.Strikes
+		if rec.Next > 0 {
+			r.NextAttempts, e.starts = rec.Next, nil
+		}
 		j.applyFinish(e, status, rec.WakeAt, rec.Result, rec.Error, rec.At, 0, size)
+	case jopResume:
+		if r.Status != driver.RunDead {
+			return fmt.Errorf("resume of run %q, which is %v, not dead", r.ID, r.Status)
+		}
+		j.applyResume(e, rec.WakeAt, rec.At, 0, size)
 	case jopStart:
 		e.legacyStart(jstart{Seq: rec.Seq, Name: rec.Name, Attempts: rec.Attempts})
 	case jopStep:

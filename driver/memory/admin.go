@@ -15,6 +15,7 @@ var (
 	_ driver.RowDeleter   = (*Driver)(nil)
 	_ driver.RowFinder    = (*Driver)(nil)
 	_ driver.RunCanceller = (*Driver)(nil)
+	_ driver.RunResumer   = (*Driver)(nil)
 )
 
 // Delete implements driver.RowDeleter.
@@ -81,6 +82,29 @@ func (d *Driver) CancelRun(ctx context.Context, id string, result driver.Respons
 	e.result.Body = slices.Clone(result.Body)
 	r.Status, r.Owner, r.LeaseUntil, r.WakeAt = driver.RunFailed, "", time.Time{}, time.Time{}
 	r.Result, r.Error, r.UpdatedAt = &e.result, msg, now
+	out := copyRun(r)
+	out.Steps = e.nsteps
+	return out, nil
+}
+
+// ResumeRun implements driver.RunResumer.
+func (d *Driver) ResumeRun(ctx context.Context, id string) (driver.Run, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.check(ctx); err != nil {
+		return driver.Run{}, err
+	}
+	e, ok := d.runs[id]
+	if !ok {
+		return driver.Run{}, driver.ErrNotFound
+	}
+	r := &e.run
+	if r.Status != driver.RunDead {
+		return driver.Run{}, driver.ErrRunNotDead
+	}
+	now := d.now()
+	r.Status, r.Owner, r.LeaseUntil, r.WakeAt = driver.RunRunning, "", time.Time{}, now
+	r.Strikes, r.NextAttempts, r.UpdatedAt = 0, 0, now
 	out := copyRun(r)
 	out.Steps = e.nsteps
 	return out, nil

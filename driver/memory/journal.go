@@ -132,7 +132,7 @@ func copyRun(r *driver.Run) driver.Run {
 // due reports whether AcquireRun would take e at now.
 func (e *runEntry) due(now time.Time) bool {
 	r := &e.run
-	if r.Status.Finished() {
+	if r.Status.Finished() || r.Status == driver.RunDead {
 		return false
 	}
 	if r.Owner != "" && now.Before(r.LeaseUntil) {
@@ -265,6 +265,9 @@ func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Du
 	} else {
 		r.NextAttempts++
 	}
+	if r.Owner != "" {
+		r.Strikes++ // its holder's lease lapsed
+	}
 	r.Status = driver.RunRunning
 	r.Owner = owner
 	r.LeaseUntil = now.Add(lease)
@@ -342,7 +345,7 @@ func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finis
 		return err
 	}
 	switch f.Status {
-	case driver.RunRunning, driver.RunSleeping, driver.RunCompleted, driver.RunFailed:
+	case driver.RunRunning, driver.RunSleeping, driver.RunCompleted, driver.RunFailed, driver.RunDead:
 	default:
 		return fmt.Errorf("memory: finish run: unknown status %d", f.Status)
 	}
@@ -359,6 +362,10 @@ func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finis
 	r.LeaseUntil = time.Time{}
 	r.WakeAt = f.WakeAt
 	r.Error = f.Error
+	r.Strikes = f.Strikes
+	if f.NextAttempts > 0 {
+		r.NextAttempts = f.NextAttempts
+	}
 	if f.Result != nil {
 		e.result = *f.Result
 		e.result.Body = slices.Clone(f.Result.Body)

@@ -16,6 +16,7 @@ var (
 	_ driver.RowDeleter   = (*Driver)(nil)
 	_ driver.RowFinder    = (*Driver)(nil)
 	_ driver.RunCanceller = (*Driver)(nil)
+	_ driver.RunResumer   = (*Driver)(nil)
 )
 
 // Delete implements driver.RowDeleter: one DELETE by primary key.
@@ -82,7 +83,7 @@ func (d *Driver) CancelRun(ctx context.Context, id string, result driver.Respons
 			UPDATE {s}.oke_runs r SET status = 4, owner = '', lease_until = NULL, wake_at = NULL,
 				error = $2, result_status = $3, result_content_type = $4, result_location = $5,
 				result_body = $6, updated_at = now()
-			WHERE r.id = $1 AND r.status IN (1, 2) AND (r.owner = '' OR r.lease_until <= now())
+			WHERE r.id = $1 AND r.status IN (1, 2, 5) AND (r.owner = '' OR r.lease_until <= now())
 			RETURNING `+runColumns("r")+`
 		), cur AS (
 			SELECT status FROM {s}.oke_runs WHERE id = $1
@@ -110,5 +111,42 @@ func (d *Driver) CancelRun(ctx context.Context, id string, result driver.Respons
 		return driver.Run{}, fmt.Errorf("postgres: cancel run %q: %w", id, driver.ErrRunFinished)
 	default:
 		return driver.Run{}, fmt.Errorf("postgres: cancel run %q: %w", id, driver.ErrRunHeld)
+	}
+}
+
+// ResumeRun implements driver.RunResumer: one UPDATE of a dead run, which
+// sends the wake-up notification in the same statement (the run is due now,
+// for any instance); when it updated nothing, the same statement says why.
+func (d *Driver) ResumeRun(ctx context.Context, id string) (driver.Run, error) {
+	if err := d.check(); err != nil {
+		return driver.Run{}, err
+	}
+	var s runScan
+	var exists, notified bool
+	var steps int
+	err := d.pool.QueryRow(ctx, d.sql(`WITH u AS (
+			UPDATE {s}.oke_runs r SET status = 1, owner = '', lease_until = NULL, wake_at = now(),
+				strikes = 0, next_attempts = 0, updated_at = now()
+			WHERE r.id = $1 AND r.status = 5
+			RETURNING `+runColumns("r")+`
+		)
+		SELECT `+runColumns("u")+`,
+			(SELECT count(*) FROM {s}.oke_steps s WHERE s.run_id = $1),
+			EXISTS (SELECT 1 FROM {s}.oke_runs WHERE id = $1),
+			CASE WHEN u.id IS NOT NULL THEN `+notifySQL("$2")+` ELSE false END
+		FROM (VALUES (1)) AS one LEFT JOIN u ON true`),
+		id, d.channel).Scan(append(s.dest(), &steps, &exists, &notified)...)
+	if err != nil {
+		return driver.Run{}, d.wrap("resume run", err)
+	}
+	r, ok := s.run()
+	switch {
+	case ok:
+		r.Steps = steps
+		return r, nil
+	case !exists:
+		return driver.Run{}, fmt.Errorf("postgres: resume run %q: %w", id, driver.ErrNotFound)
+	default:
+		return driver.Run{}, fmt.Errorf("postgres: resume run %q: %w", id, driver.ErrRunNotDead)
 	}
 }

@@ -34,7 +34,9 @@
 //
 //	oke_idempotency   one row per Idempotency-Key in its scope (tenant, principal, flow)
 //	oke_runs          one row per durable run; dedupe_key is unique; next_attempts
-//	                  counts the executions that began its next step
+//	                  counts the executions that began its next step; strikes
+//	                  its failed pick-ups in a row (migration 014), status 5
+//	                  a dead-lettered run, outside the due index
 //	oke_steps         saved steps, primary key (run_id, seq)
 //	oke_step_starts   unused since migration 003 (an older oke's StartStep
 //	                  counts; kept for older binaries during an upgrade)

@@ -16,7 +16,7 @@ import (
 var runCols = []string{"id", "flow", "input", "tenant", "principal", "status", "owner", "lease_until",
 	"wake_at", "attempts", "replay_of", "parent", "event", "dedupe_key", "idem_tenant", "idem_principal",
 	"idem_flow", "idem_key", "result_status", "result_content_type", "result_location", "result_body",
-	"error", "created_at", "updated_at", "next_attempts"}
+	"error", "created_at", "updated_at", "next_attempts", "strikes"}
 
 // runColumns returns runCols, each qualified by alias when it is not empty.
 func runColumns(alias string) string {
@@ -52,13 +52,14 @@ type runScan struct {
 	errText                             *string
 	createdAt, updatedAt                *time.Time
 	nextAttempts                        *int32
+	strikes                             *int32
 }
 
 func (s *runScan) dest() []any {
 	return []any{&s.id, &s.flow, &s.input, &s.tenant, &s.principal, &s.status, &s.owner, &s.leaseUntil,
 		&s.wakeAt, &s.attempts, &s.replayOf, &s.parent, &s.event, &s.dedupe, &s.idemTenant, &s.idemPrincipal,
 		&s.idemFlow, &s.idemKey, &s.resultStatus, &s.resultContentType, &s.resultLocation, &s.resultBody,
-		&s.errText, &s.createdAt, &s.updatedAt, &s.nextAttempts}
+		&s.errText, &s.createdAt, &s.updatedAt, &s.nextAttempts, &s.strikes}
 }
 
 // run returns the scanned run, and false when the columns were all NULL.
@@ -89,6 +90,9 @@ func (s *runScan) run() (driver.Run, bool) {
 	}
 	if s.nextAttempts != nil {
 		r.NextAttempts = int(*s.nextAttempts)
+	}
+	if s.strikes != nil {
+		r.Strikes = int(*s.strikes)
 	}
 	if s.idemTenant != nil {
 		r.IdemKey = &driver.Key{Tenant: *s.idemTenant, Principal: derefText(s.idemPrincipal),
@@ -148,7 +152,7 @@ func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Durat
 			VALUES ($1, $2, $3, $4, $5, $6, $7,
 				CASE WHEN $7 <> '' THEN now() + $8 * interval '1 microsecond' END,
 				$9, CASE WHEN $7 <> '' THEN 1 ELSE 0 END, $10, $11, $12, $13, $14, $15, $16, $17,
-				$18, $19, $20, $21, $22, now(), now(), CASE WHEN $7 <> '' THEN 1 ELSE 0 END)
+				$18, $19, $20, $21, $22, now(), now(), CASE WHEN $7 <> '' THEN 1 ELSE 0 END, 0)
 			ON CONFLICT (dedupe_key) DO NOTHING
 			RETURNING `+runColumns("r")+`
 		)
@@ -323,6 +327,7 @@ func (d *Driver) AcquireRun(ctx context.Context, id, owner string, lease time.Du
 				lease_until = now() + $3 * interval '1 microsecond',
 				attempts = r.attempts + 1,
 				next_attempts = CASE WHEN r.status = 2 THEN greatest(r.next_attempts, 1) ELSE r.next_attempts + 1 END,
+				strikes = r.strikes + CASE WHEN r.owner <> '' THEN 1 ELSE 0 END,
 				updated_at = now()
 			WHERE r.id = $1 AND `+dueSQL+`
 			RETURNING `+runColumns("r")+`
@@ -430,7 +435,7 @@ func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finis
 		return err
 	}
 	switch f.Status {
-	case driver.RunRunning, driver.RunSleeping, driver.RunCompleted, driver.RunFailed:
+	case driver.RunRunning, driver.RunSleeping, driver.RunCompleted, driver.RunFailed, driver.RunDead:
 	default:
 		return fmt.Errorf("postgres: finish run: unknown status %d", f.Status)
 	}
@@ -450,13 +455,16 @@ func (d *Driver) FinishRun(ctx context.Context, id, owner string, f driver.Finis
 				result_content_type = CASE WHEN $6::integer IS NULL THEN r.result_content_type ELSE $7 END,
 				result_location = CASE WHEN $6::integer IS NULL THEN r.result_location ELSE $8 END,
 				result_body = CASE WHEN $6::integer IS NULL THEN r.result_body ELSE $9 END,
+				strikes = $11,
+				next_attempts = CASE WHEN $12::integer > 0 THEN $12 ELSE r.next_attempts END,
 				updated_at = now()
 			WHERE `+heldSQL+`
 			RETURNING r.status, r.wake_at
 		)
 		SELECT CASE WHEN u.status IN (1, 2) THEN `+notifySQL("$10")+` ELSE false END
 		FROM u`),
-		id, owner, int16(f.Status), nullTime(f.WakeAt), f.Error, rs, rct, rloc, rbody, d.channel).Scan(&notified)
+		id, owner, int16(f.Status), nullTime(f.WakeAt), f.Error, rs, rct, rloc, rbody, d.channel,
+		int32(f.Strikes), int32(f.NextAttempts)).Scan(&notified)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("postgres: finish run %q: %w", id, driver.ErrNotOwner)
 	}

@@ -29,8 +29,9 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the payments demo API (same flags as examples/payments)", runServe},
-		{"runs", "list, show, replay and cancel durable runs (ls, show, replay, cancel)", runRuns},
+		{"runs", "list, show, replay, cancel and resume durable runs (ls, show, replay, cancel, resume)", runRuns},
 		{"idempotency", "show, delete and sweep Idempotency-Key rows (ls, show, delete, sweep)", runIdempotency},
+		{"schedules", "list a running app's schedules (oke.Cron): next tick, last run", runSchedules},
 		{"migrate", "create or update oke's tables in Postgres (-postgres DSN)", runMigrate},
 		{"vet", "check durable flows for effects, clock and randomness outside steps (docs/vet.md)", runVet},
 		{"extract", "infer the flows' effects, check their options, write the contract and OpenAPI", runExtract},

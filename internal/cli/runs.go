@@ -37,8 +37,9 @@ func runsUsage(w io.Writer) {
   oke runs show   [-addr URL | -data DIR] [-json] ID
   oke runs replay [-addr URL | -data DIR] [-from-step N] [-json] ID
   oke runs cancel [-addr URL | -data DIR] [-json] ID
+  oke runs resume [-addr URL | -data DIR] [-json] ID
 
-Lists, shows, replays and cancels the journal runs of durable flows: one run
+Lists, shows, replays, cancels and resumes the journal runs of durable flows: one run
 per execution of a flow with oke.Options{Durable: true}, with the saved
 result of each step.
 
@@ -55,6 +56,14 @@ result of each step.
   cancel  fails a run that no execution holds now — sleeping, or waiting
           to be picked up — with 409 RunCancelled: its later steps never
           run. A run running now is refused: cancel it again when it parks.
+  resume  makes a dead-lettered run (status dead: too many failed pick-ups
+          in a row, see oke.Config.DeadLetterAfter) due again, its failed
+          pick-ups and its next step's attempts reset; it goes on from its
+          last saved step. List them with: oke runs ls -status dead
+
+A step whose function fails with a plain error is retried by its retry
+policy (oke.RetryPolicy): show prints each saved step's attempts, and for
+an unfinished run the next step's attempts so far and the last error.
 
 `+whereHelp+`
 Run 'oke runs <command> -h' for a command's flags.
@@ -79,8 +88,10 @@ func runRuns(ctx context.Context, name string, args []string, stdout, stderr io.
 		return runsReplay(ctx, name+" replay", args[1:], stdout, stderr)
 	case "cancel":
 		return runsCancel(ctx, name+" cancel", args[1:], stdout, stderr)
+	case "resume":
+		return runsResume(ctx, name+" resume", args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "%s: unknown command %q (want ls, show, replay or cancel)\n", name, args[0])
+	fmt.Fprintf(stderr, "%s: unknown command %q (want ls, show, replay, cancel or resume)\n", name, args[0])
 	return 2
 }
 
@@ -151,7 +162,7 @@ func runsLs(ctx context.Context, name string, args []string, stdout, stderr io.W
 	fs := newFlags(name, "[-addr URL | -data DIR] [-flow NAME] [-status S] [-tenant T] [-created-after TIME] [-created-before TIME] [-after ID | -before ID] [-newest] [-limit N] [-json]",
 		"Lists journal runs, oldest first (-newest: newest first): id, flow, status, attempts, created, saved steps.", stderr, &t)
 	fs.StringVar(&f.flow, "flow", "", "only runs of this flow (`NAME`, e.g. demo.pipeline)")
-	fs.StringVar(&f.status, "status", "", "only runs in this `status`: running, sleeping, completed or failed (or several, comma-separated)")
+	fs.StringVar(&f.status, "status", "", "only runs in this `status`: running, sleeping, completed, failed or dead (or several, comma-separated)")
 	fs.StringVar(&f.tenant, "tenant", "", "only runs of this `tenant`")
 	fs.StringVar(&after, "created-after", "", "only runs created at or after this `TIME` (RFC 3339, e.g. 2026-01-02T15:04:05Z)")
 	fs.StringVar(&before, "created-before", "", "only runs created before this `TIME` (RFC 3339)")
@@ -179,7 +190,7 @@ func runsLs(ctx context.Context, name string, args []string, stdout, stderr io.W
 	}
 	for _, st := range strings.Split(f.status, ",") {
 		if _, ok := parseStatus(strings.TrimSpace(st)); f.status != "" && !ok {
-			return fail(stderr, name, &usageError{fmt.Errorf("-status must be running, sleeping, completed or failed (or several, comma-separated), got %q", st)})
+			return fail(stderr, name, &usageError{fmt.Errorf("-status must be running, sleeping, completed, failed or dead (or several, comma-separated), got %q", st)})
 		}
 	}
 	src, err := t.open(true)
@@ -277,7 +288,17 @@ func printRun(w io.Writer, r admin.RunView) {
 	if n := r.Next; n != nil {
 		line("next step", fmt.Sprintf("%d, attempts %d", n.Seq, n.Attempts))
 	}
-	line("error", r.Error)
+	if r.Strikes > 0 {
+		line("failed pick-ups", fmt.Sprintf("%d in a row", r.Strikes))
+	}
+	if r.Status == "running" || r.Status == "sleeping" {
+		line("last error", r.Error)
+	} else {
+		line("error", r.Error)
+	}
+	if r.Dead {
+		line("resume", "oke runs resume "+r.ID)
+	}
 	if res := r.Result; res != nil {
 		head := fmt.Sprint(res.Status)
 		if res.Location != "" {
@@ -381,6 +402,40 @@ it parks (sleeps, waits for a retry, or its lease lapses).`, stderr, &t)
 		return printJSON(stdout, stderr, name, run)
 	}
 	fmt.Fprintf(stdout, "cancelled %s: it is %s with 409 RunCancelled\n", run.ID, run.Status)
+	return 0
+}
+
+func runsResume(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	var (
+		t  target
+		js bool
+	)
+	fs := newFlags(name, "[-addr URL | -data DIR] [-json] ID",
+		`Resumes a dead-lettered run (status dead): after too many failed pick-ups
+in a row (crashes, lapsed leases, store failures; oke.Config.DeadLetterAfter)
+a run is left alone until someone resumes it. Fix the cause first. The run
+becomes due again, its failed pick-ups and its next step's attempts reset,
+and goes on from its last saved step: with -addr the app picks it up at
+once; with -data when an app next opens the folder. List dead runs with
+oke runs ls -status dead.`, stderr, &t)
+	fs.BoolVar(&js, "json", false, "print the resumed run as JSON")
+	pos, code, ok := parse(fs, args, 1, stderr)
+	if !ok {
+		return code
+	}
+	src, err := t.open(false)
+	if err != nil {
+		return fail(stderr, name, err)
+	}
+	defer src.close()
+	run, err := src.resume(ctx, pos[0])
+	if err != nil {
+		return fail(stderr, name, err)
+	}
+	if js {
+		return printJSON(stdout, stderr, name, run)
+	}
+	fmt.Fprintf(stdout, "resumed %s: it is %s and due now\n", run.ID, run.Status)
 	return 0
 }
 

@@ -30,6 +30,8 @@ type source interface {
 	replay(ctx context.Context, id string, from int) (string, error)
 	// cancel fails a sleeping or waiting run (oke.App.Cancel).
 	cancel(ctx context.Context, id string) (admin.RunView, error)
+	// resume makes a dead-lettered run due again (oke.App.Resume).
+	resume(ctx context.Context, id string) (admin.RunView, error)
 	listRows(ctx context.Context, limit int) ([]admin.RowView, error)
 	// findRows returns the rows of key.Key in every scope that key's other
 	// fields (when not empty) allow, bodies hidden.
@@ -219,6 +221,12 @@ func (s *httpSource) cancel(ctx context.Context, id string) (admin.RunView, erro
 	return out, err
 }
 
+func (s *httpSource) resume(ctx context.Context, id string) (admin.RunView, error) {
+	var out admin.RunView
+	err := s.call(ctx, "POST", "/runs/"+url.PathEscape(id)+"/resume", &out)
+	return out, err
+}
+
 func keyQuery(k driver.Key) url.Values {
 	return url.Values{"tenant": {k.Tenant}, "principal": {k.Principal}, "flow": {k.Flow}, "key": {k.Key}}
 }
@@ -311,7 +319,7 @@ func (s *dataSource) listRuns(ctx context.Context, f runFilter) ([]admin.RunView
 		for _, p := range strings.Split(f.status, ",") {
 			st, ok := parseStatus(strings.TrimSpace(p))
 			if !ok {
-				return nil, &usageError{fmt.Errorf("-status must be running, sleeping, completed or failed, got %q", p)}
+				return nil, &usageError{fmt.Errorf("-status must be running, sleeping, completed, failed or dead, got %q", p)}
 			}
 			rf.Status = append(rf.Status, st)
 		}
@@ -389,6 +397,17 @@ func (s *dataSource) cancel(ctx context.Context, id string) (admin.RunView, erro
 	return admin.ViewRun(run, nil), nil
 }
 
+func (s *dataSource) resume(ctx context.Context, id string) (admin.RunView, error) {
+	run, err := oke.ResumeRun(ctx, s.j, id)
+	if errors.Is(err, driver.ErrNotFound) {
+		return admin.RunView{}, fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.dir)
+	}
+	if err != nil {
+		return admin.RunView{}, err
+	}
+	return admin.ViewRun(run, nil), nil
+}
+
 func (s *dataSource) findRows(ctx context.Context, key driver.Key) ([]admin.RowView, error) {
 	rows, err := s.d.FindRows(ctx, key, 100)
 	if err != nil {
@@ -442,7 +461,7 @@ func (s *dataSource) listRows(ctx context.Context, limit int) ([]admin.RowView, 
 }
 
 func parseStatus(s string) (driver.RunStatus, bool) {
-	for _, st := range []driver.RunStatus{driver.RunRunning, driver.RunSleeping, driver.RunCompleted, driver.RunFailed} {
+	for _, st := range []driver.RunStatus{driver.RunRunning, driver.RunSleeping, driver.RunCompleted, driver.RunFailed, driver.RunDead} {
 		if st.String() == s {
 			return st, true
 		}

@@ -25,7 +25,18 @@ var (
 	ErrSaveFailed = errors.New("journal: step result could not be saved")
 	// ErrLostLease: another owner took the run (this one's lease lapsed).
 	ErrLostLease = errors.New("journal: the run's lease was lost to another owner")
+	// ErrRetrying is returned by every step after a step's failed attempt
+	// parked the run until its retry (ParkRetry): the flow must return.
+	ErrRetrying = errors.New("journal: run parked until a step's retry")
 )
+
+// RetryPark is a run parked by a step's failed attempt until its retry.
+type RetryPark struct {
+	Step     string
+	WakeAt   time.Time
+	Attempts int   // the step's attempts so far (the failed one included)
+	Err      error // the failed attempt's error
+}
 
 // MismatchError: the code called a step that is not the one the journal saved
 // at that position, or called one name twice.
@@ -60,7 +71,8 @@ type Exec struct {
 	names  map[string]bool // the same, once there are many
 	parked bool
 	wakeAt time.Time
-	failed error // ErrSaveFailed / ErrLostLease once hit
+	retry  *RetryPark // set by ParkRetry
+	failed error      // ErrSaveFailed / ErrLostLease once hit
 	keeper lease.Keeper
 	base   time.Time // when the execution began, with a monotonic reading
 	par    *order    // set once steps run at the same time (Parallel)
@@ -150,6 +162,22 @@ func (x *Exec) Parked() (time.Time, bool) {
 	return x.wakeAt, x.parked
 }
 
+// ParkRetry parks the run until r.WakeAt, when step r.Step runs again:
+// every later step returns ErrRetrying, and the caller releases the run
+// (FinishRun RunRunning at r.WakeAt, with r.Attempts as its NextAttempts).
+func (x *Exec) ParkRetry(r RetryPark) {
+	x.mu.Lock()
+	x.retry = &r
+	x.mu.Unlock()
+}
+
+// Retrying returns the retry ParkRetry parked the run for, or nil.
+func (x *Exec) Retrying() *RetryPark {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.retry
+}
+
 // seen reports whether this execution already took a step named name, and
 // remembers it. Runs have few steps: a slice scan is cheaper than a map
 // until they have many.
@@ -214,6 +242,10 @@ func (x *Exec) Next(ctx context.Context, name string) (saved *driver.Step, p Pen
 	if x.parked {
 		x.mu.Unlock()
 		return nil, p, ErrParked
+	}
+	if x.retry != nil {
+		x.mu.Unlock()
+		return nil, p, ErrRetrying
 	}
 	if x.failed != nil {
 		err := x.failed

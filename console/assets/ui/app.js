@@ -2,7 +2,7 @@
 // every element with createElement, textContent and setAttribute, never
 // through the HTML parser, so nothing stored (an input, a stored body, an error) can
 // become markup. Pages are hash routes: #/flows, #/runs?…, #/runs/ID,
-// #/idempotency?….
+// #/idempotency?…, #/schedules.
 "use strict";
 
 (function () {
@@ -140,6 +140,8 @@
         drawn = runsPage(params);
       } else if (page === "idempotency") {
         drawn = rowsPage(params);
+      } else if (page === "schedules") {
+        drawn = schedulesPage();
       } else {
         drawn = flowsPage();
       }
@@ -247,7 +249,7 @@
       }
     }).catch(() => {});
     const statusSel = el("select", { name: "status", "data-input": "status" },
-      ["", "running", "sleeping", "completed", "failed"].map((s) => el("option", { value: s, text: s || "any status", selected: s === f.status ? "selected" : false })));
+      ["", "running", "sleeping", "completed", "failed", "dead"].map((s) => el("option", { value: s, text: s || "any status", selected: s === f.status ? "selected" : false })));
     const tenant = el("input", { name: "tenant", placeholder: "any tenant", value: f.tenant, "data-input": "tenant" });
     const from = el("input", { type: "datetime-local", name: "from", value: f.from, step: "1", "data-input": "created-after" });
     const to = el("input", { type: "datetime-local", name: "to", value: f.to, step: "1", "data-input": "created-before" });
@@ -258,20 +260,21 @@
     el("label", {}, "flow", flowSel), el("label", {}, "status", statusSel), el("label", {}, "tenant", tenant),
     el("label", {}, "created from", from), el("label", {}, "created before", to),
     el("button", { type: "submit", "data-action": "filter", text: "Filter" }),
-    el("a", { href: "#/runs", text: "clear" }));
+    el("a", { href: "#/runs", text: "clear" }),
+    el("a", { href: "#/runs" + qs({ status: "dead" }), "data-filter": "dead", title: "runs dead-lettered after too many failed pick-ups", text: "dead letters" }));
     main.append(form);
 
     const liveNote = el("span", { class: "live" });
     const batchOut = el("div", { "data-batch-result": "" });
     const tbody = el("tbody");
     const table = el("table", { "data-runs": "" }, el("thead", {}, el("tr", {},
-      ["run", "flow", "status", "tenant", "attempts", "steps", "created", "replay of"].map((h) => el("th", { text: h })))), tbody);
+      ["run", "flow", "status", "tenant", "attempts", "steps", "created", "replay of", "last error"].map((h) => el("th", { text: h })))), tbody);
     const pager = el("div", { class: "pager" });
     let shown = [];
     const render = (page) => {
       shown = page.runs.map((r) => r.id);
       tbody.replaceChildren();
-      if (!page.runs.length) tbody.append(el("tr", {}, el("td", { colspan: 8, class: "muted", text: "No runs match." })));
+      if (!page.runs.length) tbody.append(el("tr", {}, el("td", { colspan: 9, class: "muted", text: "No runs match." })));
       for (const r of page.runs) {
         tbody.append(el("tr", { "data-run": r.id, "data-status": r.status },
           el("td", {}, el("a", { class: "mono", href: "#/runs/" + encodeURIComponent(r.id), text: r.id })),
@@ -281,14 +284,17 @@
           el("td", { class: "num", text: r.attempts }),
           el("td", { class: "num", text: r.stepCount }),
           el("td", { text: fmtTime(r.createdAt) }),
-          el("td", {}, r.replayOf ? el("a", { class: "mono", href: "#/runs/" + encodeURIComponent(r.replayOf), text: r.replayOf }) : "")));
+          el("td", {}, r.replayOf ? el("a", { class: "mono", href: "#/runs/" + encodeURIComponent(r.replayOf), text: r.replayOf }) : ""),
+          el("td", { class: "muted", "data-run-error": "", title: r.error || "", text: r.error ? (r.error.length > 80 ? r.error.slice(0, 79) + "…" : r.error) : "" })));
       }
       pager.replaceChildren();
       if (f.before) pager.append(el("a", { href: "#/runs" + qs({ flow: f.flow, status: f.status, tenant: f.tenant, from: f.from, to: f.to }), "data-action": "first-page", text: "⇤ newest" }));
       if (page.next) pager.append(el("a", { href: "#/runs" + qs({ flow: f.flow, status: f.status, tenant: f.tenant, from: f.from, to: f.to, before: page.next }), "data-action": "next-page", text: "older →" }));
       replayAll.textContent = "Replay these " + shown.length;
       cancelAll.textContent = "Cancel these " + shown.length;
+      resumeAll.textContent = "Resume these " + shown.length;
       replayAll.disabled = cancelAll.disabled = !shown.length;
+      resumeAll.disabled = !page.runs.some((r) => r.status === "dead");
     };
     // Batch actions on the runs shown, each confirmed by a second click.
     const batch = (action, button) => {
@@ -320,7 +326,13 @@
     const cancelAll = el("button", { class: "danger", "data-action": "batch-cancel", text: "Cancel these" });
     batch("replay", replayAll);
     batch("cancel", cancelAll);
-    main.append(el("div", { class: "actions" }, replayAll, cancelAll, liveNote), batchOut, table, pager);
+    // Dead-lettered runs (status dead) are resumed, not replayed: they go on
+    // from their last saved step.
+    const resumeAll = el("button", { class: "secondary", "data-action": "batch-resume", text: "Resume these" });
+    batch("resume", resumeAll);
+    const batchButtons = [replayAll, cancelAll];
+    if (f.status === "dead") batchButtons.unshift(resumeAll);
+    main.append(el("div", { class: "actions" }, ...batchButtons, liveNote), batchOut, table, pager);
 
     const q = Object.assign(filterQuery(), { limit: pageSize, before: f.before });
     const load = async () => {
@@ -366,6 +378,11 @@
       notice.replaceChildren(el("div", { class: "notice", "data-cancelled": "", text: "Cancelled: the run failed with 409 RunCancelled." }));
     });
 
+    const resume = () => act("resume", async () => {
+      await api("POST", "runs/" + encodeURIComponent(id) + "/resume");
+      notice.replaceChildren(el("div", { class: "notice", "data-resumed": "", text: "Resumed: the run is due again, its failed pick-ups and attempts reset; it goes on from its last saved step." }));
+    });
+
     // What the user typed survives a redraw (a live update).
     let fromValue = "";
     const render = (r) => {
@@ -390,7 +407,9 @@
         const t = r.timing;
         fact("time", `queued ${fmtMs(t.queueMs)} · steps ${fmtMs(t.runMs)} · waiting ${fmtMs(t.waitMs)}` + (t.totalMs ? ` · total ${fmtMs(t.totalMs)}` : ""));
       }
-      if (r.error) fact("error", el("span", { class: "status failed", text: r.error }));
+      if (r.strikes) fact("failed pick-ups", el("span", { "data-strikes": r.strikes, text: r.strikes + " in a row" + (r.status === "dead" ? " — dead-lettered" : "") }));
+      if (r.error && (r.status === "running" || r.status === "sleeping")) fact("last error", el("span", { class: "status failed", "data-last-error": "", text: r.error }));
+      else if (r.error) fact("error", el("span", { class: "status failed", text: r.error }));
       fact("input", el("pre", { "data-input-json": "", text: json(r.input) || "(none)" }));
       if (r.result) {
         fact("result", `${r.result.status}${r.result.location ? " · Location " + r.result.location : ""}`, el("pre", { "data-result": "", text: json(r.result.body) }));
@@ -405,6 +424,9 @@
         el("button", { "data-action": "replay", onclick: () => replay(1), text: "Replay" }),
         el("span", { class: "muted", text: "or replay from step" }), fromStep,
         el("button", { class: "secondary", "data-action": "replay-from", onclick: () => replay(parseInt(fromStep.value, 10) || 1), text: "Replay from step" }));
+      if (r.status === "dead") {
+        actions.append(el("button", { "data-action": "resume", onclick: resume, text: "Resume run" }));
+      }
       if (r.status !== "completed" && r.status !== "failed") {
         actions.append(el("button", { class: "danger", "data-action": "cancel", onclick: cancel, text: "Cancel run" }));
       }
@@ -465,10 +487,13 @@
     }
     if (r.next) {
       let what = `next · ${r.next.attempts} attempt${r.next.attempts === 1 ? "" : "s"} so far`;
-      if (r.status === "sleeping" && r.wakeAt) what = "sleeping until " + fmtTime(r.wakeAt);
+      if (r.status === "dead") what = `dead-lettered · ${r.next.attempts} attempt${r.next.attempts === 1 ? "" : "s"} · resume it to go on`;
+      else if (r.status === "sleeping" && r.wakeAt) what = "sleeping until " + fmtTime(r.wakeAt);
       else if (r.owner) what = "running now (" + r.next.attempts + (r.next.attempts === 1 ? " attempt)" : " attempts)");
-      else if (r.wakeAt) what = "waiting to be picked up, not before " + fmtTime(r.wakeAt);
-      list.append(el("li", { class: "next", "data-next-step": r.next.seq }, el("span", { class: "seq", text: r.next.seq }), el("span", { text: what }), el("span"), el("span")));
+      else if (r.wakeAt) what = (r.error ? "waiting for its retry, not before " : "waiting to be picked up, not before ") + fmtTime(r.wakeAt);
+      const nextWhat = el("span", { text: what });
+      if (r.error && r.status !== "completed" && r.status !== "failed") nextWhat.append(el("div", { class: "muted", "data-next-error": "", text: "last error: " + r.error }));
+      list.append(el("li", { class: "next", "data-next-step": r.next.seq }, el("span", { class: "seq", text: r.next.seq }), nextWhat, el("span"), el("span")));
     }
     card.append(list);
     return card;
@@ -593,6 +618,53 @@
         }
       } })));
     return tr;
+  }
+
+  // --- schedules -------------------------------------------------------------
+
+  // schedulesRefresh is how often the schedules page reads the API again.
+  const schedulesRefresh = 5000;
+
+  // fmtIn says how far ahead a time is, by this browser's clock.
+  function fmtIn(s) {
+    const d = new Date(s) - Date.now();
+    if (isNaN(d)) return "";
+    return d <= 0 ? "due" : "in " + fmtMs(d);
+  }
+
+  async function schedulesPage() {
+    main.append(el("h1", { text: "Schedules" }));
+    main.append(el("p", { class: "muted", text: "Flows bound with oke.Cron: one run per tick across every instance of the app. The last run is the run of the newest tick the journal holds." }));
+    const tbody = el("tbody");
+    const table = el("table", { "data-schedules": "" }, el("thead", {}, el("tr", {},
+      ["flow", "spec", "zone", "catch-up", "next tick", "last tick", "last run", "status"].map((h) => el("th", { text: h })))), tbody);
+    const render = (data) => {
+      tbody.replaceChildren();
+      if (!data.schedules.length) tbody.append(el("tr", {}, el("td", { colspan: 8, class: "muted", text: "This app has no schedules." })));
+      for (const s of data.schedules) {
+        const last = s.last;
+        tbody.append(el("tr", { "data-schedule": s.flow, "data-spec": s.spec, "data-next": s.next || "", "data-last-run": last ? last.runId : "", "data-last-status": last ? last.status : "" },
+          el("td", {}, el("a", { class: "mono", href: "#/runs" + qs({ flow: s.flow }), text: s.flow })),
+          el("td", { class: "mono", text: s.spec }),
+          el("td", { text: s.location }),
+          el("td", { text: s.catchUp }),
+          el("td", {}, fmtTime(s.next), el("div", { class: "muted", text: fmtIn(s.next) })),
+          el("td", { text: last ? fmtTime(last.tick) : "–" }),
+          el("td", {}, last ? el("a", { class: "mono", href: "#/runs/" + encodeURIComponent(last.runId), text: last.runId }) : "–"),
+          el("td", {}, last ? statusEl(last.status) : "")));
+      }
+    };
+    render(await api("GET", "schedules"));
+    main.append(table);
+    // Read again every few seconds while the page is shown: ticks come and
+    // their runs finish.
+    const note = el("span", { class: "live" });
+    main.append(el("p", {}, note));
+    const timer = setInterval(() => {
+      api("GET", "schedules").then((d) => { render(d); note.textContent = ""; })
+        .catch((e) => { note.textContent = "refresh failed: " + e.message; });
+    }, schedulesRefresh);
+    cleanup.push(() => clearInterval(timer));
   }
 
   window.addEventListener("hashchange", route);

@@ -32,6 +32,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "how long (`duration`) an ordinary request may take, from its headers to the end of its answer (streams and /events are exempt: each of their writes gets this long)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "how long (`duration`) a keep-alive connection may wait for its next request")
 	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", c.MaxHeaderBytes, "the largest request headers (`bytes`) accepted (431 past it)")
+	fs.StringVar(&c.SweepCron, "sweep-cron", c.SweepCron, "the `schedule` of demo.sweep, the nightly sweep of expired Idempotency-Key rows (a cron spec in UTC, e.g. \"0 3 * * *\", @hourly, @every 10m; off: none)")
 }
 
 // UsageError is a command-line mistake. The flag package has already shown

@@ -13,7 +13,7 @@ func init() {
 		{
 			Name:        "bench.chargeUnprotected",
 			Source:      "examples/payments/app/charges.go:80",
-			Digest:      "sha256:b4449f53ee031437b50d690655ebd562ff43acf02c6464807effdeeca5601337",
+			Digest:      "sha256:98c425a63f3b8f3610a83a4d6e4922db6bdff2088d5cbaae5a888ade9c40b421",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "off", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -27,7 +27,7 @@ func init() {
 		{
 			Name:        "demo.events",
 			Source:      "examples/payments/app/events.go:24",
-			Digest:      "sha256:19504e617b69a3a2c671b1a93e8af66bf37a32d4b5a04e476d012b372f616731",
+			Digest:      "sha256:f328a1b1b5b6387f8e0ca6607c418199ea98a7709e7c4c758b442316e34a43e4",
 			Shape:       "live",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -50,7 +50,7 @@ func init() {
 		{
 			Name:        "demo.fail",
 			Source:      "examples/payments/app/demo.go:107",
-			Digest:      "sha256:5fcbd516c87c47c02350b195bbbb073e685dc64458f0d4e2e23405d1936aff8d",
+			Digest:      "sha256:64833c161c93a9fe2a9cc934f5ebba905d6e77c56d8d44991a6e8960f6425b21",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -64,7 +64,7 @@ func init() {
 		{
 			Name:        "demo.note",
 			Source:      "examples/payments/app/demo.go:78",
-			Digest:      "sha256:c05037a24bba1824eaa8aae2bf405f307fa7a1752e6eca564af8a73596149e74",
+			Digest:      "sha256:856f8463c6ecb62b9a3731328831c73d246a7c1c78209858f17189750c69e164",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "2s", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -79,7 +79,7 @@ func init() {
 		{
 			Name:        "demo.pipeline",
 			Source:      "examples/payments/app/durable.go:38",
-			Digest:      "sha256:4e3d92c6ba7c25701ce9a107378c03c5a247fdbc844676364e05478716736425",
+			Digest:      "sha256:73e83a93885e0319f6d74a218fdbe3ea80bc08a193cbf7bbd2172b59531d3572",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -94,7 +94,7 @@ func init() {
 		{
 			Name:        "demo.pipelineLog",
 			Source:      "examples/payments/app/durable.go:100",
-			Digest:      "sha256:f3106105f7b3770ea9ae8dacf858b4b9a2a4e08786c09a686f56c375b2828819",
+			Digest:      "sha256:bffea1f39aa4b42876a45bc5b63ab69b6203a72191b143c186790e6076f7771b",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -109,7 +109,7 @@ func init() {
 		{
 			Name:        "demo.remind",
 			Source:      "examples/payments/app/durable.go:159",
-			Digest:      "sha256:a6d5dc68a16ef913b41e3f6e5782c41a6ff40c3d131a855ecf276afaaf3ddd63",
+			Digest:      "sha256:394abccc9e119e61d6abc177860e04b9641a2d30001bd91258f46250f4c79fb6",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -126,7 +126,7 @@ func init() {
 		{
 			Name:        "demo.reminders",
 			Source:      "examples/payments/app/durable.go:214",
-			Digest:      "sha256:1d2bdcc804be6451343d2c916f7f87487c88f04d3001d2049ce62b4ba198946a",
+			Digest:      "sha256:355df7785da5aa2ee104dc7d70b5fdb8e8363071b9d2e916ba9d8d84a5e921a7",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -141,7 +141,7 @@ func init() {
 		{
 			Name:        "demo.slow",
 			Source:      "examples/payments/app/demo.go:28",
-			Digest:      "sha256:a17029d747a51120a393e01a52b6f1451b9a6ccf5a18d7d1a84475435e2eea1f",
+			Digest:      "sha256:7d110e44b881f8400225968dd30f3b99a194286c9ddf8e5bd82c93bacb6689c0",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -153,9 +153,26 @@ func init() {
 			},
 		},
 		{
+			Name:        "demo.sweep",
+			Source:      "examples/payments/app/sweep.go:28",
+			Digest:      "sha256:814eb772e4cef1b68ab95e188f66fc07b86a44e153af33c50730f095faeb63cd",
+			Shape:       "unary",
+			Durable:     true,
+			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
+			Bindings: []oke.ContractBinding{
+				{Kind: "schedule"},
+			},
+			Effects: []oke.Effect{oke.EffectRead, oke.EffectRaw},
+			Steps:   []string{"sweep idempotency rows", "count charges"},
+			Why: map[oke.Effect][]string{
+				oke.EffectRead: {"examples/payments/app/sweep.go:43 oke.Step \"count charges\" → examples/payments/app/sweep.go:45 fx.Store(s.rdb).QueryRow SELECT count(*) FROM charges WHERE created_at < $1"},
+				oke.EffectRaw:  {"examples/payments/app/sweep.go:32 oke.Step \"sweep idempotency rows\" → examples/payments/app/sweep.go:34 fx.Raw \"App.Sweep\""},
+			},
+		},
+		{
 			Name:        "demo.webhook",
 			Source:      "examples/payments/app/demo.go:212",
-			Digest:      "sha256:7da3cc7b9f759585796c298987ab2f1ec9a3cb2f7d835fea2047f0d24f3b4634",
+			Digest:      "sha256:205c6a94766c8a108c0f9d34fff91f909a3aa46da0608113b7e6cd3a8c945cef",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -182,7 +199,7 @@ func init() {
 		{
 			Name:        "payments.charge",
 			Source:      "examples/payments/app/charges.go:66",
-			Digest:      "sha256:654b20ff5602530231a8078757905ed297411726e96bb62708b9d3e26b42f44a",
+			Digest:      "sha256:a32d927bb236a21bc88cc034b0add9d7deb6781445fa286923d7fe92ca3d4982",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "required", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -197,7 +214,7 @@ func init() {
 		{
 			Name:        "payments.get",
 			Source:      "examples/payments/app/charges.go:148",
-			Digest:      "sha256:66fc6575e5f9472d6c11137984e14c9f18f5e9cea7f998072b42176f7d296d0c",
+			Digest:      "sha256:72cdca2d80102dde405a3f0cd5655e4af4680811e5738f902b2ecbe62f9870fd",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -212,7 +229,7 @@ func init() {
 		{
 			Name:        "payments.getRefund",
 			Source:      "examples/payments/app/refunds.go:192",
-			Digest:      "sha256:a6bb749b21828970b8db2efa2d06f727a317239f952682e57e8e4ddbddf56e32",
+			Digest:      "sha256:f3806a79c1d7834ccf36b25f6aaace801ead8bfad61aa210a73846b4e68dc758",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -227,7 +244,7 @@ func init() {
 		{
 			Name:        "payments.list",
 			Source:      "examples/payments/app/charges.go:111",
-			Digest:      "sha256:333215d798d66779f009f102bdba2e06df3bdca5bb01faec02a73dda2912249f",
+			Digest:      "sha256:1053c3a328e843c710b68d3d80d4a7c1947d1a4be5ffb628f4c028036d1a2739",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -242,7 +259,7 @@ func init() {
 		{
 			Name:        "payments.quote",
 			Source:      "examples/payments/app/charges.go:190",
-			Digest:      "sha256:67ff398c1e9ee79f452b3c101589184615670ed5f3ff125dbcac4540d0d161d7",
+			Digest:      "sha256:3dde4b1e0e823476ac2ccefc27223d1d73b7ecc97da3cf7f6cc49b81df98220f",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -256,7 +273,7 @@ func init() {
 		{
 			Name:        "payments.refund",
 			Source:      "examples/payments/app/refunds.go:73",
-			Digest:      "sha256:d48f296864ad6ba1d6a79ef33f94610a3e3da8fcf7ac10b0be67beb9ead53281",
+			Digest:      "sha256:f5027426fdb25fe56e432250fba1d30e07358b2653dcd1eee9255c0780e8555a",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},

@@ -128,6 +128,7 @@ func TestPostgres(t *testing.T) {
 		{"client waits for a durable run", TestClientWaitsForADurableRun},
 		{"admin", TestAdmin},
 		{"contract", TestContractIsFresh},
+		{"nightly sweep", TestNightlySweepRunsOnItsSchedule},
 	} {
 		t.Run(tc.name, tc.test)
 	}

@@ -90,6 +90,9 @@ type Config struct {
 	// Logger receives the app's logs; nil means a text logger on Run's
 	// stderr (or slog.Default() for Open).
 	Logger *slog.Logger
+	// SweepCron is the schedule of demo.sweep, the nightly sweep (a cron
+	// spec, oke.Cron; UTC); "off" binds no schedule.
+	SweepCron string
 	// AdminToken guards the admin API and console under /_oke/ (oke.
 	// AdminToken): requests need "Authorization: Bearer <token>" or the
 	// console's session cookie. Empty means a random token drawn at Open
@@ -107,6 +110,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout: 10 * time.Second,
 		PollInterval:    250 * time.Millisecond,
 		RetryDelay:      5 * time.Minute,
+		SweepCron:       DefaultSweepCron,
 
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -274,6 +278,9 @@ func (s *Server) routes() {
 	a.Handle(oke.GET("/events"), s.eventsFlow())
 	a.Handle(oke.Webhook("/webhooks/provider", "id"), s.webhookFlow())
 	a.Handle(oke.GET("/whoami"), s.whoamiFlow())
+	if s.cfg.SweepCron != "off" && s.cfg.SweepCron != "" {
+		a.Handle(oke.Cron(s.cfg.SweepCron), s.sweepFlow())
+	}
 	a.HandleHTTP("GET /metrics", a.MetricsHandler())
 	a.HandleHTTP("GET /healthz", http.HandlerFunc(s.healthz))
 	// The admin API and console, for `oke runs -addr` and browsers: behind
