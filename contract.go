@@ -218,11 +218,12 @@ func (a *App) useContracts() []string {
 		bindings[rt.f] = append(bindings[rt.f], rt.b)
 	}
 	_, canHold := a.cfg.Driver.(driver.TxClaimer)
+	_, canCommitRuns := a.cfg.Driver.(driver.RunCommitter)
 	var warnings, missing []string
 	for _, name := range sortedNames(a.flows) {
 		f := a.flows[name]
 		c, ok := registeredContract(name)
-		f.inferred, f.autoInTx, f.source = nil, false, c.Source
+		f.inferred, f.autoInTx, f.coalesced, f.source = nil, false, false, c.Source
 		if !ok {
 			f.contract = "missing"
 			missing = append(missing, name)
@@ -237,6 +238,7 @@ func (a *App) useContracts() []string {
 		f.inferred = append([]Effect{}, c.Effects...)
 		f.why, f.steps = c.Why, c.Steps
 		f.autoInTx = c.TxOnly && canHold && !a.cfg.ClaimFirst
+		f.coalesced = c.Coalesced && c.Durable && canHold && canCommitRuns && !a.cfg.ClaimFirst && f.opts.Idempotency.Claim == ClaimAuto
 	}
 	if len(missing) > 0 {
 		warnings = append(warnings, fmt.Sprintf("flows %s have no generated contract, so they honor Idempotency-Key from their declared effects (undeclared: assumed to write); fix: run oke extract through go generate in their packages (docs/extract.md)", strings.Join(missing, ", ")))

@@ -50,9 +50,15 @@ func (d *Driver) CommitRun(ctx context.Context, conn *sql.Conn, key *driver.Key,
 		if p, _ := pc.Prelude().(*claimPrelude); p != nil && p.held != nil && p.held.owner == owner && p.held.key == *key {
 			q, args = p.held.completion(d, resp, ttl)
 		}
-		return []pgpipe.Statement{ins, {SQL: q, Args: args}}
+		link := pgpipe.Statement{SQL: d.sql(linkRunSQL), Args: []any{key.Tenant, key.Principal, key.Flow, key.Key, run.ID}}
+		return []pgpipe.Statement{ins, {SQL: q, Args: args}, link}
 	})
 }
+
+// linkRunSQL links the key's completed row to the run that answered it, so
+// that a retry of a parked answer finds the run (Prefer: wait).
+const linkRunSQL = `UPDATE {s}.oke_idempotency SET run_id = $5
+	WHERE tenant = $1 AND principal = $2 AND flow = $3 AND idem_key = $4`
 
 func insertRunArgs(run driver.Run, steps []driver.Step, channel string) []any {
 	var it, ip, ifl, ik any
