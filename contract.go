@@ -60,6 +60,12 @@ type ContractFlow struct {
 	// transaction (one commit per request) without changing what any
 	// request sees.
 	TxOnly bool
+	// Coalesced is set for a durable flow whose every non-read effect is a
+	// statement in its steps' transactions (Fx.Tx inside Step): on a
+	// driver.RunCommitter its keyed requests run in one transaction — the
+	// steps, their journal entries, the run's end and the stored response
+	// commit once.
+	Coalesced bool
 	// Steps are a durable flow's constant step names, in the order the
 	// code has them; Why gives, for each inferred effect, the call chains
 	// that led to it ("charges.go:41 fx.Store(db).Exec INSERT …"). Both
@@ -212,11 +218,12 @@ func (a *App) useContracts() []string {
 		bindings[rt.f] = append(bindings[rt.f], rt.b)
 	}
 	_, canHold := a.cfg.Driver.(driver.TxClaimer)
+	_, canCommitRuns := a.cfg.Driver.(driver.RunCommitter)
 	var warnings, missing []string
 	for _, name := range sortedNames(a.flows) {
 		f := a.flows[name]
 		c, ok := registeredContract(name)
-		f.inferred, f.autoInTx, f.source = nil, false, c.Source
+		f.inferred, f.autoInTx, f.coalesced, f.source = nil, false, false, c.Source
 		if !ok {
 			f.contract = "missing"
 			missing = append(missing, name)
@@ -231,6 +238,7 @@ func (a *App) useContracts() []string {
 		f.inferred = append([]Effect{}, c.Effects...)
 		f.why, f.steps = c.Why, c.Steps
 		f.autoInTx = c.TxOnly && canHold && !a.cfg.ClaimFirst
+		f.coalesced = c.Coalesced && c.Durable && canHold && canCommitRuns && !a.cfg.ClaimFirst && f.opts.Idempotency.Claim == ClaimAuto
 	}
 	if len(missing) > 0 {
 		warnings = append(warnings, fmt.Sprintf("flows %s have no generated contract, so they honor Idempotency-Key from their declared effects (undeclared: assumed to write); fix: run oke extract through go generate in their packages (docs/extract.md)", strings.Join(missing, ", ")))

@@ -156,6 +156,12 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	for {
 		sc.emits = 0 // each attempt's Run and Emit calls dedupe with the last attempt's
 		v, err = fn(sc)
+		if err != nil && st.fx.co != nil {
+			// A coalesced run: the error may have aborted its one
+			// transaction. The request runs again the usual way, where
+			// retries apply.
+			return zero, st.fx.co.fail(fmt.Errorf("step %q: %w", name, err))
+		}
 		if st.tx != nil && st.txStep == sc {
 			tx, st.tx, st.txStep = st.tx, nil, nil
 			if err != nil {
@@ -341,6 +347,9 @@ func Claim(ctx context.Context, key string) (bool, error) {
 	st := runFrom(ctx)
 	if st == nil {
 		return false, fmt.Errorf("claim %q: %w", key, ErrNotDurable)
+	}
+	if co := st.fx.co; co != nil {
+		return false, co.fail(fmt.Errorf("claim %q: a business-key claim is not in the run's transaction", key))
 	}
 	winner, err := st.fx.app.journal.ClaimKey(context.WithoutCancel(ctx), key, st.x.Run.ID)
 	if err != nil {

@@ -240,6 +240,10 @@ type flow struct {
 	// autoInTx: ClaimAuto picks ClaimInTx (the contract says TxOnly, the
 	// driver can hold a claim in a transaction, Config.ClaimFirst is off).
 	autoInTx bool
+	// coalesced: a durable flow whose keyed requests run in one
+	// transaction (the contract says Coalesced, and the driver is a
+	// driver.RunCommitter that holds claims in transactions).
+	coalesced bool
 	// contract is "fresh", "stale" or "missing" (App.Start), with what is
 	// stale, and source is the contract's FILE:LINE.
 	contract, contractProblem, source string

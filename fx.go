@@ -39,6 +39,9 @@ type Fx struct {
 	// claim is the request's Idempotency-Key claim when the flow defers it
 	// (ClaimInTx); set on the root Fx only.
 	claim *idem.Deferred
+	// co is set, on the root Fx, while a durable run runs coalesced (all its
+	// steps in one transaction: coalesce.go).
+	co *coalescing
 }
 
 // Identity is who makes a call, as the app's Gate decided.
@@ -60,6 +63,11 @@ func (fx *Fx) Flow() string { return fx.flow.name }
 func (fx *Fx) record(e Effect) error {
 	bit := effectBits[e]
 	if bit&nonReadMask != 0 {
+		if co := fx.root().co; co != nil {
+			// Outside the run's one transaction: refused before it
+			// happens, so that the usual path may run the flow again.
+			return co.fail(fmt.Errorf("flow %s: a %s effect outside the run's transaction", fx.flow.name, e))
+		}
 		if err := fx.root().settleClaim(); err != nil {
 			return err
 		}

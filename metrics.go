@@ -37,6 +37,7 @@ type metrics struct {
 	down       *prometheus.CounterVec
 	waiting    *prometheus.GaugeVec
 	wakeups    *prometheus.CounterVec
+	fallbacks  *prometheus.CounterVec
 }
 
 // The causes counted by oke_idempotency_wait_wakeups_total.
@@ -81,7 +82,11 @@ func newMetrics() *metrics {
 		Name: "oke_idempotency_wait_wakeups_total",
 		Help: "Times a request held by Prefer: wait woke to read its key's row, by cause: local (a completion in this process), notify (the driver's notification of another instance's completion, or of its listener reconnecting), poll (the fallback timer).",
 	}, []string{"flow", "by"})
-	m.reg.MustRegister(m.executions, m.outcomes, m.claim, m.notStored, m.down, m.waiting, m.wakeups,
+	m.fallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oke_durable_coalesce_fallbacks_total",
+		Help: "Keyed requests of a coalesced durable flow (its steps in one transaction) that left it and ran again the usual way: a step failed, an effect outside the transaction, or no statement at all.",
+	}, []string{"flow"})
+	m.reg.MustRegister(m.executions, m.outcomes, m.claim, m.notStored, m.down, m.waiting, m.wakeups, m.fallbacks,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -97,7 +102,10 @@ type flowMetrics struct {
 	downVec    *prometheus.CounterVec
 	waiting    prometheus.Gauge
 	wakeups    map[string]prometheus.Counter // by cause
-	name       string
+	// coalesceFallbacks: requests of a coalesced run that ran again the
+	// usual way.
+	coalesceFallbacks prometheus.Counter
+	name              string
 }
 
 // unavailable is the counter of 503s with code.
@@ -119,6 +127,8 @@ func (m *metrics) forFlow(name string) *flowMetrics {
 		waiting:    m.waiting.WithLabelValues(name),
 		wakeups:    make(map[string]prometheus.Counter, len(wakeCauses)),
 		name:       name,
+
+		coalesceFallbacks: m.fallbacks.WithLabelValues(name),
 	}
 	for _, c := range wakeCauses {
 		fm.wakeups[c] = m.wakeups.WithLabelValues(name, c)

@@ -102,6 +102,11 @@ func Go[T any](ctx context.Context, name string, fn func(ctx context.Context) (T
 		defer running.Done()
 		defer close(f.done)
 		v, err := fn(sc)
+		if err != nil && st.fx.co != nil {
+			st.x.Abandon(p)
+			f.err = st.fx.co.fail(fmt.Errorf("step %q: %w", name, err))
+			return
+		}
 		var result, failure []byte
 		if err != nil {
 			var e *Error

@@ -236,7 +236,10 @@ func (a *App) await(f *flow, k keyed, dec idem.Decision, err error, w http.Respo
 func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, id Identity, k keyed, w http.ResponseWriter) {
 	m := f.metrics
 	key, fp, ttl := k.key, k.fp, k.ttl
-	if f.claim == ClaimInTx { // never Durable: checkOptions refuses it
+	if f.opts.Durable && f.coalesced && a.serveCoalesced(ctx, f, in, canon, id, k, w) {
+		return
+	}
+	if f.claim == ClaimInTx && !f.opts.Durable {
 		if _, ok := a.cfg.Driver.(driver.TxClaimer); ok {
 			// A key replayed here before is answered from its row, read
 			// on its own, without starting the flow (idem's replayed.go).
@@ -273,6 +276,13 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 		a.finishUnary(ctx, f, claim, res, fx, runErr, w)
 		return
 	}
+	a.serveRun(ctx, f, in, canon, id, claim, w)
+}
+
+// serveRun runs a durable flow's request that holds its key's claim: its
+// journal run, and the answer.
+func (a *App) serveRun(ctx context.Context, f *flow, in any, canon []byte, id Identity, claim *idem.Claim, w http.ResponseWriter) {
+	m := f.metrics
 	var (
 		res    result
 		runErr error
@@ -303,7 +313,7 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 	default:
 		res, runErr = o.res, o.err
 	}
-	a.storeOutcome(ctx, f, claim, res, runErr, o.nonRead, nil, nil, w)
+	a.storeOutcome(ctx, f, claim, res, runErr, o.nonRead, nil, nil, nil, w)
 }
 
 // answerClaim answers a keyed request whose claim did not go to it (a
@@ -382,12 +392,14 @@ func (a *App) finishUnary(ctx context.Context, f *flow, claim *idem.Claim, res r
 		}
 		ftx = nil
 	}
-	a.storeOutcome(ctx, f, claim, res, runErr, fx.hasNonRead(), fx, ftx, w)
+	a.storeOutcome(ctx, f, claim, res, runErr, fx.hasNonRead(), fx, ftx, nil, w)
 }
 
 // storeOutcome stores a claimed request's outcome (in ftx, when the flow's
-// transaction joins the store) and answers it.
-func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res result, runErr error, nonRead bool, fx *Fx, ftx *flowtx.Tx, w http.ResponseWriter) {
+// transaction joins the store) and answers it. commit, when not nil, is
+// what stores it in ftx and commits (a coalesced run: with the run's
+// journal); else claim.CommitComplete.
+func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res result, runErr error, nonRead bool, fx *Fx, ftx *flowtx.Tx, commit func(conn *sql.Conn, stored driver.Response) error, w http.ResponseWriter) {
 	m := f.metrics
 	e, declared := (*Error)(nil), false
 	if runErr != nil {
@@ -435,7 +447,12 @@ func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res 
 	// replays it.
 	if ftx != nil {
 		// In the flow's transaction: the response commits with its writes.
-		err := commitTxWith(ftx, fx, func(conn *sql.Conn) error { return claim.CommitComplete(ctx, conn, stored) })
+		err := commitTxWith(ftx, fx, func(conn *sql.Conn) error {
+			if commit != nil {
+				return commit(conn, stored)
+			}
+			return claim.CommitComplete(ctx, conn, stored)
+		})
 		if err != nil {
 			if errors.Is(err, driver.ErrNotOwner) {
 				// Another attempt holds the key now; this one's writes

@@ -42,6 +42,10 @@ func AwaitSignalStep[T any](ctx context.Context, step, signal string, timeout ti
 	if st == nil {
 		return zero, false, fmt.Errorf("await signal %q: %w", signal, ErrNotDurable)
 	}
+	if co := st.fx.co; co != nil {
+		// A signal arrives in the store, which this run is not in yet.
+		return zero, false, co.fail(fmt.Errorf("await signal %q: a wait for a signal is not in the run's transaction", signal))
+	}
 	a := st.fx.app
 	sg, ok := a.journal.(driver.Signaler)
 	if !ok {

@@ -108,6 +108,9 @@ func (s *stepCtx) openTx(ctx context.Context, fx *Fx) (*Tx, error) {
 	if st == nil { // Step in a flow that is not durable: no journal to join
 		return nil, fmt.Errorf("oke: flow %s: Fx.Tx inside oke.Step of a flow that is not durable: call it outside the step", fx.flow.name)
 	}
+	if co := st.fx.co; co != nil {
+		return co.openTx(ctx, fx) // every step's writes in the run's one transaction
+	}
 	if st.tx != nil && st.txStep != s {
 		return nil, fmt.Errorf("oke: flow %s: Fx.Tx in step %q while step %q holds a transaction: steps inside steps cannot open their own", fx.flow.name, s.name, st.txStep.name)
 	}

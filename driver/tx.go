@@ -90,3 +90,23 @@ type TxClaimer interface {
 	// does, on its own, and the transaction begins after it.
 	BeginClaimed(ctx context.Context, conn *sql.Conn, t ClaimTicket) error
 }
+
+// RunCommitter is a TxDriver that writes a whole durable run in a flow's
+// transaction: its row and its saved steps, with the Idempotency-Key's
+// completion and the commit, in one round trip. oke runs a durable flow
+// whose every non-read effect is a statement in that transaction (the
+// contract's txOnly) this way: its steps and their journal entries commit
+// once, together — a crash rolls them all back, and a retry runs them again
+// from the start, which is exactly once since nothing outside the
+// database happened. This interface is not stable yet.
+type RunCommitter interface {
+	TxDriver
+	// CommitRun inserts run — unowned, with its Status (RunCompleted,
+	// RunFailed, or RunSleeping until WakeAt), Result, Error, IdemKey,
+	// Attempts 1 — and steps, in the transaction open on conn; then, when
+	// key is not nil, does what CommitComplete does (fenced by owner, the
+	// key's completion with resp for ttl), and commits. Errors as for
+	// CommitComplete; a taken run ID is an error, and nothing is
+	// committed. A sleeping run is announced to the scheduler (Notifier).
+	CommitRun(ctx context.Context, conn *sql.Conn, key *Key, owner string, resp Response, ttl time.Duration, run Run, steps []Step) error
+}

@@ -204,6 +204,7 @@ func flowDiffs(a, b Flow) []string {
 	diff("patches", [][]string{a.Patches, a.DeprecatedPatches}, [][]string{b.Patches, b.DeprecatedPatches})
 	diff("why", a.Why, b.Why)
 	diff("txOnly", a.TxOnly, b.TxOnly)
+	diff("coalesced", a.Coalesced, b.Coalesced)
 	diff("warnings", a.Warnings, b.Warnings)
 	return out
 }

@@ -55,6 +55,12 @@ type Flow struct {
 	// transaction (fx.Tx), so its key's claim can be held by that
 	// transaction.
 	TxOnly bool `json:"txOnly"`
+	// Coalesced: a durable flow whose every non-read effect is a
+	// statement in its steps' transactions (fx.Tx inside oke.Step). On a
+	// driver that can (Postgres), a keyed request runs all its steps, their
+	// journal entries, the run's end and the stored response in one
+	// transaction: one commit. Absent when false.
+	Coalesced bool `json:"coalesced,omitempty"`
 	// Warnings say what extract could not read statically.
 	Warnings []string `json:"warnings,omitempty"`
 }

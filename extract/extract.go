@@ -223,6 +223,9 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (fl Flow, gf genFlow, diags [
 	// Effects and why.
 	set := map[string]bool{}
 	txOnly := f.shape == "unary" && !f.opts.durable && f.opts.mode != "off" && f.opts.known
+	// A durable flow whose every non-read effect is a statement in its
+	// steps' transactions: its steps coalesce into one commit.
+	coalesced := f.shape == "unary" && f.opts.durable && f.opts.known
 	nonRead := 0
 	for _, o := range capOutside(s.occs) {
 		e := string(o.effect)
@@ -231,12 +234,12 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (fl Flow, gf genFlow, diags [
 		if qualifying(e) {
 			nonRead++
 			if !o.tx || o.conservative {
-				txOnly = false
+				txOnly, coalesced = false, false
 			}
 		}
 	}
 	if nonRead == 0 {
-		txOnly = false
+		txOnly, coalesced = false, false
 	}
 	for e := range set {
 		fl.Effects = append(fl.Effects, e)
@@ -246,6 +249,7 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (fl Flow, gf genFlow, diags [
 		fl.Why[e] = sortWhy(ws)
 	}
 	fl.TxOnly = txOnly
+	fl.Coalesced = coalesced
 	qualifies := false
 	for e := range set {
 		if qualifying(e) {
@@ -373,20 +377,21 @@ func build(fd *finder, sg *schemaGen, f *flowInst) (fl Flow, gf genFlow, diags [
 	fl.Warnings = f.warnings
 
 	gf = genFlow{
-		Name:     f.name,
-		Source:   fl.Source,
-		Shape:    f.shape,
-		Durable:  f.opts.durable,
-		Mode:     f.opts.mode,
-		TTL:      f.opts.ttl,
-		Claim:    f.opts.claim,
-		Declared: fl.Declared,
-		Effects:  fl.Effects,
-		TxOnly:   txOnly,
-		Why:      fl.Why,
-		Steps:    fl.Steps,
-		Known:    f.opts.known,
-		Unknown:  strings.Join(f.opts.unknown, "; "),
+		Name:      f.name,
+		Source:    fl.Source,
+		Shape:     f.shape,
+		Durable:   f.opts.durable,
+		Mode:      f.opts.mode,
+		TTL:       f.opts.ttl,
+		Claim:     f.opts.claim,
+		Declared:  fl.Declared,
+		Effects:   fl.Effects,
+		TxOnly:    txOnly,
+		Coalesced: coalesced,
+		Why:       fl.Why,
+		Steps:     fl.Steps,
+		Known:     f.opts.known,
+		Unknown:   strings.Join(f.opts.unknown, "; "),
 	}
 	if !f.opts.known {
 		gf.Mode, gf.TTL, gf.Claim = "", "", ""

@@ -32,6 +32,7 @@ type genFlow struct {
 	Bindings            []genBinding
 	Effects             []string
 	TxOnly              bool
+	Coalesced           bool
 	Why                 map[string][]string // for each inferred effect, the call chains that led to it
 	Steps               []string            // a durable flow's constant step names
 	Known               bool                // the options were read statically
@@ -218,6 +219,9 @@ func goFile(p genPkg) ([]byte, error) {
 		fmt.Fprintf(&b, "\t\t\tEffects: %s,\n", effectsExpr(f.Effects))
 		if f.TxOnly {
 			b.WriteString("\t\t\tTxOnly:  true,\n")
+		}
+		if f.Coalesced {
+			b.WriteString("\t\t\tCoalesced: true,\n")
 		}
 		if len(f.Steps) > 0 {
 			qs := make([]string, len(f.Steps))

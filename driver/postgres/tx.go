@@ -139,13 +139,21 @@ func (d *Driver) CommitStep(ctx context.Context, conn *sql.Conn, id, owner strin
 // WaitChannel between the statement and the COMMIT, in the same pipeline:
 // skipped with the COMMIT when the statement refuses.
 func (d *Driver) commitWith(ctx context.Context, conn *sql.Conn, op string, dup error, notice string, stmt func(*pgpipe.Conn) (string, []any)) error {
+	return d.commitWithAll(ctx, conn, op, dup, notice, func(pc *pgpipe.Conn) []pgpipe.Statement {
+		q, args := stmt(pc)
+		return []pgpipe.Statement{{SQL: q, Args: args}}
+	})
+}
+
+// commitWithAll is commitWith for several fenced statements, sent in order
+// in the one pipeline: the first that fails decides the error.
+func (d *Driver) commitWithAll(ctx context.Context, conn *sql.Conn, op string, dup error, notice string, stmt func(*pgpipe.Conn) []pgpipe.Statement) error {
 	return conn.Raw(func(dc any) error {
 		pc, ok := dc.(*pgpipe.Conn)
 		if !ok {
 			return fmt.Errorf("postgres: %s: the connection is a %T, not one of the driver's DB", op, dc)
 		}
-		q, args := stmt(pc)
-		stmts := []pgpipe.Statement{{SQL: q, Args: args}}
+		stmts := stmt(pc)
 		if notice != "" {
 			stmts = append(stmts, pgpipe.Statement{SQL: `SELECT pg_notify($1, $2)`, Args: []any{d.waitChannel(), notice}})
 		}

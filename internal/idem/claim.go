@@ -270,6 +270,28 @@ func (c *Claim) Complete(ctx context.Context, resp driver.Response) error {
 // rolled back; any other error that the outcome is unknown (a failed commit
 // may have committed) — the row is left to lapse, and the next request with
 // the key replays the response if it was stored, or runs again if not.
+// InTx reports whether the claim is held by the flow's transaction (no row
+// exists unless it commits).
+func (c *Claim) InTx() bool { return c.inTx }
+
+// CommitRun is CommitComplete that also writes journal run run and its
+// steps in the transaction (driver.RunCommitter): one commit for a whole
+// durable run.
+func (c *Claim) CommitRun(ctx context.Context, conn *sql.Conn, resp driver.Response, run driver.Run, steps []driver.Step) error {
+	c.stop()
+	d, ok := c.e.Driver.(driver.RunCommitter)
+	if !ok {
+		return errors.New("store a durable run in a transaction: the driver cannot")
+	}
+	key := c.Key
+	err := d.CommitRun(context.WithoutCancel(ctx), conn, &key, c.owner, resp, c.ttl, run, steps)
+	if err != nil {
+		err = fmt.Errorf("store the durable run and its response in the flow's transaction: %w", err)
+		c.report("complete", err)
+	}
+	return err
+}
+
 func (c *Claim) CommitComplete(ctx context.Context, conn *sql.Conn, resp driver.Response) error {
 	// Stop renewing first: a renewal would wait for the transaction's lock
 	// on the row and then find it completed.

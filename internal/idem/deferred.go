@@ -38,6 +38,7 @@ type Deferred struct {
 	took  time.Duration
 	dec   Decision
 	err   error
+	alone bool // Decide made the claim on its own (not with a statement)
 }
 
 type deferredState uint8
@@ -60,6 +61,15 @@ func (e *Engine) Defer(ctx context.Context, key driver.Key, fp string, ttl time.
 		req:  driver.ClaimRequest{Key: key, Fingerprint: fp, Owner: token.Owner(), Lease: e.lease(), TTL: ttl},
 		done: make(chan struct{}),
 	}
+}
+
+// LinkRun makes the claim, when it is made on its own (Decide, Settle),
+// link journal run id to the key's row (driver.ClaimRequest.RunID). Call it
+// before the flow runs.
+func (d *Deferred) LinkRun(id string) {
+	d.mu.Lock()
+	d.req.RunID = id
+	d.mu.Unlock()
 }
 
 // Decided is Defer for a claim decided already, by a read of the key's row
@@ -129,7 +139,7 @@ func (d *Deferred) Decide() (Decision, error) {
 	d.mu.Lock()
 	switch d.state {
 	case unmade:
-		d.state, d.start = sent, time.Now()
+		d.state, d.start, d.alone = sent, time.Now(), true
 		d.mu.Unlock()
 		res, err := d.e.Driver.Claim(d.ctx, d.req)
 		d.Done(res, err)
@@ -147,6 +157,15 @@ func (d *Deferred) Decide() (Decision, error) {
 func (d *Deferred) Settle() error {
 	d.Decide()
 	return d.refusal()
+}
+
+// OnItsOwn reports whether the claim was made on its own (by Decide or
+// Settle, committed in a statement of its own) rather than with a
+// statement of the flow's transaction (Take), whose rollback undoes it.
+func (d *Deferred) OnItsOwn() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.alone
 }
 
 // Took is how long the claim took once sent: with a statement, the round

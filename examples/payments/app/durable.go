@@ -44,8 +44,15 @@ func (s *Server) pipelineFlow() *oke.Flow[PipelineIn, Pipeline] {
 				if err := wait(ctx, time.Duration(in.StepMs)*time.Millisecond); err != nil {
 					return 0, err
 				}
+				// In the step's transaction: the count and the step's saved
+				// result commit together (on Postgres, where the journal is,
+				// every step of the run commits once, with its answer).
+				tx, err := fx.Tx(ctx)
+				if err != nil {
+					return 0, err
+				}
 				var n int
-				err := fx.Store(s.db).QueryRow(ctx,
+				err = tx.QueryRow(ctx,
 					`INSERT INTO pipeline_counts (tag, step, executions) VALUES ($1, $2, 1)
 					 ON CONFLICT (tag, step) DO UPDATE SET executions = pipeline_counts.executions + 1
 					 RETURNING executions`, in.Tag, i).Scan(&n)

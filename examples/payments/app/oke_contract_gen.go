@@ -79,21 +79,22 @@ func init() {
 		{
 			Name:        "demo.pipeline",
 			Source:      "examples/payments/app/durable.go:38",
-			Digest:      "sha256:6ffbe10ebd00ae264330b8971530080aa84d66cc22fd41250e31a82a44291022",
+			Digest:      "sha256:b9b51069435f9702e16044e248919a2a21f3d3e5ab653827164a2a1f973f1740",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
 				{Kind: "http", Method: "POST", Path: "/pipeline"},
 			},
-			Effects: []oke.Effect{oke.EffectWrite},
+			Effects:   []oke.Effect{oke.EffectWrite},
+			Coalesced: true,
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/durable.go:43 oke.Step fmt.Sprintf(\"step %d\", i) → examples/payments/app/durable.go:48 fx.Store(s.db).QueryRow INSERT INTO pipeline_counts (tag, step, executions) VALUES ($1, $2, 1) …"},
+				oke.EffectWrite: {"examples/payments/app/durable.go:43 oke.Step fmt.Sprintf(\"step %d\", i) → examples/payments/app/durable.go:55 fx.Tx → tx.QueryRow INSERT INTO pipeline_counts (tag, step, executions) VALUES ($1, $2, 1) …"},
 			},
 		},
 		{
 			Name:        "demo.pipelineLog",
-			Source:      "examples/payments/app/durable.go:100",
+			Source:      "examples/payments/app/durable.go:107",
 			Digest:      "sha256:a5e91c0ee4caf7bcc5038cb4631e8082f4d6eb5ef7d29b70fd965a60577fe808",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -103,12 +104,12 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/durable.go:104 fx.Store(s.rdb).Query SELECT step, executions FROM pipeline_counts WHERE tag = $1 ORDER BY …"},
+				oke.EffectRead: {"examples/payments/app/durable.go:111 fx.Store(s.rdb).Query SELECT step, executions FROM pipeline_counts WHERE tag = $1 ORDER BY …"},
 			},
 		},
 		{
 			Name:        "demo.remind",
-			Source:      "examples/payments/app/durable.go:159",
+			Source:      "examples/payments/app/durable.go:166",
 			Digest:      "sha256:8731326899f8ab7411cbea93a7ba4b43f4e1810df89eea7158c414a6cc5d74b0",
 			Shape:       "unary",
 			Durable:     true,
@@ -119,13 +120,13 @@ func init() {
 			Effects: []oke.Effect{oke.EffectWrite, oke.EffectEmit},
 			Steps:   []string{"schedule", "wait until due", "send"},
 			Why: map[oke.Effect][]string{
-				oke.EffectWrite: {"examples/payments/app/durable.go:164 oke.Step \"schedule\" → examples/payments/app/durable.go:167 fx.Store(s.db).QueryRow INSERT INTO reminders (recipient, delay_ms, due_at) VALUES ($1, $2, $3) …", "examples/payments/app/durable.go:181 oke.Step \"send\" → examples/payments/app/durable.go:182 fx.Store(s.db).Exec UPDATE reminders SET sent = 1, sent_at = $2 WHERE id = $1 AND sent = 0"},
-				oke.EffectEmit:  {"examples/payments/app/durable.go:181 oke.Step \"send\" → examples/payments/app/durable.go:187 fx.Emit \"reminder.sent\""},
+				oke.EffectWrite: {"examples/payments/app/durable.go:171 oke.Step \"schedule\" → examples/payments/app/durable.go:174 fx.Store(s.db).QueryRow INSERT INTO reminders (recipient, delay_ms, due_at) VALUES ($1, $2, $3) …", "examples/payments/app/durable.go:188 oke.Step \"send\" → examples/payments/app/durable.go:189 fx.Store(s.db).Exec UPDATE reminders SET sent = 1, sent_at = $2 WHERE id = $1 AND sent = 0"},
+				oke.EffectEmit:  {"examples/payments/app/durable.go:188 oke.Step \"send\" → examples/payments/app/durable.go:194 fx.Emit \"reminder.sent\""},
 			},
 		},
 		{
 			Name:        "demo.reminders",
-			Source:      "examples/payments/app/durable.go:214",
+			Source:      "examples/payments/app/durable.go:221",
 			Digest:      "sha256:9232f93e085c8a03c69b5337fd7bc1733d1f1f84dab0c02e723f420ac7082055",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -135,7 +136,7 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/durable.go:218 fx.Store(s.rdb).Query SELECT id, recipient, sent FROM reminders ORDER BY id"},
+				oke.EffectRead: {"examples/payments/app/durable.go:225 fx.Store(s.rdb).Query SELECT id, recipient, sent FROM reminders ORDER BY id"},
 			},
 		},
 		{
