@@ -657,6 +657,10 @@ type FlowInfo struct {
 	Mode  string `json:"mode"`
 	TTL   string `json:"ttl"`
 	Claim string `json:"claim"`
+	// Coalesced: a durable flow whose keyed requests run every step in one
+	// transaction, with one commit (its contract's coalesced, on a driver
+	// that can: docs/durable.md); its Claim is then "in_tx".
+	Coalesced bool `json:"coalesced,omitempty"`
 	// Effects are what decides whether the header is honored: the
 	// effects oke extract inferred from the flow's code when its generated
 	// contract is fresh (EffectsFrom "contract"), else those declared in
@@ -687,7 +691,11 @@ func (a *App) Flows() []FlowInfo {
 			fi = &FlowInfo{Name: f.name, Description: f.opts.Description, Shape: f.shape.String(),
 				Idempotency: f.opts.Idempotency.String(), Durable: f.opts.Durable,
 				Mode: f.opts.Idempotency.Mode.String(), TTL: idem.FormatTTL(f.ttl), Claim: f.claim.String(),
-				Effects: f.opts.Effects, EffectsFrom: "declared", Contract: f.contract, ContractProblem: f.contractProblem, Source: f.source}
+				Effects: f.opts.Effects, EffectsFrom: "declared", Contract: f.contract, ContractProblem: f.contractProblem, Source: f.source,
+				Coalesced: f.coalesced}
+			if f.coalesced {
+				fi.Claim = ClaimInTx.String()
+			}
 			switch {
 			case f.inferred != nil:
 				fi.Effects, fi.EffectsFrom = f.inferred, "contract"

@@ -194,6 +194,7 @@
         title.append(el("span", { class: "pill " + f.mode, "data-pill": "idempotency", title: "Idempotency-Key: " + f.mode + ", stored responses kept " + f.ttl, text: f.pill }));
       }
       if (f.durable) title.append(el("span", { class: "pill durable", text: "durable" }));
+      if (f.coalesced) title.append(el("span", { class: "pill durable", "data-pill": "coalesced", title: "Every step's writes are statements in the run's one transaction (oke extract proved it): a keyed request commits once, its steps, journal and answer together", text: "one commit" }));
       if (f.contract && f.contract !== "fresh") title.append(el("span", { class: "pill " + f.contract, title: f.contractProblem || "", text: "contract " + f.contract }));
       const facts = el("dl", { class: "facts" });
       const fact = (k, ...v) => facts.append(el("dt", { text: k }), el("dd", {}, ...v));
@@ -210,7 +211,7 @@
       if (!(f.effects || []).length) effects.append(el("li", { class: "muted", text: "none" }));
       const from = { contract: "inferred by oke extract", declared: "declared in Options.Effects", undeclared: "none declared: assumed to write" }[f.effectsFrom] || f.effectsFrom;
       fact("effects", effects, el("div", { class: "muted", text: from }));
-      if (f.steps && f.steps.length) fact("steps", f.steps.join(" → "));
+      if (f.steps && f.steps.length) fact("steps", f.steps.join(" → ") + (f.coalesced ? " (coalesced: one transaction, one commit)" : ""));
       if (f.source) fact("source", el("span", { class: "mono", text: f.source }));
       const card = el("section", { class: "card", "data-flow": f.name }, title);
       if (f.description) card.append(el("p", { text: f.description }));

@@ -56,7 +56,8 @@ func pipelineLog(t *testing.T, c *http.Client, base, tag string) app.PipelineLog
 // requests with 20 Idempotency-Keys, spread over the three at once, run
 // each key's charge exactly once (every other call replays it or gets 409),
 // and a durable run cut off by SIGKILL of its process is finished by
-// another one, which runs again at most the step the kill cut off.
+// another one. By default the pipeline's steps share one transaction, which
+// the kill rolls back whole: every step then runs exactly once.
 func TestThreeInstancesOnePostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the demo binary")
@@ -71,126 +72,14 @@ func TestThreeInstancesOnePostgres(t *testing.T) {
 		return
 	}
 
-	const steps, stepMs = 6, 150
 	cut := 0 // pipelines the kill really cut off mid-run
-	// killMidRun starts a pipeline per tag on victim at once, SIGKILLs victim
-	// when every one has counted its first step (mid-run: 6 steps take
-	// 900ms), and has the others finish them: each tag's request, retried on
-	// a survivor with the same key, ends in 201.
-	killMidRun := func(t *testing.T, victim *proc, survivors []*proc, tags []string) {
-		t.Helper()
-		keys := make([]string, len(tags))
-		bodies := make([]string, len(tags))
-		firsts := make([]chan error, len(tags))
-		for i, tag := range tags {
-			keys[i] = newKey()
-			bodies[i] = fmt.Sprintf(`{"tag":%q,"steps":%d,"stepMs":%d}`, tag, steps, stepMs)
-			firsts[i] = make(chan error, 1)
-			go func() {
-				r, err := send(c, "POST", victim.url+"/pipeline", bodies[i], "Idempotency-Key", keys[i])
-				if err == nil {
-					err = fmt.Errorf("answered %d %s before the kill", r.Status, r.Body)
-				}
-				firsts[i] <- err
-			}()
-		}
-		// Wait (bounded) until every pipeline has counted a step, then kill.
-		for deadline := time.Now().Add(15 * time.Second); ; {
-			started := 0
-			for _, tag := range tags {
-				if log := pipelineLog(t, c, survivors[0].url, tag); len(log.Steps) > 0 && log.Steps[0].Executions > 0 {
-					started++
-				}
-			}
-			if started == len(tags) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the pipelines %q did not all start within 15s on the victim; stderr:\n%s", tags, victim.stderr)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-victim.done:
-		case <-time.After(30 * time.Second):
-			t.Fatal("the killed process was not reaped in 30s")
-		}
-		for i, tag := range tags {
-			select {
-			case err := <-firsts[i]:
-				t.Logf("pipeline %s, the first request: %v", tag, err)
-			case <-time.After(30 * time.Second):
-				t.Fatalf("pipeline %s: the first request did not end within 30s of the kill", tag)
-			}
-			if log := pipelineLog(t, c, survivors[0].url, tag); len(log.Steps) < steps || log.Steps[steps-1].Executions == 0 {
-				cut++
-			}
-		}
-
-		for i, tag := range tags {
-			b := survivors[i%len(survivors)]
-			want := fmt.Sprintf(`{"tag":%q,"steps":%d}`, tag, steps)
-			var got reply
-			for deadline := time.Now().Add(30 * time.Second); ; {
-				r, err := send(c, "POST", b.url+"/pipeline", bodies[i], "Idempotency-Key", keys[i])
-				if err != nil {
-					t.Fatalf("pipeline %s: retry on a survivor: %v", tag, err)
-				}
-				if r.Status == 201 {
-					got = r
-					break
-				}
-				if r.Status != 409 {
-					t.Fatalf("pipeline %s: retry on a survivor: %d %s, want 201 or 409", tag, r.Status, r.Body)
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("pipeline %s: not finished by a survivor within 30s of the kill (last: %d %s)", tag, r.Status, r.Body)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			if strings.TrimSpace(string(got.Body)) != want {
-				t.Fatalf("pipeline %s: 201 %s, want %s", tag, got.Body, want)
-			}
-
-			log := pipelineLog(t, c, b.url, tag)
-			if len(log.Steps) != steps {
-				t.Fatalf("pipeline %s: %+v, want %d steps", tag, log, steps)
-			}
-			twice := 0
-			for j, s := range log.Steps {
-				if s.Step != j+1 || s.Executions < 1 || s.Executions > 2 {
-					t.Fatalf("pipeline %s: %+v — every step must run once, the cut one at most twice", tag, log.Steps)
-				}
-				if s.Executions == 2 {
-					twice++
-				}
-			}
-			if twice > 1 {
-				t.Fatalf("pipeline %s: %+v — %d steps ran twice after one kill; saved steps must not run again", tag, log.Steps, twice)
-			}
-			t.Logf("pipeline %s: finished by another process, steps %+v", tag, log.Steps)
-
-			// Any survivor now replays it.
-			for _, s := range survivors {
-				r := do(t, s.url, "POST", "/pipeline", bodies[i], "Idempotency-Key", keys[i])
-				r.want(t, 201, "")
-				if !r.replayed() || string(r.Body) != string(got.Body) {
-					t.Fatalf("pipeline %s: a further retry: replayed=%v body %s, want a replay of %s", tag, r.replayed(), r.Body, got.Body)
-				}
-			}
-		}
-	}
-
 	if !t.Run("SIGKILL of process 0 mid-run: processes 1 and 2 finish its runs", func(t *testing.T) {
-		killMidRun(t, procs[0], procs[1:], []string{"multi-a", "multi-b", "multi-c"})
+		cut += killMidRun(t, c, db, procs[0], procs[1:], []string{"multi-a", "multi-b", "multi-c"}, true)
 	}) {
 		return
 	}
 	if !t.Run("SIGKILL of process 1 mid-run: process 2 finishes its runs", func(t *testing.T) {
-		killMidRun(t, procs[1], procs[2:], []string{"multi-d", "multi-e"})
+		cut += killMidRun(t, c, db, procs[1], procs[2:], []string{"multi-d", "multi-e"}, true)
 	}) {
 		return
 	}
@@ -207,16 +96,33 @@ func TestThreeInstancesOnePostgres(t *testing.T) {
 	t.Logf("%d of 5 pipelines cut off mid-run; the whole test took %s", cut, time.Since(start).Round(time.Millisecond))
 }
 
-// TestThreeInstancesOnePostgresClaimFirst is the first part of
-// TestThreeInstancesOnePostgres with -claim-first: each request's claim is
-// a row with a lease made before its charge runs, where by default oke
-// holds payments.charge's claim in the charge's transaction.
+// TestThreeInstancesOnePostgresClaimFirst is TestThreeInstancesOnePostgres
+// with -claim-first: each request's claim is a row with a lease made before
+// its charge runs, where by default oke holds payments.charge's claim in the
+// charge's transaction; and a pipeline's steps commit one by one (its
+// journaled path), where by default they commit together.
 func TestThreeInstancesOnePostgresClaimFirst(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the demo binary")
 	}
 	db, procs := startInstances(t, 3, "-claim-first")
-	chargeOnceAcross(t, &http.Client{Timeout: 20 * time.Second}, db, procs)
+	c := &http.Client{Timeout: 20 * time.Second}
+	if !t.Run("200 requests, 20 keys, 3 processes: each charge runs once", func(t *testing.T) {
+		chargeOnceAcross(t, c, db, procs)
+	}) {
+		return
+	}
+	// With -claim-first the pipeline's steps commit one by one (the usual
+	// journaled path): a survivor resumes a killed run from its saved steps.
+	cut := 0
+	if !t.Run("SIGKILL of process 0 mid-run: processes 1 and 2 resume its runs from their saved steps", func(t *testing.T) {
+		cut += killMidRun(t, c, db, procs[0], procs[1:], []string{"journaled-a", "journaled-b", "journaled-c"}, false)
+	}) {
+		return
+	}
+	if cut == 0 {
+		t.Fatal("no kill cut a pipeline off mid-run: the test proved nothing about durable runs")
+	}
 }
 
 // startInstances starts n demo processes together (so that they migrate at
@@ -345,4 +251,141 @@ func chargeOnceAcross(t *testing.T, c *http.Client, db *sql.DB, procs []*proc) {
 			t.Fatalf("key %d, a later retry: replayed=%v body %s, want a replay of %s", k, r.replayed(), r.Body, live[k].Body)
 		}
 	}
+}
+
+const pipeSteps, pipeStepMs = 6, 150
+
+// killMidRun starts a pipeline per tag on victim at once, SIGKILLs victim
+// mid-run (6 steps take 900ms), and has the survivors finish them: each
+// tag's request, retried on a survivor with the same key, ends in 201. It
+// returns how many pipelines the kill really cut off mid-run.
+//
+// coalesced: the demo runs the pipeline's steps in one transaction (its
+// default on Postgres: docs/durable.md, "One commit per run"), so nothing
+// of a run is visible before its commit: the kill comes once every run
+// holds its key's lock (its transaction is open), and the kill rolls each
+// back whole — every step then runs exactly once, on the survivor. Else
+// (-claim-first: a commit per step) the kill comes once every run has
+// counted its first step, and the survivor resumes from the saved steps:
+// only the step the kill cut off may run twice.
+func killMidRun(t *testing.T, c *http.Client, db *sql.DB, victim *proc, survivors []*proc, tags []string, coalesced bool) (cut int) {
+	t.Helper()
+	steps, stepMs := pipeSteps, pipeStepMs
+	keys := make([]string, len(tags))
+	bodies := make([]string, len(tags))
+	firsts := make([]chan error, len(tags))
+	for i, tag := range tags {
+		keys[i] = newKey()
+		bodies[i] = fmt.Sprintf(`{"tag":%q,"steps":%d,"stepMs":%d}`, tag, steps, stepMs)
+		firsts[i] = make(chan error, 1)
+		go func() {
+			r, err := send(c, "POST", victim.url+"/pipeline", bodies[i], "Idempotency-Key", keys[i])
+			if err == nil {
+				err = fmt.Errorf("answered %d %s before the kill", r.Status, r.Body)
+			}
+			firsts[i] <- err
+		}()
+	}
+	// Wait (bounded) until every pipeline is under way, then kill.
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		started := 0
+		if coalesced {
+			// Each run's transaction holds its key's lock (exclusive,
+			// advisory) from its first statement until it commits at the
+			// end.
+			if err := db.QueryRow(`SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+				WHERE l.locktype = 'advisory' AND l.mode = 'ExclusiveLock' AND l.granted AND d.datname = current_database()`).Scan(&started); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			for _, tag := range tags {
+				if log := pipelineLog(t, c, survivors[0].url, tag); len(log.Steps) > 0 && log.Steps[0].Executions > 0 {
+					started++
+				}
+			}
+		}
+		// A coalesced run holds a connection of the victim's small pool
+		// for its whole transaction, so the runs may take turns: one under
+		// way is mid-run enough (the others are cut before they begin).
+		if started == len(tags) || coalesced && started > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pipelines %q did not all start within 15s on the victim (%d under way); stderr:\n%s", tags, started, victim.stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-victim.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the killed process was not reaped in 30s")
+	}
+	for i, tag := range tags {
+		select {
+		case err := <-firsts[i]:
+			t.Logf("pipeline %s, the first request: %v", tag, err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("pipeline %s: the first request did not end within 30s of the kill", tag)
+		}
+		if log := pipelineLog(t, c, survivors[0].url, tag); len(log.Steps) < steps || log.Steps[steps-1].Executions == 0 {
+			cut++
+		}
+	}
+
+	for i, tag := range tags {
+		b := survivors[i%len(survivors)]
+		want := fmt.Sprintf(`{"tag":%q,"steps":%d}`, tag, steps)
+		var got reply
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			r, err := send(c, "POST", b.url+"/pipeline", bodies[i], "Idempotency-Key", keys[i])
+			if err != nil {
+				t.Fatalf("pipeline %s: retry on a survivor: %v", tag, err)
+			}
+			if r.Status == 201 {
+				got = r
+				break
+			}
+			if r.Status != 409 {
+				t.Fatalf("pipeline %s: retry on a survivor: %d %s, want 201 or 409", tag, r.Status, r.Body)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pipeline %s: not finished by a survivor within 30s of the kill (last: %d %s)", tag, r.Status, r.Body)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if strings.TrimSpace(string(got.Body)) != want {
+			t.Fatalf("pipeline %s: 201 %s, want %s", tag, got.Body, want)
+		}
+
+		log := pipelineLog(t, c, b.url, tag)
+		if len(log.Steps) != steps {
+			t.Fatalf("pipeline %s: %+v, want %d steps", tag, log, steps)
+		}
+		twice := 0
+		for j, s := range log.Steps {
+			if s.Step != j+1 || s.Executions < 1 || s.Executions > 2 || (coalesced && s.Executions != 1) {
+				t.Fatalf("pipeline %s: %+v — every step must run once, the cut one at most twice (exactly once in a coalesced run, whose kill rolled it all back)", tag, log.Steps)
+			}
+			if s.Executions == 2 {
+				twice++
+			}
+		}
+		if twice > 1 {
+			t.Fatalf("pipeline %s: %+v — %d steps ran twice after one kill; saved steps must not run again", tag, log.Steps, twice)
+		}
+		t.Logf("pipeline %s: finished by another process, steps %+v", tag, log.Steps)
+
+		// Any survivor now replays it.
+		for _, s := range survivors {
+			r := do(t, s.url, "POST", "/pipeline", bodies[i], "Idempotency-Key", keys[i])
+			r.want(t, 201, "")
+			if !r.replayed() || string(r.Body) != string(got.Body) {
+				t.Fatalf("pipeline %s: a further retry: replayed=%v body %s, want a replay of %s", tag, r.replayed(), r.Body, got.Body)
+			}
+		}
+	}
+	return cut
 }
