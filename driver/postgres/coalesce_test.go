@@ -225,3 +225,33 @@ func TestCoalescedRunFallsBack(t *testing.T) {
 		t.Fatalf("%d rows counting %d writes, want 3 and 3 (each step's write once)", rows, sum)
 	}
 }
+
+// TestCoalescedRunOverAnExpiredRow: a key whose row has expired is claimed
+// again by a coalesced run, which replaces the row in its one statement
+// (insertRunReplacedSQL) and links it to the new run.
+func TestCoalescedRunOverAnExpiredRow(t *testing.T) {
+	t.Parallel()
+	c := newCoalescedApp(t, -1)
+	key := "coalesced-expired-key-00001"
+	k := driver.Key{Tenant: "default", Principal: "anon", Flow: "t.coalesced", Key: key}
+	res, err := c.d.Claim(t.Context(), driver.ClaimRequest{Key: k, Fingerprint: "an older request", Owner: "old", Lease: time.Minute, TTL: time.Millisecond})
+	if err != nil || !res.Claimed {
+		t.Fatalf("claim: %+v %v", res, err)
+	}
+	if err := c.d.Complete(t.Context(), k, "old", driver.Response{Status: 200, Body: []byte(`1`)}, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // past its TTL, by the server's clock too
+	w := c.post(`{"steps":2}`, key)
+	if w.Code != http.StatusCreated || w.Header().Get("Idempotent-Replayed") != "" {
+		t.Fatalf("%d %s (replayed %q), want a live 201", w.Code, w.Body, w.Header().Get("Idempotent-Replayed"))
+	}
+	run, names := c.runOf(key)
+	row, err := c.d.Get(t.Context(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != driver.RunCompleted || len(names) != 2 || row.State != driver.Completed || row.RunID != run.ID || row.Response == nil || row.Response.Status != 201 {
+		t.Fatalf("run %s with steps %q; row %+v linked to %q", run.Status, names, row, row.RunID)
+	}
+}

@@ -12,9 +12,9 @@ import (
 
 var _ driver.RunCommitter = (*Driver)(nil)
 
-// insertRunSQL inserts a whole run, unowned, and its steps (from arrays, in
-// one statement), and wakes the schedulers when the run is parked.
-var insertRunSQL = `WITH r AS (
+// insertRunCTE inserts a whole run, unowned, and its steps (from arrays),
+// as the CTEs r and s of one statement.
+const insertRunCTE = `WITH r AS (
 		INSERT INTO {s}.oke_runs (id, flow, input, tenant, principal, status, owner, lease_until, wake_at,
 			attempts, next_attempts, idem_tenant, idem_principal, idem_flow, idem_key,
 			result_status, result_content_type, result_location, result_body, error, created_at, updated_at)
@@ -26,11 +26,46 @@ var insertRunSQL = `WITH r AS (
 		SELECT r.id, st.seq, st.name, st.result, st.failure, st.attempts, st.started_at, st.finished_at
 		FROM r, unnest($18::integer[], $19::text[], $20::bytea[], $21::bytea[], $22::integer[],
 			$23::timestamptz[], $24::timestamptz[]) AS st (seq, name, result, failure, attempts, started_at, finished_at)
-	)
-	SELECT CASE WHEN r.status = 2 THEN ` + notifySQL("$25") + ` ELSE false END FROM r`
+	)`
 
-// CommitRun implements driver.RunCommitter: the run's insert, the key's
-// completion (when there is a key) and the COMMIT go as one pipeline.
+// runNotifySQL wakes the schedulers when the run is parked ($25: the
+// channel).
+var runNotifySQL = `CASE WHEN r.status = 2 THEN ` + notifySQL("$25") + ` ELSE false END`
+
+// insertRunSQL is the run and its steps alone (a request without a key).
+var insertRunSQL = insertRunCTE + `
+	SELECT ` + runNotifySQL + ` FROM r`
+
+// The run, its steps and the key's completed row, linked to the run, in one
+// statement, for a claim the transaction holds (heldclaim.go): the row is
+// new (insertCompleted), or replaces the one the lookup found, failing with
+// a division by zero when that may no longer be replaced (as
+// replaceCompletedSQL does). $26–$35 are the completion's arguments
+// (heldClaim.completion's, in its order).
+const completedRowValues = `INSERT INTO {s}.oke_idempotency AS t
+		(tenant, principal, flow, idem_key, fingerprint, state, owner, expires_at, created_at, completed_at,
+		 resp_status, resp_content_type, resp_location, resp_body, run_id)
+	VALUES ($26, $27, $28, $29, $30, 2, '', now() + $31 * interval '1 microsecond', now(), now(), $32, $33, $34, $35, $1)`
+
+var (
+	insertRunCompletedSQL = insertRunCTE + `, k AS (` + completedRowValues + ` RETURNING 1)
+	SELECT ` + runNotifySQL + `, (SELECT count(*) FROM k) FROM r`
+	insertRunReplacedSQL = insertRunCTE + `, k AS (` + completedRowValues + `
+		ON CONFLICT (tenant, principal, flow, idem_key) DO UPDATE SET
+			fingerprint = excluded.fingerprint, state = 2, owner = '', lease_until = NULL,
+			expires_at = excluded.expires_at, created_at = excluded.created_at, completed_at = excluded.completed_at,
+			resp_status = excluded.resp_status, resp_content_type = excluded.resp_content_type,
+			resp_location = excluded.resp_location, resp_body = excluded.resp_body, run_id = excluded.run_id
+		WHERE ` + mayReplaceSQL("t", "excluded.fingerprint") + `
+		RETURNING 1)
+	SELECT ` + runNotifySQL + `, 1 / (SELECT count(*) FROM k) FROM r`
+)
+
+// CommitRun implements driver.RunCommitter. For a claim the transaction
+// holds — a coalesced run's — the run, its steps and the key's completed
+// row are one statement, sent with the COMMIT: one round trip. Otherwise
+// the run's insert, the key's completion (fenced by owner) and its link to
+// the run go as three statements in that pipeline.
 func (d *Driver) CommitRun(ctx context.Context, conn *sql.Conn, key *driver.Key, owner string, resp driver.Response, ttl time.Duration, run driver.Run, steps []driver.Step) error {
 	if err := d.check(); err != nil {
 		return err
@@ -38,20 +73,27 @@ func (d *Driver) CommitRun(ctx context.Context, conn *sql.Conn, key *driver.Key,
 	if run.ID == "" {
 		return errors.New("postgres: commit run: empty ID")
 	}
-	ins := pgpipe.Statement{SQL: d.sql(insertRunSQL), Args: insertRunArgs(run, steps, d.channel)}
+	args := insertRunArgs(run, steps, d.channel)
 	if key == nil {
 		return d.commitWith(ctx, conn, "commit run in transaction", driver.ErrNotOwner, "", func(*pgpipe.Conn) (string, []any) {
-			return ins.SQL, ins.Args
+			return d.sql(insertRunSQL), args
 		})
 	}
 	notice, _ := d.completionNotice(*key)
 	return d.commitWithAll(ctx, conn, "commit run in transaction", driver.ErrNotOwner, notice, func(pc *pgpipe.Conn) []pgpipe.Statement {
-		q, args := d.sql(completeOrFailSQL), completeArgs(*key, owner, resp, ttl)
 		if p, _ := pc.Prelude().(*claimPrelude); p != nil && p.held != nil && p.held.owner == owner && p.held.key == *key {
-			q, args = p.held.completion(d, resp, ttl)
+			_, cargs := p.held.completion(d, resp, ttl)
+			q := insertRunCompletedSQL
+			if p.held.prev != nil {
+				q = insertRunReplacedSQL
+			}
+			return []pgpipe.Statement{{SQL: d.sql(q), Args: append(args, cargs...)}}
 		}
-		link := pgpipe.Statement{SQL: d.sql(linkRunSQL), Args: []any{key.Tenant, key.Principal, key.Flow, key.Key, run.ID}}
-		return []pgpipe.Statement{ins, {SQL: q, Args: args}, link}
+		return []pgpipe.Statement{
+			{SQL: d.sql(insertRunSQL), Args: args},
+			{SQL: d.sql(completeOrFailSQL), Args: completeArgs(*key, owner, resp, ttl)},
+			{SQL: d.sql(linkRunSQL), Args: []any{key.Tenant, key.Principal, key.Flow, key.Key, run.ID}},
+		}
 	})
 }
 

@@ -81,6 +81,10 @@ type Config struct {
 	// payments.charge in the charge's transaction on Postgres: for
 	// comparing the two.
 	ClaimFirst bool
+	// Clock, when set, is the time the demo's durable runs count in
+	// (oke.Config.Clock) and, with Driver "memory", the driver's: tests make
+	// a reminder's day pass at once with oketest.Clock. It is no flag.
+	Clock func() time.Time
 	// Unprotected also binds bench.chargeUnprotected at POST
 	// /bench/unprotected-charges: payments.charge's handler with
 	// Idempotency-Key handling off. It exists only to measure what
@@ -174,6 +178,7 @@ type Server struct {
 	drv     driver.Driver
 	cfg     Config
 	log     *slog.Logger
+	now     func() time.Time // cfg.Clock, or time.Now
 
 	providerURL string // where payments.refund calls the provider
 	adminToken  string // the admin token (cfg.AdminToken, or drawn at Open)
@@ -197,7 +202,10 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, quit: make(chan struct{}), providerURL: providerURL(cfg), adminToken: cfg.AdminToken}
+	s := &Server{cfg: cfg, log: log, quit: make(chan struct{}), providerURL: providerURL(cfg), adminToken: cfg.AdminToken, now: cfg.Clock}
+	if s.now == nil {
+		s.now = time.Now
+	}
 	if s.adminToken == "" {
 		s.adminToken, s.tokenDrawn = rand.Text(), true
 	}
@@ -212,7 +220,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	okeCfg := oke.Config{Driver: drv, Gate: Gate, Lease: cfg.Lease, Logger: log, DB: s.db,
 		HTTPClient: httpClient(s.provider()), PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay,
-		ClaimFirst: cfg.ClaimFirst}
+		ClaimFirst: cfg.ClaimFirst, Clock: cfg.Clock}
 	if s.dialect == sqliteDialect {
 		// A full disk or a locked file is 503, not 500 (on Postgres the
 		// driver tells its own database's errors apart).
@@ -243,6 +251,9 @@ func openDriver(ctx context.Context, cfg Config) (driver.Driver, error) {
 		return d, nil
 	}
 	if cfg.Driver == "memory" {
+		if cfg.Clock != nil {
+			return memory.New(memory.WithClock(cfg.Clock)), nil
+		}
 		return memory.New(), nil
 	}
 	d, err := file.Open(cfg.DataDir)
