@@ -3,6 +3,8 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -25,7 +27,8 @@ func TestTwoAppsOnOneSchema(t *testing.T) {
 	db := sameSchema(t, da)
 	var ran [2]atomic.Int32
 	start := func(i int, d driver.Driver, flow string) *oke.App {
-		app := oke.New(oke.Config{Driver: d, PollInterval: 10 * time.Millisecond, RetryDelay: time.Hour, SweepInterval: -1})
+		app := oke.New(oke.Config{Driver: d, PollInterval: 10 * time.Millisecond, RetryDelay: time.Hour, SweepInterval: -1,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		app.Handle(oke.POST("/remind"), oke.NewFlow(flow, oke.Options{Durable: true},
 			func(ctx context.Context, in struct{ N int }, fx *oke.Fx) (oke.Response[int], error) {
 				if err := oke.Sleep(ctx, "nap", 200*time.Millisecond); err != nil {
