@@ -100,6 +100,11 @@ type StepView struct {
 	// Copied is set on the steps a replay from step N copied from the run
 	// it replays (Attempts 0: this run never ran them).
 	Copied bool `json:"copied,omitempty"`
+	// Concurrent is set on steps that ran at the same time as the step
+	// before or after them (started with oke.Go): a step began before the
+	// one before it finished. Steps one after another begin exactly when
+	// the one before ended, so the journal's times tell them apart.
+	Concurrent bool `json:"concurrent,omitempty"`
 }
 
 // StoredView is a stored response.
@@ -135,10 +140,15 @@ func ViewRun(r driver.Run, steps []driver.Step) RunView {
 	t := &TimingView{}
 	prev := r.CreatedAt
 	first := true
-	for _, s := range steps {
+	for i, s := range steps {
 		sv := StepView{Seq: s.Seq, Name: s.Name, Result: rawJSON(s.Result), Failure: rawJSON(s.Failure),
 			Attempts: s.Attempts, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt,
 			Millis: ms(s.FinishedAt.Sub(s.StartedAt)), Copied: r.ReplayOf != "" && s.Attempts == 0}
+		if i > 0 && !sv.Copied && !s.StartedAt.IsZero() && s.StartedAt.Before(steps[i-1].FinishedAt) {
+			// It began before the step before it ended: they ran at once.
+			sv.Concurrent = true
+			v.Steps[i-1].Concurrent = true
+		}
 		if !sv.Copied {
 			if gap := s.StartedAt.Sub(prev); gap > 0 && !s.StartedAt.IsZero() {
 				sv.WaitMs = ms(gap)

@@ -332,7 +332,11 @@ func printRun(w io.Writer, r admin.RunView) {
 		if s.Failure != nil {
 			res = "failed: " + compact(s.Failure, 60)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.1f\t%s\n", s.Seq, s.Name, s.Attempts, stamp(s.StartedAt), s.Millis, res)
+		name := s.Name
+		if s.Concurrent {
+			name += " (at the same time)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.1f\t%s\n", s.Seq, name, s.Attempts, stamp(s.StartedAt), s.Millis, res)
 	}
 	tw.Flush()
 	printSignals(w, r.Signals)

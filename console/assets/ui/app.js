@@ -535,9 +535,9 @@
       const detail = el("details", { class: "detail" }, el("summary", { class: "muted", text: s.failure ? "failure" : "result" }),
         el("pre", { text: json(s.failure !== undefined ? s.failure : s.result) }),
         el("div", { class: "muted", text: `started ${fmtTime(s.startedAt)} · finished ${fmtTime(s.finishedAt)}` + (s.waitMs ? ` · waited ${fmtMs(s.waitMs)} before` : "") }));
-      list.append(el("li", { "data-step": s.seq },
+      list.append(el("li", { "data-step": s.seq, "data-concurrent": s.concurrent ? "" : undefined },
         el("span", { class: "seq", text: s.seq }),
-        el("span", {}, el("span", { class: "mono", text: s.name }), el("div", { class: "muted", text: s.copied ? "reused (replay)" : `${s.attempts} attempt${s.attempts === 1 ? "" : "s"}` })),
+        el("span", {}, el("span", { class: "mono", text: s.name }), el("div", { class: "muted", text: (s.copied ? "reused (replay)" : `${s.attempts} attempt${s.attempts === 1 ? "" : "s"}`) + (s.concurrent ? " · at the same time (oke.Go)" : "") })),
         track,
         el("span", { class: "num", text: s.copied ? "–" : fmtMs(s.ms) }),
         detail));
