@@ -53,6 +53,12 @@ type Identity struct {
 // Identity returns the caller's identity.
 func (fx *Fx) Identity() Identity { return fx.identity }
 
+// Now returns the time on the app's clock (Config.Clock, time.Now by
+// default): what durable sleeps and retry delays count in. A flow that
+// reads the time through it follows a test's fake clock (oketest.Clock).
+// It is no effect.
+func (fx *Fx) Now() time.Time { return fx.app.cfg.Clock() }
+
 // Flow returns the name of the running flow.
 func (fx *Fx) Flow() string { return fx.flow.name }
 

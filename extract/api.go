@@ -96,6 +96,7 @@ var api = map[string]struct {
 	"(*Fx).Fail":        {op: opNone},
 	"(*Fx).Identity":    {op: opNone},
 	"(*Fx).Flow":        {op: opNone},
+	"(*Fx).Now":         {op: opNone},
 	"(*Fx).Effects":     {op: opNone},
 
 	"NewFlow":   {op: opFlow, shape: "unary"},

@@ -169,7 +169,7 @@ func (s *Server) remindFlow() *oke.Flow[RemindIn, struct{}] {
 	}, func(ctx context.Context, in RemindIn, fx *oke.Fx) (oke.Response[struct{}], error) {
 		delay, _ := time.ParseDuration(in.Delay) // validated
 		r, err := oke.Step(ctx, "schedule", func(ctx context.Context) (scheduled, error) {
-			due := s.now().UTC().Add(delay)
+			due := fx.Now().UTC().Add(delay)
 			var id int64
 			err := fx.Store(s.db).QueryRow(ctx,
 				`INSERT INTO reminders (recipient, delay_ms, due_at) VALUES ($1, $2, $3) RETURNING id`,
@@ -188,7 +188,7 @@ func (s *Server) remindFlow() *oke.Flow[RemindIn, struct{}] {
 		_, err = oke.Step(ctx, "send", func(ctx context.Context) (bool, error) {
 			if _, err := fx.Store(s.db).Exec(ctx,
 				`UPDATE reminders SET sent = 1, sent_at = $2 WHERE id = $1 AND sent = 0`,
-				r.ID, s.now().UTC().Format(timeLayout)); err != nil {
+				r.ID, fx.Now().UTC().Format(timeLayout)); err != nil {
 				return false, fmt.Errorf("mark reminder %d sent: %w", r.ID, err)
 			}
 			return true, fx.Emit(ctx, "reminder.sent", Reminder{ID: r.ID, To: in.To, Sent: true})

@@ -13,7 +13,7 @@ func init() {
 		{
 			Name:        "bench.chargeUnprotected",
 			Source:      "examples/payments/app/charges.go:80",
-			Digest:      "sha256:e3668741b24a20a229e96acf4018ae6996e7a4a5411363eae47212aefc1cfec9",
+			Digest:      "sha256:ceb4f37274dea691a4a2fc45a66d54995f6e5ada863070d35ae1cfbbcd269cc4",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "off", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -27,7 +27,7 @@ func init() {
 		{
 			Name:        "demo.events",
 			Source:      "examples/payments/app/events.go:24",
-			Digest:      "sha256:5444a2a8114c772fce6499d0d98d9ea9b69e4444fe5f684daa901bd09c002072",
+			Digest:      "sha256:d7b87829520c5c613de898a24b64d019c6469571c93b6cbca86a970c249eed71",
 			Shape:       "live",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -50,7 +50,7 @@ func init() {
 		{
 			Name:        "demo.fail",
 			Source:      "examples/payments/app/demo.go:107",
-			Digest:      "sha256:c46d1283498d7cdc8d571b083ee3c4b6e11f550c7103c4c88669991ad796d90d",
+			Digest:      "sha256:98a83e1fbdd5660472466703c48b30acf6f754c40c234fa87639e2879003645b",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -64,7 +64,7 @@ func init() {
 		{
 			Name:        "demo.note",
 			Source:      "examples/payments/app/demo.go:78",
-			Digest:      "sha256:59151d84863aa6cfc632a776baefe6c600a2a29a58b2c09d71576f882322d3f1",
+			Digest:      "sha256:e342ae0555a7ce6a61d5a5048917d84d7692d0e9a1d83528972823a295c0fefd",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "2s", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -95,7 +95,7 @@ func init() {
 		{
 			Name:        "demo.pipelineLog",
 			Source:      "examples/payments/app/durable.go:107",
-			Digest:      "sha256:a5e91c0ee4caf7bcc5038cb4631e8082f4d6eb5ef7d29b70fd965a60577fe808",
+			Digest:      "sha256:8c3e48267d80af02a18c095734678f6d74f1323ddfa9cd251242d9cbc4f44d15",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -110,7 +110,7 @@ func init() {
 		{
 			Name:        "demo.remind",
 			Source:      "examples/payments/app/durable.go:166",
-			Digest:      "sha256:8731326899f8ab7411cbea93a7ba4b43f4e1810df89eea7158c414a6cc5d74b0",
+			Digest:      "sha256:4c01df68a29d7fde193f307be01e8fcb9d4843d81dc5cc293479fac8baf3e934",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -127,7 +127,7 @@ func init() {
 		{
 			Name:        "demo.reminders",
 			Source:      "examples/payments/app/durable.go:221",
-			Digest:      "sha256:9232f93e085c8a03c69b5337fd7bc1733d1f1f84dab0c02e723f420ac7082055",
+			Digest:      "sha256:bd2e63f9e75a88b7b44ae01d62d992648475f58351c31301f622fa7af099a8f8",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -142,7 +142,7 @@ func init() {
 		{
 			Name:        "demo.slow",
 			Source:      "examples/payments/app/demo.go:28",
-			Digest:      "sha256:d0fb97b204eaa0603ce5898dce70d12f4dbbb1eb250db7820dde8756c9e6a9f5",
+			Digest:      "sha256:3ddeed6658fb10a3faa8adbd7f953d9e3316ad05805b0a627a7a60732c8ee76a",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -156,7 +156,7 @@ func init() {
 		{
 			Name:        "demo.sweep",
 			Source:      "examples/payments/app/sweep.go:28",
-			Digest:      "sha256:e8e361f484e2efcb812f927a91f1ace1c00fe8f248d5612190ebdfefc01bf631",
+			Digest:      "sha256:f5a775c39bfc65d3b42697da457248da068a6ce341584a49a29a99867c6bfdcf",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -173,7 +173,7 @@ func init() {
 		{
 			Name:        "demo.webhook",
 			Source:      "examples/payments/app/demo.go:212",
-			Digest:      "sha256:782535de4880f3d452bb5ea37ceeee64dd9dbda9d932de119c9ca96be9c7c21e",
+			Digest:      "sha256:93683983ddee7a89c999661c5074896134eca043d80ff377b28a536bcec41783",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -214,7 +214,7 @@ func init() {
 		{
 			Name:        "payments.charge",
 			Source:      "examples/payments/app/charges.go:66",
-			Digest:      "sha256:acbedda3c7d32e05132e0f2c8e27b2e33b517d6621889b59578043ddc391ca12",
+			Digest:      "sha256:9b9eaf53f5a718bfc33d7add17cccd729ed8d914b3da7941893252414c70f540",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "required", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -229,7 +229,7 @@ func init() {
 		{
 			Name:        "payments.get",
 			Source:      "examples/payments/app/charges.go:148",
-			Digest:      "sha256:ce041e0838b02833e51d97faf1545583a643517b216ddd733f96c5444a52a448",
+			Digest:      "sha256:0fde7dae64c6641044e3e29aa3715a8cf77e5569e333fd4993db8993f3d12d6f",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -244,7 +244,7 @@ func init() {
 		{
 			Name:        "payments.getRefund",
 			Source:      "examples/payments/app/refunds.go:192",
-			Digest:      "sha256:fbc28ac2364d081ca9372642b700b410b744d37f835066e8d7065a8ae9fffcea",
+			Digest:      "sha256:6f2d8fe1f7e4e66f2c16b355fc26c186b5a9bc0b3b79564685045576588a366c",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -259,7 +259,7 @@ func init() {
 		{
 			Name:        "payments.list",
 			Source:      "examples/payments/app/charges.go:111",
-			Digest:      "sha256:f3f7864a15e7396c1eba0619c5e53663b12b6f375cb6341ca0904cffd638ec1c",
+			Digest:      "sha256:5eaeb598a0fffa74ba51b609c67c22234ab794b66d6b742ac9d2a48dc06e9ec3",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -274,7 +274,7 @@ func init() {
 		{
 			Name:        "payments.quote",
 			Source:      "examples/payments/app/charges.go:190",
-			Digest:      "sha256:dfa7baff6d9595bd1f56d20b847e3651f98e5613ca1a9b3fd3c795bf24cdcf27",
+			Digest:      "sha256:bf5214496c50d4c28316df61cbc6dfdd0ce525ff8df9d918d09e13661ff4245f",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -288,7 +288,7 @@ func init() {
 		{
 			Name:        "payments.refund",
 			Source:      "examples/payments/app/refunds.go:73",
-			Digest:      "sha256:8b1a26caa5bd05e0ba88617c62b8dfd7a680694c37ac66ea8947204b346a53d2",
+			Digest:      "sha256:d9013aa05e3d657e55f9872743276d618186c1ff34eff0ef056569dc10184f5b",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -307,7 +307,7 @@ func init() {
 		{
 			Name:        "payments.refundApproval",
 			Source:      "examples/payments/app/approvals.go:79",
-			Digest:      "sha256:4d92f28d93ea769af1fc4dd98679d67fbbb3de80c1d2b1ddfe04d23a443ada0a",
+			Digest:      "sha256:648a03a6060c471c2b7e6a62de86d35a5807bdb42c108f590da2cf1240579c45",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -324,7 +324,7 @@ func init() {
 		{
 			Name:        "payments.refundRequest",
 			Source:      "examples/payments/app/approvals.go:45",
-			Digest:      "sha256:cc3ab2458878d9d84059d146dd52ecdf19dd7a57a8484563df6ba96379e3d864",
+			Digest:      "sha256:7654b4e487208107657b4bcfe795a52253f456bc251e152730802628259b6609",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{

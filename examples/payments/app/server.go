@@ -178,7 +178,6 @@ type Server struct {
 	drv     driver.Driver
 	cfg     Config
 	log     *slog.Logger
-	now     func() time.Time // cfg.Clock, or time.Now
 
 	providerURL string // where payments.refund calls the provider
 	adminToken  string // the admin token (cfg.AdminToken, or drawn at Open)
@@ -202,10 +201,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, quit: make(chan struct{}), providerURL: providerURL(cfg), adminToken: cfg.AdminToken, now: cfg.Clock}
-	if s.now == nil {
-		s.now = time.Now
-	}
+	s := &Server{cfg: cfg, log: log, quit: make(chan struct{}), providerURL: providerURL(cfg), adminToken: cfg.AdminToken}
 	if s.adminToken == "" {
 		s.adminToken, s.tokenDrawn = rand.Text(), true
 	}
