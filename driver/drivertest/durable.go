@@ -646,9 +646,10 @@ func testTwoAppsOneStore(t *testing.T, d driver.Driver) {
 	for _, flow := range []string{"a.remind", "b.remind"} {
 		for _, r := range a.runsOf(flow) {
 			// Created by its request, picked up once by its own app's
-			// scheduler when the sleep ended: no other pick-up.
-			if r.Status != driver.RunCompleted || r.Attempts != 2 {
-				t.Errorf("run %s of %s: %s after %d pick-ups, want completed after 2", r.ID, flow, r.Status, r.Attempts)
+			// scheduler when the sleep ended (or never parked, if saving
+			// the sleep outlasted the nap): no other pick-up.
+			if r.Status != driver.RunCompleted || r.Attempts > 2 {
+				t.Errorf("run %s of %s: %s after %d pick-ups, want completed after at most 2", r.ID, flow, r.Status, r.Attempts)
 			}
 		}
 	}

@@ -73,8 +73,11 @@ func TestTwoAppsOnOneSchema(t *testing.T) {
 		}
 		if done == 2*perApp {
 			for _, r := range runs {
-				if r.Status != driver.RunCompleted || r.Attempts != 2 {
-					t.Errorf("run %s of %s: %s after %d pick-ups, want completed after 2", r.ID, r.Flow, r.Status, r.Attempts)
+				// Created by its request, picked up by its own scheduler when
+				// the sleep ended (or never parked, if saving the sleep took
+				// longer than the nap): no other pick-up.
+				if r.Status != driver.RunCompleted || r.Attempts > 2 {
+					t.Errorf("run %s of %s: %s after %d pick-ups, want completed after at most 2", r.ID, r.Flow, r.Status, r.Attempts)
 				}
 			}
 			break
