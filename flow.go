@@ -342,6 +342,11 @@ type Event struct {
 	Data json.RawMessage `json:"data"`
 	Flow string          `json:"flow,omitempty"` // the flow that emitted it
 	At   time.Time       `json:"at"`
+	// Tenant and Principal are who the emitting flow ran for (its
+	// Identity): a feed serves only its caller's tenant's events (App.Subscribe
+	// sees them all).
+	Tenant    string `json:"tenant,omitempty"`
+	Principal string `json:"principal,omitempty"`
 }
 
 // LiveFlow is a live SSE feed. It is reached with GET and never stores

@@ -158,7 +158,8 @@ func (fx *Fx) Emit(ctx context.Context, name string, payload any, opts ...EmitOp
 	if err != nil {
 		return fmt.Errorf("emit %q: encode payload: %w", name, err)
 	}
-	ev := Event{Name: name, Data: data, Flow: fx.flow.name, At: time.Now().UTC()}
+	ev := Event{Name: name, Data: data, Flow: fx.flow.name, At: time.Now().UTC(),
+		Tenant: fx.identity.Tenant, Principal: fx.identity.Principal}
 	for _, o := range opts {
 		o(&ev)
 	}

@@ -398,6 +398,18 @@ func TestGetEvents(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a feed gets only its tenant's events", func(t *testing.T) {
+		e := setup(t)
+		_, spy := openFeed(t, e, "X-Tenant", "spy")
+		next(t, spy)
+		e.do("POST", "/notes", `{"text":"the default tenant's"}`).want(t, 201, "")
+		e.do("POST", "/notes", `{"text":"the spy's own"}`, "X-Tenant", "spy").want(t, 201, "")
+		// Events reach a feed in the order they were emitted: the first the
+		// spy's feed sees must be its own.
+		if ev := next(t, spy); ev.name != "note.created" || !strings.Contains(ev.data, "the spy's own") {
+			t.Fatalf("the spy's feed got %+v, want only its own note", ev)
+		}
+	})
 	t.Run("Bearer bad is 401", func(t *testing.T) {
 		setup(t).do("GET", "/events", "", "Authorization", "Bearer bad").want(t, 401, "Unauthorized")
 	})

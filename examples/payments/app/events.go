@@ -17,18 +17,24 @@ const feedBuffer = 256
 // from then on.
 const ReadyEvent = "ready"
 
-// eventsFlow is demo.events: a live SSE feed of every event the app's flows
-// emit (fx.Emit), e.g. note.created, refund.created, webhook.received. Each
-// SSE event's name is the emitted event's name and its data is the payload.
+// eventsFlow is demo.events: a live SSE feed of the events the app's flows
+// emit (fx.Emit) for the caller's tenant, e.g. note.created,
+// refund.created, webhook.received; another tenant's events never reach it.
+// Each SSE event's name is the emitted event's name and its data is the
+// payload.
 func (s *Server) eventsFlow() *oke.LiveFlow[struct{}] {
 	return oke.NewLive("demo.events", oke.Options{
 		Effects:     []oke.Effect{oke.EffectRead},
-		Description: "A live SSE feed of the events emitted by flows.",
+		Description: "A live SSE feed of the events emitted by flows for the caller's tenant.",
 	}, func(ctx context.Context, _ struct{}, fx *oke.Fx, send func(oke.Event) error) error {
 		ch := make(chan oke.Event, feedBuffer)
 		overflow := make(chan struct{})
 		var once sync.Once
+		tenant := fx.Identity().Tenant
 		cancel := s.app.Subscribe(func(e oke.Event) {
+			if e.Tenant != tenant {
+				return // another tenant's: refunds, notes and webhooks are theirs
+			}
 			// Called in the emitting flow: never block it.
 			select {
 			case ch <- e:

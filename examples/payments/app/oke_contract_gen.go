@@ -26,8 +26,8 @@ func init() {
 		},
 		{
 			Name:        "demo.events",
-			Source:      "examples/payments/app/events.go:24",
-			Digest:      "sha256:d7b87829520c5c613de898a24b64d019c6469571c93b6cbca86a970c249eed71",
+			Source:      "examples/payments/app/events.go:26",
+			Digest:      "sha256:0309b128dcecfacdf69645275936e1b67a78f27ec36dd75dcb1b3b3bca063084",
 			Shape:       "live",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},

@@ -73,7 +73,7 @@ func (f *BenchFlows) ChargeUnprotected(ctx context.Context, in ChargeIn, opts ..
 type DemoFlows struct{ c *client.Client }
 
 // Events calls demo.events at GET /events: A live SSE feed of the events
-// emitted by flows.
+// emitted by flows for the caller's tenant.
 //
 // Idempotency-Key: not honored (a GET), so none is sent, and client.Key fails
 // the call before anything is sent.
