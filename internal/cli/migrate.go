@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/okengine/oke/internal/secretflag"
 	"io"
 	"os"
 	"strings"
@@ -16,7 +17,9 @@ import (
 func runMigrate(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dsn := fs.String("postgres", os.Getenv("DATABASE_URL"), "the database `DSN` (a postgres:// URL or key=value string; default $DATABASE_URL)")
+	dsn := new(string)
+	*dsn = os.Getenv("DATABASE_URL")
+	secretflag.Var(fs, dsn, "postgres", "the database `DSN` (a postgres:// URL or key=value string; default $DATABASE_URL, never shown: it may hold a password)")
 	schema := fs.String("schema", postgres.DefaultSchema, "the `schema` that holds oke's tables")
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long (waiting for another migration included)")
 	fs.Usage = func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/okengine/oke/internal/secretflag"
 	"io"
 	"os"
 	"strings"
@@ -32,7 +33,8 @@ func runSchedules(ctx context.Context, name string, args []string, stdout, stder
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&addr, "addr", "", "ask the running app at this `URL` (its admin API, at "+AdminPath+"/ unless the URL has a path); the default is "+DefaultAddr)
-	fs.StringVar(&token, "token", os.Getenv("OKE_ADMIN_TOKEN"), "the app's admin `token`, sent as Authorization: Bearer (default $OKE_ADMIN_TOKEN; the demo logs the one it draws as \"admin token: …\")")
+	token = os.Getenv("OKE_ADMIN_TOKEN")
+	secretflag.Var(fs, &token, "token", "the app's admin `token`, sent as Authorization: Bearer (default $OKE_ADMIN_TOKEN; the demo logs the one it draws as \"admin token: …\")")
 	fs.BoolVar(&js, "json", false, "print the schedules as JSON (the admin API's shape)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: %s [-addr URL] [-token TOKEN] [-json]\n\n%s\n\nFlags:\n", name, schedulesAbout)

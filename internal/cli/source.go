@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"github.com/okengine/oke/internal/secretflag"
 	"io"
 	"net/http"
 	"net/url"
@@ -75,9 +77,11 @@ type target struct {
 
 func (t *target) register(fs interface {
 	StringVar(p *string, name, value, usage string)
+	Var(v flag.Value, name, usage string)
 }) {
 	fs.StringVar(&t.addr, "addr", "", "ask the running app at this `URL` (its admin API, at "+AdminPath+"/ unless the URL has a path); the default is "+DefaultAddr)
-	fs.StringVar(&t.token, "token", os.Getenv("OKE_ADMIN_TOKEN"), "the app's admin `token`, sent as Authorization: Bearer (default $OKE_ADMIN_TOKEN; the demo logs the one it draws as \"admin token: …\")")
+	t.token = os.Getenv("OKE_ADMIN_TOKEN")
+	secretflag.Var(fs, &t.token, "token", "the app's admin `token`, sent as Authorization: Bearer (default $OKE_ADMIN_TOKEN; the demo logs the one it draws as \"admin token: …\")")
 	fs.StringVar(&t.data, "data", "", "open this data folder (`DIR`) with the file driver instead; only while no app holds it")
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/okengine/oke/internal/secretflag"
 	"io"
 	"log/slog"
 	"net"
@@ -17,7 +18,7 @@ import (
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Addr, "addr", c.Addr, "listen on this `address` (port 0 picks a free port)")
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "keep oke's file driver and the SQLite business data in this `folder`")
-	fs.StringVar(&c.Postgres, "postgres", c.Postgres, "use the Postgres driver and business data in this database `DSN` instead of -data (oke's tables in schema oke, the business tables in the DSN's search_path; migrated at start)")
+	secretflag.Var(fs, &c.Postgres, "postgres", "use the Postgres driver and business data in this database `DSN` instead of -data (oke's tables in schema oke, the business tables in the DSN's search_path; migrated at start)")
 	fs.DurationVar(&c.Lease, "lease", c.Lease, "the `duration` of the in-progress lease of an Idempotency-Key (a retry meanwhile gets 409 with Retry-After)")
 	fs.StringVar(&c.Driver, "driver", c.Driver, "the idempotency store `kind`: file (in -data) or memory (lost on exit; for load tests)")
 	fs.StringVar(&c.Provider, "provider", c.Provider, "the refund provider's `URL` (default: the demo's own fake provider, called in-process and also served at "+ProviderPath+")")
@@ -26,7 +27,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.ClaimFirst, "claim-first", c.ClaimFirst, "claim every Idempotency-Key before its flow runs (oke.Config.ClaimFirst), never in the flow's transaction: to compare the two")
 	fs.BoolVar(&c.Unprotected, "unprotected", c.Unprotected, "benchmarks only: also bind POST "+UnprotectedChargesPath+", the charge handler with Idempotency-Key handling off, to measure its cost side by side")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long (`duration`) a graceful shutdown waits for running requests")
-	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "the `token` the admin API and console under /_oke/ require (Authorization: Bearer TOKEN, or the console's login); default $OKE_ADMIN_TOKEN, else a random one, logged at start")
+	secretflag.Var(fs, &c.AdminToken, "admin-token", "the `token` the admin API and console under /_oke/ require (Authorization: Bearer TOKEN, or the console's login); default $OKE_ADMIN_TOKEN, else a random one, logged at start")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "how long (`duration`) a client may take to send a request's headers")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "how long (`duration`) a client may take to send a whole request, headers and body; a stalled body is cut off")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "how long (`duration`) an ordinary request may take, from its headers to the end of its answer (streams and /events are exempt: each of their writes gets this long)")

@@ -20,6 +20,18 @@ import (
 	"github.com/okengine/oke/examples/payments/app"
 )
 
+// TestHelpShowsNoSecret: -h prints no admin token, whether it comes from
+// $OKE_ADMIN_TOKEN or the command line, and no DSN (it may hold a password).
+func TestHelpShowsNoSecret(t *testing.T) {
+	t.Setenv("OKE_ADMIN_TOKEN", "env-token-s3cr3t-0123456789")
+	var stderr bytes.Buffer
+	err := app.Main(context.Background(), "payments", []string{"-admin-token", "flag-token-s3cr3t-0123456789",
+		"-postgres", "postgres://u:pw-s3cr3t@127.0.0.1:1/x", "-h"}, io.Discard, &stderr)
+	if !errors.Is(err, flag.ErrHelp) || strings.Contains(stderr.String(), "s3cr3t") || !strings.Contains(stderr.String(), "-admin-token token") {
+		t.Fatalf("err %v; -h printed:\n%s", err, stderr.String())
+	}
+}
+
 // The flags, in process: mistakes fail before anything is opened.
 func TestMainFlags(t *testing.T) {
 	cases := []struct {
