@@ -23,12 +23,16 @@ func TestConsoleSchedulesInABrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`[data-input="admin-token"]`), testAdminToken),
 		chromedp.Click(chromedp.CSS(`[data-action="login"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-nav="schedules"]`)))
-	// The page reads the API again every few seconds: a completed run of a
-	// tick shows up on it.
+	// The page reads the API again every few seconds and draws its rows
+	// afresh: a completed run of a tick shows up on it. So the row is looked
+	// for in the page, in one evaluation, not as a node that the next
+	// drawing may have replaced by the time it is checked.
 	sweep := `[data-schedule="demo.sweep"][data-spec="@every 1s"]`
+	present := func(sel string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](`document.querySelector('` + sel + `') !== null`)
+	}
 	browsertest.Do(t, ctx, "open the schedules page", chromedp.Click(chromedp.CSS(`[data-nav="schedules"]`)),
-		chromedp.WaitVisible(chromedp.CSS(sweep)),
-		chromedp.WaitVisible(chromedp.CSS(sweep+`[data-last-status="completed"]`)))
+		present(sweep), present(sweep+`[data-last-status="completed"]`))
 	if next := browsertest.Get(t, ctx, "read the next tick", chromedp.Evaluate[string](`document.querySelector('`+sweep+`').getAttribute("data-next")`)); next == "" {
 		t.Errorf("the sweep shows no next tick")
 	}
@@ -37,6 +41,7 @@ func TestConsoleSchedulesInABrowser(t *testing.T) {
 		t.Fatalf("data-last-run = %q", run)
 	}
 	browsertest.Screenshot(t, ctx, shots, "schedules")
-	browsertest.Do(t, ctx, "open the last run", chromedp.Click(chromedp.CSS(sweep+` a[href^="#/runs/"]`)),
+	browsertest.Do(t, ctx, "open the last run",
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('`+sweep+` a[href^="#/runs/"]').click()`),
 		chromedp.WaitVisible(chromedp.CSS(`[data-step="2"]`)))
 }
