@@ -24,14 +24,15 @@ func TestConsoleSchedulesInABrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`[data-action="login"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-nav="schedules"]`)))
 	// The page reads the API again every few seconds and draws its rows
-	// afresh: a completed run of a tick shows up on it. So the row is looked
-	// for in the page, in one evaluation, not as a node that the next
-	// drawing may have replaced by the time it is checked.
+	// afresh: a completed run of a tick shows up on it. So what the test
+	// looks for and clicks is found in the page, in one evaluation each, not
+	// as a node a later drawing may have replaced by the next CDP call.
 	sweep := `[data-schedule="demo.sweep"][data-spec="@every 1s"]`
 	present := func(sel string) chromedp.Action[chromedp.Void] {
 		return chromedp.Poll[chromedp.Void](`document.querySelector('` + sel + `') !== null`)
 	}
-	browsertest.Do(t, ctx, "open the schedules page", chromedp.Click(chromedp.CSS(`[data-nav="schedules"]`)),
+	browsertest.Do(t, ctx, "open the schedules page",
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-nav="schedules"]').click()`),
 		present(sweep), present(sweep+`[data-last-status="completed"]`))
 	if next := browsertest.Get(t, ctx, "read the next tick", chromedp.Evaluate[string](`document.querySelector('`+sweep+`').getAttribute("data-next")`)); next == "" {
 		t.Errorf("the sweep shows no next tick")
