@@ -46,7 +46,8 @@ import (
 //	                                  a batch: {"ids":[…]} or the runs the filters select
 //	GET    /idempotency?key=&tenant=&principal=&flow=&limit=   rows (bodies hidden)
 //	GET    /idempotency/row?tenant=&principal=&flow=&key=[&reveal=1]   one row
-//	DELETE /idempotency/row?tenant=&principal=&flow=&key=      delete a row
+//	DELETE /idempotency/row?tenant=&principal=&flow=&key=[&force=1]
+//	                                  delete a row (409 RowInProgress while it is in flight, unless forced)
 //	POST   /idempotency/sweep         delete the expired rows, in batches
 //	GET    /schedules                 the schedules (oke.Cron): spec, next tick, last run
 //	POST   /login, POST /logout       the console's session (Token)
