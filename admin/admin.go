@@ -86,6 +86,10 @@ func Handler(a *oke.App, auth Auth, opts ...Option) http.Handler {
 		opt(&o)
 	}
 	lim := newLimiter(o.limits)
+	var revoked *storeRevocations
+	if tokenAuth != nil && a.Driver() != nil {
+		revoked = &storeRevocations{d: a.Driver()}
+	}
 	x := &api{app: a, j: a.Journal(), d: a.Driver(), poll: 500 * time.Millisecond}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { httpx.NotFound(mux, w, r) })
@@ -101,7 +105,7 @@ func Handler(a *oke.App, auth Auth, opts ...Option) http.Handler {
 	})
 	mux.HandleFunc("GET /ui/{file}", serveAsset)
 	if tokenAuth != nil {
-		mux.HandleFunc("POST /logout", serveLogout(tokenAuth, o.now))
+		mux.HandleFunc("POST /logout", serveLogout(tokenAuth, o.now, revoked))
 	}
 	mux.HandleFunc("GET /flows", x.flows)
 	mux.HandleFunc("GET /runs", x.listRuns)
@@ -145,7 +149,7 @@ func Handler(a *oke.App, auth Auth, opts ...Option) http.Handler {
 			serveLogin(tokenAuth, w, r, now, func() { failed("login form") })
 			return
 		}
-		if e, guess := guard(auth, r, now); e != nil {
+		if e, guess := guard(auth, r, now, revoked); e != nil {
 			if guess != "" {
 				failed(guess)
 			}

@@ -69,14 +69,15 @@ var _ Auth = (*tokenAuth)(nil)
 // nobody in.
 //
 // Logging out (POST /logout) revokes the session on the server, not only in
-// the browser: the same cookie is refused from then on. Revocations are
-// kept in this process's memory (at most 10 000 sessions at once, each
-// until it would have expired; past that, every session open at the time
-// is ended, never one left valid): with several instances of the app behind
-// one address, a logout revokes the session on the instance that served it,
-// and a restart forgets revocations. A copy of a logged-out cookie can then
-// still be used on another instance (or after a restart) until it expires;
-// to end every session everywhere at once, change the token.
+// the browser: the same cookie is refused from then on. Handler records the
+// logout in the app's store (a row of flow LogoutFlow that lives as long as
+// the session would have), so every instance of the app sharing that store
+// refuses the cookie, after restarts too; while the store cannot be read, a
+// session cookie gets 503 (the bearer token still works). This Auth used on
+// its own (Authorize) knows only the logouts of its process, kept in memory
+// (at most 10 000 at once; past that, every session open at the time is
+// ended, never one let in again). To end every session at once, change the
+// token.
 //
 // Draw the token at random (32 bytes, hex) and keep it like a password.
 func Token(token string) Auth {
@@ -85,7 +86,7 @@ func Token(token string) Auth {
 
 // Authorize implements Auth.
 func (a *tokenAuth) Authorize(r *http.Request) error {
-	if e, _ := a.check(r, time.Now()); e != nil {
+	if e, _, _ := a.check(r, time.Now()); e != nil {
 		return e
 	}
 	return nil
@@ -94,29 +95,33 @@ func (a *tokenAuth) Authorize(r *http.Request) error {
 // check authorizes r at now. guess names the credential when the refusal is
 // a wrong guess at a secret (a wrong token, a forged cookie) that the
 // limiter counts; it is empty for a request with no credential or with a
-// genuine session that expired or logged out.
-func (a *tokenAuth) check(r *http.Request, now time.Time) (e *oke.Error, guess string) {
+// genuine session that expired or logged out. session is the session id
+// when r was let in by its session cookie.
+func (a *tokenAuth) check(r *http.Request, now time.Time) (e *oke.Error, guess, session string) {
 	if len(a.token) == 0 {
-		return oke.Unauthorized("The admin surface has no token configured; nobody may use it."), ""
+		return oke.Unauthorized("The admin surface has no token configured; nobody may use it."), "", ""
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, cred, _ := strings.Cut(h, " ")
 		if strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(cred)), a.token) == 1 {
-			return nil, ""
+			return nil, "", ""
 		}
-		return oke.Unauthorized("The admin token is wrong."), "bearer token"
+		return oke.Unauthorized("The admin token is wrong."), "bearer token", ""
 	}
 	if c, err := r.Cookie(SessionCookie); err == nil {
 		switch a.validSession(c.Value, now) {
 		case sessionValid:
-			return nil, ""
+			id, _, _ := a.parseSession(c.Value)
+			return nil, "", id
 		case sessionForged:
-			return oke.Unauthorized("The console session is not valid: log in again."), "session cookie"
+			return oke.Unauthorized("The console session is not valid: log in again."), "session cookie", ""
 		}
-		return oke.Unauthorized("The console session ended (it expired, or logged out): log in again."), ""
+		return errSessionEnded, "", ""
 	}
-	return oke.Unauthorized("The admin surface needs the admin token: send Authorization: Bearer <token>, or log in to the console."), ""
+	return oke.Unauthorized("The admin surface needs the admin token: send Authorization: Bearer <token>, or log in to the console."), "", ""
 }
+
+var errSessionEnded = oke.Unauthorized("The console session ended (it expired, or logged out): log in again.")
 
 // sessionOK reports whether r carries a valid console session and no other
 // credential: the one request a blocked client is still let through with.
@@ -184,11 +189,15 @@ func (a *tokenAuth) validSession(v string, now time.Time) sessionState {
 	return sessionValid
 }
 
-// logout revokes the session of cookie value v, when it is one of ours.
-func (a *tokenAuth) logout(v string, now time.Time) {
-	if id, exp, ok := a.parseSession(v); ok && now.Unix() < exp {
-		a.revoked.add(id, exp, now)
+// logout revokes the session of cookie value v, when it is one of ours,
+// in this process, and returns its id and expiry.
+func (a *tokenAuth) logout(v string, now time.Time) (id string, exp time.Time, ok bool) {
+	id, e, ok := a.parseSession(v)
+	if !ok || now.Unix() >= e {
+		return "", time.Time{}, false
 	}
+	a.revoked.add(id, e, now)
+	return id, time.Unix(e, 0), true
 }
 
 // maxRevoked is how many logged-out sessions Token remembers at once.
@@ -242,14 +251,23 @@ func (s *revocations) has(id string, exp int64) bool {
 // a state-changing request, the same-origin check (CSRF). guess is set when
 // the refusal was a wrong guess at a credential (see tokenAuth.check; for
 // another Auth, any 401 of a request that sent an Authorization header).
-func guard(auth Auth, r *http.Request, now time.Time) (e *oke.Error, guess string) {
+func guard(auth Auth, r *http.Request, now time.Time, revoked *storeRevocations) (e *oke.Error, guess string) {
 	if auth == nil {
 		return &oke.Error{Status: http.StatusServiceUnavailable, Code: "AuthMissing",
 			Message: "The admin surface has no authentication configured (oke.Config.Auth); it serves nothing until it has."}, ""
 	}
 	if ta, ok := auth.(*tokenAuth); ok {
-		if e, guess := ta.check(r, now); e != nil {
+		e, guess, session := ta.check(r, now)
+		if e != nil {
 			return e, guess
+		}
+		if session != "" && revoked != nil {
+			switch gone, err := revoked.has(r.Context(), session); {
+			case err != nil:
+				return oke.ErrStoreUnavailable.WithMessage("The console session could not be checked against the logouts in the store; retry, or use the bearer token.").WithCause(err), ""
+			case gone:
+				return errSessionEnded, ""
+			}
 		}
 	} else if err := auth.Authorize(r); err != nil {
 		if !errors.As(err, &e) {
@@ -383,16 +401,22 @@ func browserForm(r *http.Request) bool {
 }
 
 // serveLogout ends the console session: it revokes the session on the
-// server (the same cookie is refused from then on, on this instance; see
-// Token) and clears the cookie in the browser.
-func serveLogout(auth *tokenAuth, now func() time.Time) http.HandlerFunc {
+// server — in this process, and in the app's store when revoked is set, so
+// that every instance sharing the store refuses it (see Handler) — and
+// clears the cookie in the browser.
+func serveLogout(auth *tokenAuth, now func() time.Time, revoked *storeRevocations) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if c, err := r.Cookie(SessionCookie); err == nil {
-			auth.logout(c.Value, now())
-		}
 		prefix := mountPrefix(r)
 		http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: prefix + "/", MaxAge: -1,
 			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		if c, err := r.Cookie(SessionCookie); err == nil {
+			if id, exp, ok := auth.logout(c.Value, now()); ok && revoked != nil {
+				if err := revoked.add(r.Context(), id, exp, now()); err != nil {
+					oke.WriteError(w, oke.ErrStoreUnavailable.WithMessage("Logged out on this instance only: the store did not record the logout, so other instances of the app may still take this session's cookie until it expires. Log out again.").WithCause(err))
+					return
+				}
+			}
+		}
 		http.Redirect(w, r, prefix+"/", http.StatusSeeOther)
 	}
 }

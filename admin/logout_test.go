@@ -1,12 +1,20 @@
 package admin_test
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/okengine/oke"
 	"github.com/okengine/oke/admin"
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/driver/memory"
+	"github.com/okengine/oke/driver/postgres"
+	"github.com/okengine/oke/internal/pgtest"
 )
 
 // TestAdminLogoutEndsTheSession: issue 21 defect 7 — after POST /logout the
@@ -53,5 +61,74 @@ func TestAdminLogoutEndsTheSession(t *testing.T) {
 	// A new login works.
 	if resp, _ := (adminReq{"POST", "/_oke/login", []string{"Content-Type", "application/x-www-form-urlencoded"}, "token=" + url.QueryEscape(adminTok)}).send(t, c, srv.URL); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("login after logout: %d", resp.StatusCode)
+	}
+}
+
+// TestAdminLogoutReachesEveryInstance: two instances of an app sharing one
+// store (each its own process memory, its own Handler, the same token): a
+// logout on one is refused on the other too, because the logout is
+// recorded in the store (a row of flow admin.LogoutFlow, living as long as
+// the session would have). On the memory driver (one store, two apps) and
+// on Postgres (two pools, as two processes would have).
+func TestAdminLogoutReachesEveryInstance(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		shared := memory.New()
+		logoutOnEveryInstance(t, shared, shared)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		_, dsn := pgtest.NewDatabase(t, "oke_admin_logout")
+		c := pgtest.Charge(t, 2*pgtest.DriverConns(1))
+		var ds [2]driver.Driver
+		for i := range ds {
+			d, err := postgres.Open(context.Background(), c.DSN(pgtest.WithPoolSize(dsn, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Close() })
+			if err := d.Migrate(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			ds[i] = d
+		}
+		logoutOnEveryInstance(t, ds[0], ds[1])
+	})
+}
+
+func logoutOnEveryInstance(t *testing.T, d0, d1 driver.Driver) {
+	var srvs [2]*httptest.Server
+	for i, d := range []driver.Driver{d0, d1} {
+		app := oke.New(oke.Config{Driver: d, SweepInterval: -1, Logger: quiet()})
+		app.HandleHTTP("/_oke/", http.StripPrefix("/_oke", admin.Handler(app, admin.Token(adminTok))))
+		srvs[i] = httptest.NewServer(app)
+		t.Cleanup(func() {
+			srvs[i].Close()
+			app.Close(context.Background())
+		})
+	}
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, _ := adminReq{"POST", "/_oke/login", []string{"Content-Type", "application/x-www-form-urlencoded"}, "token=" + url.QueryEscape(adminTok)}.send(t, c, srvs[0].URL)
+	var cookie string
+	for _, ck := range resp.Cookies() {
+		if ck.Name == admin.SessionCookie {
+			cookie = ck.Name + "=" + ck.Value
+		}
+	}
+	on := func(i int, method, path string) int {
+		resp, _ := adminReq{method, path, []string{"Cookie", cookie}, ""}.send(t, c, srvs[i].URL)
+		return resp.StatusCode
+	}
+	if a, b := on(0, "GET", "/_oke/runs"), on(1, "GET", "/_oke/runs"); a != 200 || b != 200 {
+		t.Fatalf("a session made on instance 0: %d there, %d on instance 1; want 200 on both", a, b)
+	}
+	if got := on(0, "POST", "/_oke/logout"); got != http.StatusSeeOther {
+		t.Fatalf("logout on instance 0: %d", got)
+	}
+	if a, b := on(0, "GET", "/_oke/runs"), on(1, "GET", "/_oke/runs"); a != 401 || b != 401 {
+		t.Fatalf("after logging out on instance 0: %d there, %d on instance 1; want 401 on both", a, b)
+	}
+	rows, err := d1.List(context.Background(), driver.Key{}, 0)
+	if err != nil || len(rows) != 1 || rows[0].Key.Flow != admin.LogoutFlow || rows[0].State != driver.Completed ||
+		rows[0].ExpiresAt.Before(time.Now().Add(11*time.Hour)) {
+		t.Fatalf("the store holds %+v %v, want one completed %s row living about 12 h", rows, err, admin.LogoutFlow)
 	}
 }
