@@ -51,7 +51,7 @@ import (
 //	                                  delete a row (409 RowInProgress while it is in flight, unless forced)
 //	POST   /idempotency/sweep         delete the expired rows, in batches
 //	GET    /schedules                 the schedules (oke.Cron): spec, next tick, last run
-//	POST   /login, POST /logout       the console's session (Token)
+//	POST   /login, POST /logout       the console's session (Token; logout revokes it on the server)
 //
 // Every request must pass auth (401 otherwise, as the JSON error envelope),
 // and a state-changing one (POST, PUT, PATCH, DELETE) whose Origin or
@@ -68,7 +68,9 @@ import (
 // each further refusal, up to ten minutes (Limits, WithLimits); each refusal
 // is logged as a warning on the app's logger (WithLogger), with the client
 // and what it sent (a bearer token, a session cookie, the login form), never
-// the credential. Other clients are not affected.
+// the credential. Other clients are not affected. With Token, POST /logout
+// revokes the session in the app's store (see Token), so every instance
+// sharing the store refuses its cookie.
 //
 // Handler panics when auth is nil: the admin surface is never served
 // without a gate. Pass InsecureNoAuth to opt out, by name.

@@ -5,11 +5,16 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/okengine/oke/admin"
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/driver/file"
+	"github.com/okengine/oke/driver/memory"
+	"github.com/okengine/oke/driver/postgres"
+	"github.com/okengine/oke/internal/pgtest"
 )
 
 // claimRow makes a running row held by owner on e's memory driver, its lease
@@ -73,21 +78,119 @@ func TestAdminDeleteOfARowInFlight(t *testing.T) {
 	}
 }
 
-// TestDeleteRowRefusesARowInFlight: the rule itself (which the CLI's
-// -data source uses): ErrRowInProgress without force, deleted with it.
+// TestDeleteRowRefusesARowInFlight: the rule itself (which the CLI's -data
+// source uses), on every driver: ErrRowInProgress for a running row whose
+// lease is not over, deleted with force; a completed row and a running one
+// whose lease lapsed are deleted; a missing row is ErrNotFound.
 func TestDeleteRowRefusesARowInFlight(t *testing.T) {
-	e := setupAPI(t)
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T) driver.Driver
+	}{
+		{"memory", func(t *testing.T) driver.Driver { return memory.New() }},
+		{"file", func(t *testing.T) driver.Driver {
+			d, err := file.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Close() })
+			return d
+		}},
+		{"postgres", func(t *testing.T) driver.Driver {
+			_, dsn := pgtest.NewDatabase(t, "oke_admin_delete")
+			c := pgtest.Charge(t, pgtest.DriverConns(1))
+			d, err := postgres.Open(context.Background(), c.DSN(pgtest.WithPoolSize(dsn, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Close() })
+			if err := d.Migrate(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := tc.open(t)
+			ctx := context.Background()
+			claim := func(key string) driver.Key {
+				k := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: key}
+				res, err := d.Claim(ctx, driver.ClaimRequest{Key: k, Fingerprint: "fp", Owner: "owner-" + key, Lease: time.Hour, TTL: 24 * time.Hour})
+				if err != nil || !res.Claimed {
+					t.Fatalf("claim %s: %+v %v", key, res, err)
+				}
+				return k
+			}
+			k := claim("in-flight")
+			err := admin.DeleteRow(ctx, d, k, false, time.Now())
+			var inFlight *admin.RowInProgressError
+			if !errors.Is(err, admin.ErrRowInProgress) || !errors.As(err, &inFlight) || inFlight.Key != k || !strings.Contains(err.Error(), "force") {
+				t.Fatalf("DeleteRow of a row in flight: %v", err)
+			}
+			if row, err := d.Get(ctx, k); err != nil || row.Owner != "owner-in-flight" {
+				t.Fatalf("after the refusal: %+v %v", row, err)
+			}
+			if err := admin.DeleteRow(ctx, d, k, true, time.Now()); err != nil {
+				t.Fatalf("forced: %v", err)
+			}
+			if err := admin.DeleteRow(ctx, d, k, false, time.Now()); !errors.Is(err, driver.ErrNotFound) {
+				t.Fatalf("a missing row: %v", err)
+			}
+			done := claim("completed")
+			if err := d.Complete(ctx, done, "owner-completed", driver.Response{Status: 201}, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if err := admin.DeleteRow(ctx, d, done, false, time.Now()); err != nil {
+				t.Fatalf("a completed row: %v", err)
+			}
+			// Seen two hours on, the hour's lease has lapsed: not in flight.
+			lapsed := claim("lapsed")
+			if err := admin.DeleteRow(ctx, d, lapsed, false, time.Now().Add(2*time.Hour)); err != nil {
+				t.Fatalf("a lapsed row: %v", err)
+			}
+			if _, err := d.Get(ctx, lapsed); !errors.Is(err, driver.ErrNotFound) {
+				t.Fatalf("the lapsed row is still there: %v", err)
+			}
+		})
+	}
+}
+
+// staleGet is a driver whose first Get shows a row as its old holder
+// left it: a request took it over between the admin's look-up and its
+// delete.
+type staleGet struct {
+	*memory.Driver
+	once  sync.Once
+	stale driver.Row
+}
+
+func (s *staleGet) Get(ctx context.Context, k driver.Key) (driver.Row, error) {
+	var row driver.Row
+	first := false
+	s.once.Do(func() { row, first = s.stale, true })
+	if first {
+		return row, nil
+	}
+	return s.Driver.Get(ctx, k)
+}
+
+// TestDeleteRowOfALapsedRowTakenOver: a running row whose lease had lapsed
+// when DeleteRow looked, but that another request took over before the
+// delete, is refused as in flight (the delete is fenced by the holder it
+// saw), and the new holder keeps it.
+func TestDeleteRowOfALapsedRowTakenOver(t *testing.T) {
+	m := memory.New()
 	ctx := context.Background()
-	k := e.claimRow("rule-key", "holder", 0, time.Hour)
-	err := admin.DeleteRow(ctx, e.d, k, false, time.Now())
-	var inFlight *admin.RowInProgressError
-	if !errors.Is(err, admin.ErrRowInProgress) || !errors.As(err, &inFlight) || inFlight.Key != k || !strings.Contains(err.Error(), "force") {
-		t.Fatalf("DeleteRow of a row in flight: %v", err)
+	k := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "taken-over"}
+	if _, err := m.Claim(ctx, driver.ClaimRequest{Key: k, Fingerprint: "fp", Owner: "new-holder", Lease: time.Hour, TTL: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
 	}
-	if err := admin.DeleteRow(ctx, e.d, k, true, time.Now()); err != nil {
-		t.Fatalf("forced: %v", err)
+	now := time.Now()
+	d := &staleGet{Driver: m, stale: driver.Row{Key: k, State: driver.Running, Owner: "old-holder", LeaseUntil: now.Add(-time.Second), ExpiresAt: now.Add(time.Hour)}}
+	if err := admin.DeleteRow(ctx, d, k, false, now); !errors.Is(err, admin.ErrRowInProgress) {
+		t.Fatalf("DeleteRow of a row taken over meanwhile: %v, want ErrRowInProgress", err)
 	}
-	if err := admin.DeleteRow(ctx, e.d, k, false, time.Now()); !errors.Is(err, driver.ErrNotFound) {
-		t.Fatalf("a missing row: %v", err)
+	if row, err := m.Get(ctx, k); err != nil || row.Owner != "new-holder" {
+		t.Fatalf("the new holder lost its row: %+v %v", row, err)
 	}
 }
