@@ -49,13 +49,18 @@ func clip(s string) string {
 // (ErrRowInProgress) unless force is set. A completed row, an expired one
 // and a running one whose lease has lapsed are deleted.
 //
-// A running row whose lease lapsed is deleted only if the same holder still
-// has it (driver.Driver.Release, fenced by its owner): if another request
-// took the key over between the look-up and the delete, the delete is
-// refused as in flight. With force, the row is deleted whatever its state
-// (driver.RowDeleter): its holder is fenced out (it can no longer store its
-// response) but keeps running, and the next request with the key runs as
-// new beside it — only for a holder you know is gone or stuck.
+// On a driver with driver.IdleRowDeleter (oke's three) the check and the
+// delete are one atomic step on the store's clock, and now only words the
+// error. On another, DeleteRow looks the row up and judges it at now: a
+// running row whose lease lapsed is deleted only if the same holder still
+// has it (driver.Driver.Release, fenced by its owner), so a request that
+// took the key over in between makes it a refusal; a completed row past its
+// TTL that a new claim replaces in between would be deleted in flight.
+//
+// With force, the row is deleted whatever its state (driver.RowDeleter):
+// its holder is fenced out (it can no longer store its response) but keeps
+// running, and the next request with the key runs as new beside it — only
+// for a holder you know is gone or stuck.
 //
 // ErrNotFound (driver) when no row has the key; d must implement
 // driver.RowDeleter.
@@ -66,6 +71,13 @@ func DeleteRow(ctx context.Context, d driver.Driver, key driver.Key, force bool,
 	}
 	if force {
 		return del.Delete(ctx, key)
+	}
+	if idle, ok := d.(driver.IdleRowDeleter); ok {
+		row, held, err := idle.DeleteIdle(ctx, key)
+		if err == nil && held {
+			return &RowInProgressError{Key: key, LeaseUntil: row.LeaseUntil, Now: now}
+		}
+		return err
 	}
 	row, err := d.Get(ctx, key)
 	if err != nil {

@@ -143,10 +143,20 @@ func TestDeleteRowRefusesARowInFlight(t *testing.T) {
 			if err := admin.DeleteRow(ctx, d, done, false, time.Now()); err != nil {
 				t.Fatalf("a completed row: %v", err)
 			}
-			// Seen two hours on, the hour's lease has lapsed: not in flight.
-			lapsed := claim("lapsed")
-			if err := admin.DeleteRow(ctx, d, lapsed, false, time.Now().Add(2*time.Hour)); err != nil {
-				t.Fatalf("a lapsed row: %v", err)
+			// A lease of 10 ms, on the store's clock: refused while it
+			// holds, deleted once it has lapsed (awaited by asking again).
+			lapsed := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "lapsed"}
+			if _, err := d.Claim(ctx, driver.ClaimRequest{Key: lapsed, Fingerprint: "fp", Owner: "gone", Lease: 10 * time.Millisecond, TTL: 24 * time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				err := admin.DeleteRow(ctx, d, lapsed, false, time.Now())
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, admin.ErrRowInProgress) || time.Now().After(deadline) {
+					t.Fatalf("a row whose 10 ms lease lapsed: %v", err)
+				}
 			}
 			if _, err := d.Get(ctx, lapsed); !errors.Is(err, driver.ErrNotFound) {
 				t.Fatalf("the lapsed row is still there: %v", err)
@@ -155,11 +165,18 @@ func TestDeleteRowRefusesARowInFlight(t *testing.T) {
 	}
 }
 
-// staleGet is a driver whose first Get shows a row as its old holder
+// rowDriver is a driver with Delete but not DeleteIdle: DeleteRow's
+// fallback (a look-up, then a fenced Release or a Delete).
+type rowDriver interface {
+	driver.Driver
+	driver.RowDeleter
+}
+
+// staleGet is such a driver whose first Get shows a row as its old holder
 // left it: a request took it over between the admin's look-up and its
 // delete.
 type staleGet struct {
-	*memory.Driver
+	rowDriver
 	once  sync.Once
 	stale driver.Row
 }
@@ -171,12 +188,13 @@ func (s *staleGet) Get(ctx context.Context, k driver.Key) (driver.Row, error) {
 	if first {
 		return row, nil
 	}
-	return s.Driver.Get(ctx, k)
+	return s.rowDriver.Get(ctx, k)
 }
 
-// TestDeleteRowOfALapsedRowTakenOver: a running row whose lease had lapsed
-// when DeleteRow looked, but that another request took over before the
-// delete, is refused as in flight (the delete is fenced by the holder it
+// TestDeleteRowOfALapsedRowTakenOver: on a driver without
+// driver.IdleRowDeleter, a running row whose lease had lapsed when DeleteRow
+// looked, but that another request took over before the delete, is refused
+// as in flight (the delete is fenced by the holder it
 // saw), and the new holder keeps it.
 func TestDeleteRowOfALapsedRowTakenOver(t *testing.T) {
 	m := memory.New()
@@ -186,7 +204,7 @@ func TestDeleteRowOfALapsedRowTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	d := &staleGet{Driver: m, stale: driver.Row{Key: k, State: driver.Running, Owner: "old-holder", LeaseUntil: now.Add(-time.Second), ExpiresAt: now.Add(time.Hour)}}
+	d := &staleGet{rowDriver: m, stale: driver.Row{Key: k, State: driver.Running, Owner: "old-holder", LeaseUntil: now.Add(-time.Second), ExpiresAt: now.Add(time.Hour)}}
 	if err := admin.DeleteRow(ctx, d, k, false, now); !errors.Is(err, admin.ErrRowInProgress) {
 		t.Fatalf("DeleteRow of a row taken over meanwhile: %v, want ErrRowInProgress", err)
 	}
