@@ -111,7 +111,7 @@ func (a *tokenAuth) check(r *http.Request, now time.Time) (e *oke.Error, guess, 
 	if c, err := r.Cookie(SessionCookie); err == nil {
 		switch a.validSession(c.Value, now) {
 		case sessionValid:
-			id, _, _ := a.parseSession(c.Value)
+			id, _, _, _ := a.parseSession(c.Value)
 			return nil, "", id
 		case sessionForged:
 			return oke.Unauthorized("The console session is not valid: log in again."), "session cookie", ""
@@ -157,28 +157,32 @@ const (
 	sessionEnded               // signed, but expired or revoked (logged out)
 )
 
-// parseSession returns a cookie value's session id and expiry when its MAC
-// is the token's.
-func (a *tokenAuth) parseSession(v string) (id string, exp int64, ok bool) {
+// parseSession reads a cookie value: its session id and expiry, and
+// whether it has the shape of one of our sessions (shaped) and its MAC is
+// the token's (ok).
+func (a *tokenAuth) parseSession(v string) (id string, exp int64, shaped, ok bool) {
 	i := strings.LastIndexByte(v, '.')
 	if i < 0 {
-		return "", 0, false
+		return "", 0, false, false
 	}
 	ts, sum := v[:i], v[i+1:]
 	exps, id, found := strings.Cut(ts, ".")
-	if !found || len(id) != 32 {
-		return "", 0, false
-	}
 	exp, err := strconv.ParseInt(exps, 10, 64)
-	if err != nil || !hmac.Equal([]byte(sum), []byte(a.mac(ts))) {
-		return "", 0, false
+	if !found || len(id) != 32 || len(sum) != 64 || err != nil {
+		return "", 0, false, false
 	}
-	return id, exp, true
+	return id, exp, true, hmac.Equal([]byte(sum), []byte(a.mac(ts)))
 }
 
+// validSession judges a session cookie at now. Only a cookie shaped like
+// ours whose MAC is wrong is forged (a guess the limiter counts): any other
+// malformed value, such as a session of an older version, can never be let
+// in, so it is merely ended.
 func (a *tokenAuth) validSession(v string, now time.Time) sessionState {
-	id, exp, ok := a.parseSession(v)
+	id, exp, shaped, ok := a.parseSession(v)
 	switch {
+	case !shaped:
+		return sessionEnded
 	case !ok:
 		return sessionForged
 	case now.Unix() >= exp || exp > now.Add(sessionTTL+time.Minute).Unix():
@@ -192,7 +196,7 @@ func (a *tokenAuth) validSession(v string, now time.Time) sessionState {
 // logout revokes the session of cookie value v, when it is one of ours,
 // in this process, and returns its id and expiry.
 func (a *tokenAuth) logout(v string, now time.Time) (id string, exp time.Time, ok bool) {
-	id, e, ok := a.parseSession(v)
+	id, e, _, ok := a.parseSession(v)
 	if !ok || now.Unix() >= e {
 		return "", time.Time{}, false
 	}

@@ -15,9 +15,12 @@ import (
 // whole), as ClientIP finds it.
 //
 // A refused credential (a wrong bearer token, a wrong token in the login
-// form, a session cookie whose signature is wrong) is a failure; a request
-// with no credential at all, or with a real session cookie that expired or
-// was logged out, is not a guess and is not counted. The first Free
+// form, a cookie shaped like a session whose signature is wrong) is a
+// failure; a request with no credential at all, with a real session cookie
+// that expired or was logged out, or with a cookie that is no session at
+// all (it could never be let in) is not a guess and is not counted. With an
+// Auth other than Token, a 401 of a request that sent an Authorization
+// header is a failure. The first Free
 // failures are answered 401 only; the Free-th and each later one block the
 // client for Base, then twice that, and so on up to Max; while blocked,
 // every admin request from that client is 429 Too Many Requests with

@@ -171,7 +171,7 @@ func TestAdminLoginGuessingIsLimited(t *testing.T) {
 
 // TestAdminCredentiallessRequestsAreNotGuesses: a browser loading the login
 // form, or a console tab whose session ended, is not guessing: it never gets
-// blocked.
+// blocked; a forged session cookie is a guess.
 func TestAdminCredentiallessRequestsAreNotGuesses(t *testing.T) {
 	e := setupLimits(t)
 	const from = "192.0.2.50:1"
@@ -179,5 +179,21 @@ func TestAdminCredentiallessRequestsAreNotGuesses(t *testing.T) {
 		e.want(e.send(from, "GET", "/_oke/", "", "Accept", "text/html"), 200, "", "the login form")
 		e.want(e.send(from, "GET", "/_oke/runs", ""), 401, "", "no credential")
 	}
+	// A cookie that is not shaped like a session (an older version's, or
+	// garbage) can never be let in, so it is not a guess either.
+	for i := 0; i < 20; i++ {
+		e.want(e.send(from, "GET", "/_oke/runs", "", "Cookie", admin.SessionCookie+"=1767225600.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"), 401, "", "an old-style cookie")
+		e.want(e.send(from, "GET", "/_oke/runs", "", "Cookie", admin.SessionCookie+"=garbage"), 401, "", "a garbage cookie")
+	}
 	e.want(e.bearer(from, adminTok), 200, "", "the right token after many credential-less requests")
+	// A cookie shaped like a session but not signed by the token is a
+	// guess.
+	forged := admin.SessionCookie + "=1767225600." + strings.Repeat("ab", 16) + "." + strings.Repeat("cd", 32)
+	for i := 0; i < 5; i++ {
+		e.want(e.send(from, "GET", "/_oke/runs", "", "Cookie", forged), 401, "", "a forged session")
+	}
+	e.want(e.send(from, "GET", "/_oke/runs", "", "Cookie", forged), 429, "1", "a forged session past the threshold")
+	if n := strings.Count(e.log.String(), `credential="session cookie"`); n != 5 {
+		t.Fatalf("%d forged sessions logged, want 5:\n%s", n, e.log.String())
+	}
 }
