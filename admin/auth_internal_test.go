@@ -127,3 +127,24 @@ func TestClientIP(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminLimiterBlocksGrowToTheMax: each failure past Free doubles the
+// block, never past Max, however many there are (no overflow).
+func TestAdminLimiterBlocksGrowToTheMax(t *testing.T) {
+	l := newLimiter(Limits{Free: 1, Base: time.Second, Max: time.Minute})
+	now := time.Now()
+	var got []time.Duration
+	for i := 0; i < 200; i++ {
+		_, block, _ := l.fail("x", now)
+		got = append(got, block)
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute}
+	for i, w := range want {
+		if got[i] != w {
+			t.Fatalf("block %d = %v, want %v (all: %v)", i+1, got[i], w, got[:len(want)])
+		}
+	}
+	if got[199] != time.Minute {
+		t.Fatalf("the 200th block is %v, want the max", got[199])
+	}
+}

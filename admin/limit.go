@@ -129,10 +129,11 @@ func (l *limiter) fail(id string, now time.Time) (failures int, block time.Durat
 	c.last = now
 	shed, c.shed = c.shed, 0
 	if c.failures >= l.lim.Free {
-		block = l.lim.Max
-		if n := c.failures - l.lim.Free; n < 40 {
-			block = min(l.lim.Base<<n, l.lim.Max)
+		block = l.lim.Base
+		for i := l.lim.Free; i < c.failures && block < l.lim.Max; i++ {
+			block *= 2
 		}
+		block = min(block, l.lim.Max)
 		c.until = now.Add(block)
 	}
 	return c.failures, block, shed

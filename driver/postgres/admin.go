@@ -40,12 +40,15 @@ func (d *Driver) Delete(ctx context.Context, key driver.Key) error {
 // leaves a row a live lease holds (on the server's now()); a concurrent
 // claim's update of the row makes it wait and decide on the new version.
 // When it deleted nothing, a look-up says why (no row, or held); a row that
-// lapsed in between is tried again.
+// lapsed in between is tried again, a few times.
 func (d *Driver) DeleteIdle(ctx context.Context, key driver.Key) (driver.Row, bool, error) {
 	if err := d.check(); err != nil {
 		return driver.Row{}, false, err
 	}
-	for {
+	for attempt := 1; ; attempt++ {
+		if attempt > 5 {
+			return driver.Row{}, false, fmt.Errorf("postgres: delete idle row: it changed under each of 5 tries; try again: %w", driver.ErrUnavailable)
+		}
 		tag, err := d.pool.Exec(ctx, d.sql(`DELETE FROM {s}.oke_idempotency WHERE `+keyWhere+`
 			AND NOT (state = 1 AND lease_until > now())`), key.Tenant, key.Principal, key.Flow, key.Key)
 		if err != nil {
