@@ -326,6 +326,53 @@ func TestAnUnchainedLineInAChainedLogIsRefused(t *testing.T) {
 	mustRefuseOutOfPlace(t, dir, logName, len(lines)+1, "no chain field", key(7))
 }
 
+// A write that finds its log broken heals it first, and that can rewrite
+// the log (a new file, whose last record is another line): the write's
+// lines, encoded after the old last record, are chained again after the new
+// one, so the folder opens afterwards.
+func TestAWriteAfterAHealingRewriteIsChainedAfterIt(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d := open(t, dir)
+	fillUsed(t, d, 0, 2)
+	broken := errors.New("an fsync failed (test)")
+
+	d.mu.Lock()
+	row := driver.Row{Key: key(5), Fingerprint: "fp", State: driver.Running, Owner: "o",
+		LeaseUntil: now().Add(time.Minute), ExpiresAt: now().Add(time.Hour), CreatedAt: now()}
+	d.setFault(broken, true)
+	gen := d.gen
+	seq, err := d.write(putRecord(&row), putRecord(&row))
+	if err == nil {
+		d.rows[row.Key] = &entry{row: row, seq: seq}
+	}
+	healed := d.gen != gen
+	d.mu.Unlock()
+	if err != nil || !healed {
+		t.Fatalf("write to a broken rows log: %v, rewritten %v; want it healed by a rewrite and written", err, healed)
+	}
+
+	j := &d.jr
+	j.mu.Lock()
+	j.setFault(broken, true)
+	gen = j.gen
+	_, _, err = j.write(&jrecord{Op: jopClaim, ID: "run-000", Key: "order:5"}, &jrecord{Op: jopClaim, ID: "run-000", Key: "order:6"})
+	healed = j.gen != gen
+	j.mu.Unlock()
+	if err != nil || !healed {
+		t.Fatalf("write to a broken journal: %v, rewritten %v; want it healed by a rewrite and written", err, healed)
+	}
+	closeDriver(t, d)
+
+	d = open(t, dir)
+	if _, err := d.Get(context.Background(), key(5)); err != nil {
+		t.Errorf("Get of the key written after the heal: %v", err)
+	}
+	if holder, err := d.ClaimKey(context.Background(), "order:6", "run-001"); err != nil || holder != "run-000" {
+		t.Errorf("order:6 is held by %q (%v), want run-000", holder, err)
+	}
+}
+
 // --- helpers for other tests ------------------------------------------------
 
 // lastCRC is the checksum of the last line of the log at path: what a line

@@ -208,7 +208,7 @@ func (d *Driver) write(recs ...*record) (uint64, error) {
 			return 0, err
 		}
 	}
-	return d.appendLines(buf, len(recs), chain)
+	return d.appendLines(buf, len(recs), d.last, chain)
 }
 
 // Claim implements driver.Driver.

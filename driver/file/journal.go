@@ -388,7 +388,7 @@ func (j *journal) write(recs ...*jrecord) (seq uint64, size int, err error) {
 			size = len(buf) - n
 		}
 	}
-	seq, err = j.appendLines(buf, len(recs), chain)
+	seq, err = j.appendLines(buf, len(recs), j.last, chain)
 	return seq, size, err
 }
 

@@ -2,6 +2,7 @@ package file
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -165,6 +166,20 @@ func endLine(dst []byte, start int, chain *uint32) []byte {
 		*chain = crc
 	}
 	return append(dst, lineSuffix...)
+}
+
+// rechain chains the lines of buf (chained lines, each with its newline)
+// after the checksum after, in place, and returns the checksum of the last.
+func rechain(buf []byte, after uint32) uint32 {
+	for len(buf) > 0 {
+		i := bytes.IndexByte(buf, '\n')
+		line := buf[:i] // ...,"chain":"<8 hex digits>"}
+		putHex(line[len(line)-10:], after)
+		after = crc32.Checksum(line[headerLen:len(line)-1], castagnoli)
+		putHex(line[len(linePrefix):], after)
+		buf = buf[i+1:]
+	}
+	return after
 }
 
 // putHex writes v as 8 hex digits at the start of b.

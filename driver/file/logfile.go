@@ -319,11 +319,11 @@ func (l *logFile) checkLoss(want *ckEntry, exists bool, sc scanned) error {
 }
 
 // appendLines writes buf, which holds n whole record lines chained after
-// l.last, at the end of the log in one write(2) and returns the write's
-// sequence number; last is the checksum of buf's last line. On error
-// nothing was appended, and the error is driver.ErrUnavailable. The owner's
-// mutex held.
-func (l *logFile) appendLines(buf []byte, n int, last uint32) (uint64, error) {
+// the checksum after (l.last when they were encoded), at the end of the log
+// in one write(2) and returns the write's sequence number; last is the
+// checksum of buf's last line. On error nothing was appended, and the error
+// is driver.ErrUnavailable. The owner's mutex held.
+func (l *logFile) appendLines(buf []byte, n int, after, last uint32) (uint64, error) {
 	if l.ro {
 		return 0, errReadOnlyWrite
 	}
@@ -331,6 +331,10 @@ func (l *logFile) appendLines(buf []byte, n int, last uint32) (uint64, error) {
 		if err := l.heal(false); err != nil {
 			return 0, err
 		}
+	}
+	if l.last != after {
+		// The heal rewrote the log: its last record is another line now.
+		last = rechain(buf, l.last)
 	}
 	var err error
 	if l.hooks == nil {
