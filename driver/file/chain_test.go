@@ -421,3 +421,27 @@ func olderOkesLog(t testing.TB, data []byte, journal bool) []byte {
 	}
 	return out
 }
+
+func TestParseHex(t *testing.T) {
+	t.Parallel()
+	for _, v := range []uint32{0, 1, 0x1c2d3e4f, 0xdeadbeef, 0xffffffff} {
+		b := make([]byte, 8)
+		putHex(b, v)
+		if got, ok := parseHex(b); !ok || got != v {
+			t.Errorf("parseHex(%s) = %08x, %v; want %08x", b, got, ok, v)
+		}
+	}
+	for _, s := range []string{"1C2D3E4F", "1c2d3e4g", "1c2d3e4", "1c2d3e4f0", " c2d3e4f", "1c2d\x003e4"} {
+		if v, ok := parseHex([]byte(s)); ok {
+			t.Errorf("parseHex(%q) = %08x, accepted", s, v)
+		}
+	}
+	// A checksum in upper case (a hand edit) is still read.
+	line, _ := appendRecord(nil, formatRecord("g", ""), nil)
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	upper := bytes.Clone(line)
+	copy(upper[len(linePrefix):], bytes.ToUpper(line[len(linePrefix):len(linePrefix)+8]))
+	if _, crc, err := checkLine(upper); err != nil || crc != lineCRC(line) {
+		t.Errorf("checkLine of %s: %08x, %v; want %08x", upper, crc, err, lineCRC(line))
+	}
+}
