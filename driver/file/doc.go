@@ -71,7 +71,8 @@
 // hand-written codec (codec.go) for speed; encoding/json is the reference it
 // is fuzzed against, and reads anything the fast path does not recognise, so
 // a line edited by hand still loads if it is valid JSON with a matching CRC
-// (and the line after it still names that CRC).
+// — and the lines after it chained anew, each naming the new CRC of the one
+// before: in practice a chained log is not edited by hand.
 //
 // A log of format version 1, written by an older oke (unchained, its frame
 // otherwise the same), is read as it is; Open rewrites it once as version
