@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -324,6 +326,57 @@ func TestAnUnchainedLineInAChainedLogIsRefused(t *testing.T) {
 	}
 	writeFile(t, path, bytes.Join(append(lines, line), nil))
 	mustRefuseOutOfPlace(t, dir, logName, len(lines)+1, "no chain field", key(7))
+}
+
+// Every mutation of one line of either log — two adjacent lines swapped,
+// a line removed (but the last: a cut at a line boundary is CHECKPOINT's
+// to catch, and past what was fsynced it is a torn tail), a line copied
+// anywhere — is refused, in the fsynced part and past it.
+func TestEveryReorderDropOrCopyOfALineIsRefused(t *testing.T) {
+	t.Parallel()
+	src := t.TempDir()
+	d := open(t, src)
+	fillUsed(t, d, 0, 2)
+	mustClaim(t, d, claimReq(key(2), "o"))                                            // written, not fsynced
+	if _, err := d.ClaimKey(context.Background(), "order:1", "run-001"); err != nil { // fsynced
+		t.Fatal(err)
+	}
+	mustClaim(t, d, claimReq(key(3), "o"))
+	folder := copyFolder(t, src) // as a process killed now leaves it
+	for _, log := range []string{logName, journalName} {
+		lines := fileLines(t, filepath.Join(folder, log))
+		var cases []struct {
+			name  string
+			lines [][]byte
+		}
+		add := func(name string, l [][]byte) {
+			cases = append(cases, struct {
+				name  string
+				lines [][]byte
+			}{name, l})
+		}
+		for i := 0; i+1 < len(lines); i++ {
+			l := slices.Clone(lines)
+			l[i], l[i+1] = l[i+1], l[i]
+			add(fmt.Sprintf("lines %d and %d swapped", i+1, i+2), l)
+			add(fmt.Sprintf("line %d removed", i+1), slices.Delete(slices.Clone(lines), i, i+1))
+		}
+		for i := range lines {
+			for j := 0; j <= len(lines); j++ {
+				add(fmt.Sprintf("line %d copied before line %d", i+1, j+1), slices.Insert(slices.Clone(lines), j, lines[i]))
+			}
+		}
+		for _, c := range cases {
+			dir := copyFolder(t, folder)
+			writeFile(t, filepath.Join(dir, log), bytes.Join(c.lines, nil))
+			if d, err := Open(dir); err == nil {
+				_ = d.Close()
+				t.Errorf("%s: %s: Open accepted it", log, c.name)
+			} else if !errors.Is(err, ErrCorrupt) {
+				t.Errorf("%s: %s: %v, want ErrCorrupt", log, c.name, err)
+			}
+		}
+	}
 }
 
 // A write that finds its log broken heals it first, and that can rewrite
