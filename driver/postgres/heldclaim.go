@@ -50,7 +50,15 @@ import (
 // holds the request's lock of this fingerprint (the same request, running)
 // or not (another payload under the key), read in one snapshot of pg_locks
 // (oke_lock_holder). The holder took its request's lock before the key's,
-// so there is no moment at which it holds the key's without its request's.
+// so there is no moment at which it holds the key's without its request's:
+// the holder's payload is known from the moment it holds the key. When no
+// row decided, the driver reads the row once more, with a snapshot taken
+// after the locks were read: a holder that committed between the first
+// look's snapshot and its read of pg_locks has let its lock go (or another
+// request holds it for a moment, to find the row and refuse), and its row
+// is visible by then (Postgres makes a commit visible before it releases
+// the transaction's locks), so the row, not the locks, decides: 422 for
+// another payload, never a 409 while the answer is knowable (issue 21).
 //
 // A free key — the common case — costs two lock calls, one index probe and
 // a setting ahead of the flow's statement, in the same round trip; and a
@@ -283,18 +291,39 @@ func (p *claimPrelude) refused(ctx context.Context, pipe *pgpipe.Pipeline, req d
 		int64(kc), int64(ko), int64(rc), int64(ro)).Scan(append(s.dest(), &now, &holder)...); err != nil {
 		return p.claimFailed(d.wrap("claim", err))
 	}
-	res := driver.ClaimResult{Now: now, Busy: true, BusySame: holder != holderOther}
 	if seen, existed := s.row(); existed {
 		if ok, _ := driver.MayReplace(&seen, req.Fingerprint, now); !ok {
 			// The row decides, whoever holds the lock.
-			res = driver.ClaimResult{Row: seen, Now: now}
+			return p.refusal(driver.ClaimResult{Row: seen, Now: now})
 		}
 	}
-	// Otherwise another transaction holds the key, or let it go since
-	// (its row, or none, a claim may replace: it rolled back): the same
-	// request may try again.
-	return p.refusal(res)
+	// No row decided when the statement's snapshot was taken, and the
+	// locks were read after it: a holder that committed in between has
+	// let its lock go, or handed it to a request that will find its row
+	// and refuse — the locks then say nothing of the payload the key
+	// stores. Its row is visible before its locks go (Postgres ends a
+	// transaction's visibility, then releases its locks), so a snapshot
+	// taken now sees it: read the row again, and only when no row decides
+	// still do the locks.
+	var again rowScan
+	if err := conn.QueryRow(ctx, d.sql(heldRowSQL), k.Tenant, k.Principal, k.Flow, k.Key).Scan(append(again.dest(), &now)...); err != nil {
+		return p.claimFailed(d.wrap("claim", err))
+	}
+	if seen, existed := again.row(); existed {
+		if ok, _ := driver.MayReplace(&seen, req.Fingerprint, now); !ok {
+			return p.refusal(driver.ClaimResult{Row: seen, Now: now})
+		}
+	}
+	// Another transaction holds the key (holderOther: with another
+	// payload, 422), or let it go since, rolled back or leaving a row a
+	// claim may replace: the same request may try again (409).
+	return p.refusal(driver.ClaimResult{Now: now, Busy: true, BusySame: holder != holderOther})
 }
+
+// heldRowSQL reads the key's row, if any, and the server's clock: the
+// second look of refused.
+var heldRowSQL = `SELECT ` + prefixed("o") + `, now()
+	FROM (VALUES (1)) AS one LEFT JOIN {s}.oke_idempotency o ON ` + keyWhere
 
 // refusal tells t the result res of a claim that did not go ahead, and
 // returns the refusal t gives.

@@ -8,7 +8,9 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/okengine/oke"
 	"github.com/okengine/oke/driver"
@@ -25,6 +27,22 @@ const heldPool = 4
 // is set.
 func heldApp(t *testing.T, gate func(key int) <-chan struct{}) (*oke.App, *postgres.Driver) {
 	t.Helper()
+	return heldAppWith(t, heldConfig{claim: oke.ClaimInTx, gate: gate})
+}
+
+// heldConfig is what heldAppWith varies: the flow's claim mode, the app's
+// lease (zero: the default) and the gate its flow waits for after its
+// INSERT.
+type heldConfig struct {
+	claim oke.ClaimStrategy
+	lease time.Duration
+	gate  func(key int) <-chan struct{}
+}
+
+// heldAppWith is heldApp with the claim mode and lease of c.
+func heldAppWith(t *testing.T, c heldConfig) (*oke.App, *postgres.Driver) {
+	t.Helper()
+	gate := c.gate
 	url, _ := server(t)
 	schema := fmt.Sprintf("oke_test_%d_%d", os.Getpid(), schemaSeq.Add(1))
 	dropSchemaAtEnd(t, schema)
@@ -33,10 +51,10 @@ func heldApp(t *testing.T, gate func(key int) <-chan struct{}) (*oke.App, *postg
 		t.Fatal(err)
 	}
 	table := chargesTable(t, d)
-	app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1})
+	app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1, Lease: c.lease})
 	type in struct{ Key, Amount int64 }
 	app.Handle(oke.POST("/charges"), oke.NewFlow("held.charge",
-		oke.Options{Idempotency: oke.Idempotency{Mode: oke.ModeRequired, Claim: oke.ClaimInTx}},
+		oke.Options{Idempotency: oke.Idempotency{Mode: oke.ModeRequired, Claim: c.claim}},
 		func(ctx context.Context, in in, fx *oke.Fx) (oke.Response[map[string]int64], error) {
 			id, err := txCharge(ctx, fx, table, in.Amount)
 			if err != nil {
@@ -188,4 +206,92 @@ func TestHeldClaimOtherPayloadWhileRunningIs422(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// A different payload is 422, never 409, whenever the key's holder is
+// known (spec 004: different fingerprint → 422), in every claim mode, also
+// while the holder commits: for each of 60 keys, 20 requests with one
+// payload and 20 with another race with nothing holding the winner back,
+// so that the losers meet it running, committing and committed; the race
+// is run 5 times. The winner's payload answers 201 (live once, replayed
+// after) or 409 while it runs; the other payload answers 422, always. The
+// holder takes its request's lock (key and fingerprint) in the statement
+// that takes the key's, so a request that finds the key taken can tell the
+// holder's payload from its own — if it reads the key's row after it
+// looked at the locks: a holder that committed in between let its lock go
+// after its row became visible.
+func TestRacingPayloadsAre422NotConflict(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []struct {
+		name  string
+		claim oke.ClaimStrategy
+	}{{"held in the transaction", oke.ClaimInTx}, {"claimed first", oke.ClaimFirst}} {
+		t.Run(mode.name, func(t *testing.T) {
+			app, _ := heldAppWith(t, heldConfig{claim: mode.claim})
+			const keys, per, rounds = 60, 20, 5
+			// Keys race a few at a time, all of a key's requests together.
+			const together = 3
+			var wrong, conflicts atomic.Int64
+			for round := range rounds {
+				sem := make(chan struct{}, together)
+				var wg sync.WaitGroup
+				for k := range keys {
+					wg.Add(1)
+					sem <- struct{}{}
+					go func() {
+						defer wg.Done()
+						defer func() { <-sem }()
+						key := fmt.Sprintf("raced-%d-%d-%s", round, k, strings.Repeat("k", 16))
+						type answer struct {
+							amount, code int
+							replayed     bool
+						}
+						answers := make([]answer, 2*per)
+						start := make(chan struct{})
+						var reqs sync.WaitGroup
+						for i := range 2 * per {
+							reqs.Add(1)
+							go func() {
+								defer reqs.Done()
+								<-start
+								amount := 1 + i%2 // two payloads
+								w := postCharge(t, app, key, k, amount)
+								answers[i] = answer{amount, w.Code, w.Header().Get("Idempotent-Replayed") == "true"}
+							}()
+						}
+						close(start)
+						reqs.Wait()
+						winner := 0
+						for _, a := range answers {
+							if a.code == http.StatusCreated && !a.replayed {
+								if winner != 0 {
+									t.Errorf("key %s: two requests ran: %v", key, answers)
+									return
+								}
+								winner = a.amount
+							}
+						}
+						if winner == 0 {
+							t.Errorf("key %s: no request ran: %v", key, answers)
+							return
+						}
+						for _, a := range answers {
+							switch {
+							case a.amount == winner && (a.code == http.StatusCreated || a.code == http.StatusConflict):
+								if a.code == http.StatusConflict {
+									conflicts.Add(1)
+								}
+							case a.amount != winner && a.code == http.StatusUnprocessableEntity:
+							default:
+								wrong.Add(1)
+								t.Errorf("key %s: payload %d answered %d (replayed %v) when payload %d ran", key, a.amount, a.code, a.replayed, winner)
+							}
+						}
+					}()
+				}
+				wg.Wait()
+			}
+			t.Logf("%d wrong answers; %d conflicts (409) for the winner's payload", wrong.Load(), conflicts.Load())
+		})
+	}
 }
