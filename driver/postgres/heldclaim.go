@@ -68,8 +68,15 @@ import (
 // No row is written until the completion, which stores the response as the
 // row (insertCompletedSQL, or replaceCompletedSQL over the row the lookup
 // found) in the flow's transaction. One commit per request instead of two,
-// and no lease: the lock lasts exactly as long as the transaction, so a
-// request cut off leaves nothing to wait out.
+// and no row to renew: the lock lasts exactly as long as the transaction,
+// so a request cut off leaves nothing to wait out. The lease still bounds
+// it: the lookup sets the transaction's idle_in_transaction_session_timeout
+// to the claim's lease (heldLeaseSQL), so a holder that sends nothing for
+// a lease — its process paused, its flow stuck between statements — has
+// its session ended by the server, its writes rolled back and the key let
+// go (issue 21). Every statement the flow sends starts the count again, as
+// a renewal would. Its late completion then fails (SQLSTATE 25P03, or a
+// closed connection): nothing of it committed.
 //
 // The lookup must not take the key's lock itself: a lock taken after a
 // statement's snapshot does not cover what the snapshot missed (a holder
@@ -96,9 +103,22 @@ const heldLockSQL = `SELECT CASE WHEN pg_try_advisory_xact_lock($1) THEN 1
 // heldLookupSQL reads the key's row, if any, and the server's clock, and
 // sets oke.held_claim, for the rest of the transaction, to 1 when a claim
 // with fingerprint $5 may go ahead (no row, or one it may replace), else 0.
+// It also sets the transaction's idle_in_transaction_session_timeout to
+// the claim's lease ($6, in milliseconds), unless the session's is shorter
+// already: a holder that sends nothing for a whole lease — its process
+// paused, or its flow stuck between two statements — has its session ended
+// by the server, which rolls the transaction back and lets the key go.
 var heldLookupSQL = `SELECT ` + prefixed("o") + `, now(),
-	set_config('oke.held_claim', coalesce(o.idem_key IS NULL OR (` + mayReplaceSQL("o", "$5") + `), false)::int::text, true)
+	set_config('oke.held_claim', coalesce(o.idem_key IS NULL OR (` + mayReplaceSQL("o", "$5") + `), false)::int::text, true),
+	` + heldLeaseSQL + `
 	FROM (VALUES (1)) AS one LEFT JOIN {s}.oke_idempotency o ON ` + keyWhere
+
+// heldLeaseSQL sets idle_in_transaction_session_timeout, for the rest of the
+// transaction, to $6 milliseconds, unless it is set to less already.
+const heldLeaseSQL = `set_config('idle_in_transaction_session_timeout',
+		CASE WHEN current_setting('idle_in_transaction_session_timeout')::interval = interval '0'
+			OR current_setting('idle_in_transaction_session_timeout')::interval > $6::bigint * interval '1 millisecond'
+		THEN $6::bigint::text ELSE current_setting('idle_in_transaction_session_timeout') END, true)`
 
 // heldGuardSQL fails (oke_claim_refused) unless the lookup found the key
 // free. Should the lookup not have run, the setting is not there (an error
@@ -149,6 +169,12 @@ var replaceCompletedSQL = `WITH u AS (INSERT INTO {s}.oke_idempotency AS t
 		resp_location = excluded.resp_location, resp_body = excluded.resp_body
 	WHERE ` + mayReplaceSQL("t", "excluded.fingerprint") + `
 	RETURNING 1) SELECT 1 / count(*) FROM u`
+
+// heldLeaseMillis is lease in whole milliseconds, at least one (zero would
+// turn the timeout off).
+func heldLeaseMillis(lease time.Duration) int64 {
+	return max(1, lease.Milliseconds())
+}
 
 // heldClaim is a claim the connection's open transaction holds.
 type heldClaim struct {
@@ -214,7 +240,7 @@ func (p *claimPrelude) sendHeld(ctx context.Context, pipe *pgpipe.Pipeline, req 
 	kl := lockKey(k)
 	err := pipe.Send(ctx,
 		pgpipe.Statement{SQL: d.sql(heldLockSQL), Args: []any{kl, requestLockKey(k, req.Fingerprint)}},
-		pgpipe.Statement{SQL: d.sql(heldLookupSQL), Args: []any{k.Tenant, k.Principal, k.Flow, k.Key, req.Fingerprint}},
+		pgpipe.Statement{SQL: d.sql(heldLookupSQL), Args: []any{k.Tenant, k.Principal, k.Flow, k.Key, req.Fingerprint, heldLeaseMillis(req.Lease)}},
 		pgpipe.Statement{SQL: d.sql(heldGuardSQL)},
 	)
 	if errors.Is(err, pgpipe.ErrNotSent) {
@@ -361,8 +387,8 @@ func readLookup(pipe *pgpipe.Pipeline, m *pgtype.Map) (row driver.Row, existed b
 		}
 		read = true
 		fds, vals := rr.FieldDescriptions(), rr.Values()
-		if len(vals) != rowDests+2 {
-			err = fmt.Errorf("the lookup returned %d columns, want %d", len(vals), rowDests+2)
+		if len(vals) != rowDests+3 {
+			err = fmt.Errorf("the lookup returned %d columns, want %d", len(vals), rowDests+3)
 			continue
 		}
 		if err = m.Scan(fds[rowDests].DataTypeOID, fds[rowDests].Format, vals[rowDests], &now); err != nil {

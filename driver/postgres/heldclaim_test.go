@@ -6,11 +6,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/okengine/oke"
 	"github.com/okengine/oke/driver"
@@ -213,7 +216,8 @@ func TestHeldClaimOtherPayloadWhileRunningIs422(t *testing.T) {
 // while the holder commits: for each of 60 keys, 20 requests with one
 // payload and 20 with another race with nothing holding the winner back,
 // so that the losers meet it running, committing and committed; the race
-// is run 5 times. The winner's payload answers 201 (live once, replayed
+// is run 5 times (twice with the claim made first, one statement that
+// returns the row). The winner's payload answers 201 (live once, replayed
 // after) or 409 while it runs; the other payload answers 422, always. The
 // holder takes its request's lock (key and fingerprint) in the statement
 // that takes the key's, so a request that finds the key taken can tell the
@@ -223,12 +227,14 @@ func TestHeldClaimOtherPayloadWhileRunningIs422(t *testing.T) {
 func TestRacingPayloadsAre422NotConflict(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []struct {
-		name  string
-		claim oke.ClaimStrategy
-	}{{"held in the transaction", oke.ClaimInTx}, {"claimed first", oke.ClaimFirst}} {
+		name   string
+		claim  oke.ClaimStrategy
+		rounds int
+	}{{"held in the transaction", oke.ClaimInTx, 5}, {"claimed first", oke.ClaimFirst, 2}} {
 		t.Run(mode.name, func(t *testing.T) {
 			app, _ := heldAppWith(t, heldConfig{claim: mode.claim})
-			const keys, per, rounds = 60, 20, 5
+			const keys, per = 60, 20
+			rounds := mode.rounds
 			// Keys race a few at a time, all of a key's requests together.
 			const together = 3
 			var wrong, conflicts atomic.Int64
@@ -293,5 +299,73 @@ func TestRacingPayloadsAre422NotConflict(t *testing.T) {
 			}
 			t.Logf("%d wrong answers; %d conflicts (409) for the winner's payload", wrong.Load(), conflicts.Load())
 		})
+	}
+}
+
+// A claim held in the transaction lasts no longer than the lease while its
+// holder sends nothing (issue 21): a holder paused inside its transaction —
+// here its flow waits after its INSERT, with a lease of 2 s — has its
+// session ended by the server (idle_in_transaction_session_timeout), which
+// rolls its INSERT back and lets the key go. A retry with the key, after
+// Retry-After as a client does, then runs (spec 004: after the lease a
+// non-durable flow runs again); the paused holder, once it goes on, cannot
+// commit: it answers 503 or the retry's response, never its own. One charge
+// is written.
+func TestHeldClaimLapsesWithItsLease(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	reached, resume := make(chan struct{}), make(chan struct{})
+	app, d := heldAppWith(t, heldConfig{claim: oke.ClaimInTx, lease: 2 * time.Second, gate: func(int) <-chan struct{} {
+		if calls.Add(1) == 1 {
+			close(reached)
+			return resume
+		}
+		done := make(chan struct{})
+		close(done)
+		return done
+	}})
+	var wake sync.Once
+	letGo := func() { wake.Do(func() { close(resume) }) }
+	t.Cleanup(letGo) // a failed test lets the holder finish before the app closes
+	const key = "paused-holder-key-000001"
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() { first <- postCharge(t, app, key, 1, 100) }()
+	<-reached // the holder wrote its charge and holds the key
+
+	var second *httptest.ResponseRecorder
+	var codes []int
+	for attempt := 0; ; attempt++ {
+		second = postCharge(t, app, key, 1, 100)
+		codes = append(codes, second.Code)
+		if second.Code != http.StatusConflict && second.Code != http.StatusServiceUnavailable {
+			break
+		}
+		if attempt == 30 {
+			t.Fatalf("the key is still taken after %d retries (answers %v): the paused holder keeps it past its lease", attempt, codes)
+		}
+		ra, _ := strconv.Atoi(second.Header().Get("Retry-After"))
+		time.Sleep(time.Duration(max(ra, 1)) * time.Second)
+	}
+	if second.Code != http.StatusCreated || second.Header().Get("Idempotent-Replayed") == "true" {
+		t.Fatalf("the retry after the lease: %d (replayed %q) %s, want 201 live", second.Code, second.Header().Get("Idempotent-Replayed"), second.Body)
+	}
+
+	letGo() // the holder wakes up and tries to commit
+	late := <-first
+	if late.Code == http.StatusCreated && late.Header().Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the paused holder answered its own 201 after its lease: %s", late.Body)
+	} else if late.Code == http.StatusCreated && late.Body.String() != second.Body.String() {
+		t.Errorf("the paused holder replayed %s, want the retry's response %s", late.Body, second.Body)
+	}
+	t.Logf("the paused holder answered %d %s", late.Code, late.Body)
+	var n int
+	if err := d.Pool().QueryRow(t.Context(), `SELECT count(*) FROM `+pgx.Identifier{d.Schema(), "charges"}.Sanitize()).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("%d charges written, want 1", n)
+	}
+	if again := postCharge(t, app, key, 1, 100); again.Code != http.StatusCreated || again.Body.String() != second.Body.String() {
+		t.Errorf("a later retry: %d %s, want the retry's response replayed: %s", again.Code, again.Body, second.Body)
 	}
 }
