@@ -3,6 +3,8 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -367,5 +369,106 @@ func TestHeldClaimLapsesWithItsLease(t *testing.T) {
 	}
 	if again := postCharge(t, app, key, 1, 100); again.Code != http.StatusCreated || again.Body.String() != second.Body.String() {
 		t.Errorf("a later retry: %d %s, want the retry's response replayed: %s", again.Code, again.Body, second.Body)
+	}
+}
+
+// A COMMIT the server refuses changed nothing, so the key is free to run
+// again (issue 21; spec 004 "Failures": a failure before any effect deletes
+// the row), in both claim modes: a charge whose deferred foreign key fails
+// at COMMIT answers 503 Unavailable, stored nowhere (with the claim made
+// first, its row is deleted rather than left to lapse, which answered 409
+// until the lease ended); the retry with the same key, once the reference
+// exists, runs and answers 201; one charge is written.
+func TestCommitTheServerRefusedFreesTheKey(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []struct {
+		name  string
+		claim oke.ClaimStrategy
+		// unique: the deferred constraint is a unique one (23505, which
+		// a completion's own unique violation must not be taken for)
+		unique bool
+	}{
+		{"held in the transaction", oke.ClaimInTx, false},
+		{"claimed first", oke.ClaimFirst, false},
+		{"held in the transaction, deferred unique", oke.ClaimInTx, true},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			url, _ := server(t)
+			schema := fmt.Sprintf("oke_test_%d_%d", os.Getpid(), schemaSeq.Add(1))
+			dropSchemaAtEnd(t, schema)
+			d := openDriver(t, url, testPool, postgres.WithSchema(schema))
+			if err := d.Migrate(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			books := pgx.Identifier{schema, "books"}.Sanitize()
+			charges := pgx.Identifier{schema, "charges"}.Sanitize()
+			for _, q := range []string{
+				`CREATE TABLE ` + books + ` (id bigint PRIMARY KEY)`,
+				`CREATE TABLE ` + charges + ` (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+					book bigint NOT NULL REFERENCES ` + books + ` DEFERRABLE INITIALLY DEFERRED)`,
+			} {
+				if _, err := d.Pool().Exec(t.Context(), q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			insert := `INSERT INTO ` + charges + ` (book) VALUES (1) RETURNING id`
+			if mode.unique {
+				// The book exists; a second charge of it breaks a
+				// deferred unique constraint until the first is gone.
+				for _, q := range []string{
+					`INSERT INTO ` + books + ` (id) VALUES (1)`,
+					`ALTER TABLE ` + charges + ` ADD UNIQUE (book) DEFERRABLE INITIALLY DEFERRED`,
+					`INSERT INTO ` + charges + ` (book) VALUES (1)`,
+				} {
+					if _, err := d.Pool().Exec(t.Context(), q); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			t.Cleanup(func() { app.Close(context.Background()) })
+			app.Handle(oke.POST("/charges"), oke.NewFlow("refused.charge",
+				oke.Options{Idempotency: oke.Idempotency{Mode: oke.ModeRequired, Claim: mode.claim}},
+				func(ctx context.Context, in struct{ Key, Amount int64 }, fx *oke.Fx) (oke.Response[map[string]int64], error) {
+					tx, err := fx.Tx(ctx)
+					if err != nil {
+						return oke.Response[map[string]int64]{}, err
+					}
+					var id int64
+					if err := tx.QueryRow(ctx, insert).Scan(&id); err != nil {
+						return oke.Response[map[string]int64]{}, err
+					}
+					return oke.Created(map[string]int64{"id": id}, ""), nil
+				}))
+			if err := app.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			const key = "refused-commit-key-00001"
+			first := postCharge(t, app, key, 1, 100)
+			if first.Code != http.StatusServiceUnavailable || !strings.Contains(first.Body.String(), `"Unavailable"`) {
+				t.Fatalf("a COMMIT the server refused: %d %s, want 503 Unavailable", first.Code, first.Body)
+			}
+			fix := `INSERT INTO ` + books + ` (id) VALUES (1)`
+			if mode.unique {
+				fix = `DELETE FROM ` + charges
+			}
+			if _, err := d.Pool().Exec(t.Context(), fix); err != nil {
+				t.Fatal(err)
+			}
+			second := postCharge(t, app, key, 1, 100)
+			if second.Code != http.StatusCreated || second.Header().Get("Idempotent-Replayed") == "true" {
+				t.Fatalf("the retry with the same key: %d (replayed %q) %s, want 201 live", second.Code, second.Header().Get("Idempotent-Replayed"), second.Body)
+			}
+			if third := postCharge(t, app, key, 1, 100); third.Code != http.StatusCreated || third.Body.String() != second.Body.String() {
+				t.Errorf("a later retry: %d %s, want %s replayed", third.Code, third.Body, second.Body)
+			}
+			var n int
+			if err := d.Pool().QueryRow(t.Context(), `SELECT count(*) FROM `+charges).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 1 {
+				t.Errorf("%d charges, want 1", n)
+			}
+		})
 	}
 }
