@@ -275,6 +275,10 @@ func TestFxTxCommitThatDidNotCommitFreesTheKey(t *testing.T) {
 	if n := countNotes(t, db); n != 0 {
 		t.Fatalf("%d notes after the failed COMMIT, want 0", n)
 	}
+	// Without a key it is the same 503: nothing was changed.
+	if w := postNote(app, ""); w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), `"Unavailable"`) {
+		t.Errorf("a COMMIT that failed, without a key: %d %s, want 503 Unavailable", w.Code, w.Body)
+	}
 	if _, err := db.Exec(`INSERT INTO books (id) VALUES (1)`); err != nil {
 		t.Fatal(err) // the connection is free: the failed transaction is not left open on it
 	}
@@ -285,7 +289,7 @@ func TestFxTxCommitThatDidNotCommitFreesTheKey(t *testing.T) {
 	if third := postNote(app, key); third.Code != http.StatusCreated || third.Header().Get("Idempotent-Replayed") != "true" {
 		t.Errorf("a later retry: %d %s, want the 201 replayed", third.Code, third.Body)
 	}
-	if n := countNotes(t, db); n != 1 || runs != 2 {
-		t.Errorf("%d notes, %d runs; want 1 note, 2 runs", n, runs)
+	if n := countNotes(t, db); n != 1 || runs != 3 {
+		t.Errorf("%d notes, %d runs; want 1 note, 3 runs", n, runs)
 	}
 }
