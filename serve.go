@@ -222,6 +222,7 @@ type keyed struct {
 	ttl     time.Duration
 	waitCtx context.Context
 	wait    time.Duration
+	asked   time.Duration // the wait asked for, when wait is what is left of it (awaitHeld)
 }
 
 // await holds the request while its key is in progress, if it asked to
@@ -368,7 +369,11 @@ func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, k
 	if dec.Outcome == idem.InProgress {
 		// The flow's transaction never began; end it before waiting.
 		fx.takeTx().Rollback()
-		dec = a.await(f, k, dec, err, w)
+		var again bool
+		if dec, k, again = a.awaitHeld(f, k, dec, err, w); again {
+			a.serveHeld(ctx, f, in, id, k, w) // the holder may have lost the key with its lease
+			return
+		}
 	}
 	if !a.answerClaim(f, dec, err, w) {
 		// The flow's transaction, if it opened one, never began: the

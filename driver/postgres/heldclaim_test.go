@@ -472,3 +472,54 @@ func TestCommitTheServerRefusedFreesTheKey(t *testing.T) {
 		})
 	}
 }
+
+// A request that waits (Prefer: wait) on a key whose holder is paused
+// inside its transaction gets to run once the holder lost the key with its
+// lease, within its wait: the holder wrote no row for the wait to read, so
+// the wait claims again a lease at a time. Here the lease is 2 s and the
+// wait 30 s: the waiting request answers 201, live, with
+// Preference-Applied: wait=30; the paused holder, once it goes on, does not
+// commit; one charge is written.
+func TestHeldClaimLapsesWhileARequestWaits(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	reached, resume := make(chan struct{}), make(chan struct{})
+	app, d := heldAppWith(t, heldConfig{claim: oke.ClaimInTx, lease: 2 * time.Second, gate: func(int) <-chan struct{} {
+		if calls.Add(1) == 1 {
+			close(reached)
+			return resume
+		}
+		done := make(chan struct{})
+		close(done)
+		return done
+	}})
+	var wake sync.Once
+	letGo := func() { wake.Do(func() { close(resume) }) }
+	t.Cleanup(letGo)
+	const key = "paused-holder-key-000002"
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() { first <- postCharge(t, app, key, 1, 100) }()
+	<-reached
+
+	r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/charges", strings.NewReader(`{"Key":1,"Amount":100}`))
+	r.Header.Set("Idempotency-Key", key)
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Prefer", "wait=30")
+	waited := httptest.NewRecorder()
+	app.ServeHTTP(waited, r)
+	if waited.Code != http.StatusCreated || waited.Header().Get("Idempotent-Replayed") == "true" ||
+		waited.Header().Get("Preference-Applied") != "wait=30" {
+		t.Fatalf("the waiting request: %d %v %s, want 201 live with Preference-Applied: wait=30", waited.Code, waited.Header(), waited.Body)
+	}
+	letGo()
+	if late := <-first; late.Code == http.StatusCreated && late.Header().Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the paused holder answered its own 201 after its lease: %s", late.Body)
+	}
+	var n int
+	if err := d.Pool().QueryRow(t.Context(), `SELECT count(*) FROM `+pgx.Identifier{d.Schema(), "charges"}.Sanitize()).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("%d charges written, want 1", n)
+	}
+}
