@@ -14,6 +14,8 @@ import (
 	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"sync/atomic"
 
 	"github.com/okengine/oke/driver"
@@ -24,7 +26,8 @@ import (
 // the driver began the transaction, and on which it stores the outcome and
 // commits.
 type Tx struct {
-	tx   *sql.Tx   // on the app's own database
+	tx   *sql.Tx   // on the app's own database, begun on own
+	own  *sql.Conn // tx's connection, discarded when a commit fails
 	conn *sql.Conn // joined: a connection the driver began, ended by the driver
 
 	// effects of its statements (a bit mask the caller defines), recorded
@@ -48,11 +51,21 @@ func Begin(ctx context.Context, d driver.Driver, db *sql.DB, t driver.ClaimTicke
 	}
 	ctx = context.WithoutCancel(ctx)
 	if !joined {
-		tx, err := db.BeginTx(ctx, nil)
+		// On a connection of its own, which a failed commit discards: a
+		// database may keep the transaction open after its COMMIT failed
+		// (SQLite does, for a deferred constraint or a busy database),
+		// and the pool must not hand it to the next caller, who could
+		// commit it.
+		own, err := db.Conn(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("begin transaction: %w", err)
 		}
-		return &Tx{tx: tx}, nil
+		tx, err := own.BeginTx(ctx, nil)
+		if err != nil {
+			own.Close()
+			return nil, fmt.Errorf("begin transaction: %w", err)
+		}
+		return &Tx{tx: tx, own: own}, nil
 	}
 	// On the driver's database the transaction is the driver's Begin on a
 	// connection of its own, so that the driver can begin it with the
@@ -102,7 +115,11 @@ func (t *Tx) Rollback() {
 		return
 	}
 	if t.tx != nil {
-		t.tx.Rollback()
+		if err := t.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+			discard(t.own)
+			return
+		}
+		t.own.Close()
 		return
 	}
 	if _, err := t.conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
@@ -127,10 +144,20 @@ func (t *Tx) Commit() (effects uint32, err error) {
 // it and commits (driver.TxDriver's CommitComplete or CommitStep), or
 // commits a transaction on the app's own database. It returns the effects
 // to record: none when end reports that it rolled back (driver.ErrNotOwner,
-// driver.ErrStepOrder: nothing happened), else t's, error or not.
+// driver.ErrStepOrder: nothing happened) or when the commit's error proves
+// that nothing committed (driver.ErrNotCommitted, which the error then
+// wraps: see NotCommitted), else t's, error or not.
 func (t *Tx) CommitWith(end func(conn *sql.Conn) error) (effects uint32, err error) {
 	if t.tx != nil {
 		err = t.tx.Commit()
+		if err == nil {
+			t.own.Close()
+		} else {
+			discard(t.own) // a transaction still open in it rolls back
+			if NotCommitted(err) && !errors.Is(err, driver.ErrNotCommitted) {
+				err = fmt.Errorf("%w: %w", driver.ErrNotCommitted, err)
+			}
+		}
 	} else {
 		err = end(t.conn)
 		switch {
@@ -144,9 +171,67 @@ func (t *Tx) CommitWith(end func(conn *sql.Conn) error) (effects uint32, err err
 		}
 	}
 	if err != nil {
-		return t.effects.Load(), fmt.Errorf("commit the flow's transaction: %w", err)
+		err = fmt.Errorf("commit the flow's transaction: %w", err)
+		if errors.Is(err, driver.ErrNotCommitted) {
+			return 0, err // rolled back: nothing of it happened
+		}
+		return t.effects.Load(), err
 	}
 	return t.effects.Load(), nil
+}
+
+// NotCommitted reports whether err, from a COMMIT, proves that the
+// transaction did not commit, so that nothing it wrote happened:
+//
+//   - driver.ErrNotCommitted (a driver's own commit said so);
+//   - an error with a SQLSTATE (SQLState() string, as pgx's and lib/pq's
+//     errors have) outside the classes that may come after a commit or
+//     instead of its answer: 08 (connection), 57 (operator intervention:
+//     a shutdown, which can end a session that committed while it waited
+//     for a synchronous standby), 58 (system) and XX (internal);
+//   - pgx's "commit unexpectedly resulted in rollback" (the transaction had
+//     failed before its COMMIT);
+//   - a SQLite error (modernc.org/sqlite's, with a Code() int) whose
+//     primary code says the COMMIT did not happen: SQLITE_BUSY, LOCKED,
+//     NOMEM, READONLY, INTERRUPT, FULL or CONSTRAINT. SQLite may keep the
+//     transaction open after such a COMMIT; CommitWith discards the
+//     connection, which rolls it back. I/O errors are not among them: in
+//     WAL mode the commit may be on disk.
+//
+// Anything else — no answer, a lost connection, a timeout — may have
+// committed.
+func NotCommitted(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, driver.ErrNotCommitted) {
+		return true
+	}
+	var state interface{ SQLState() string }
+	if errors.As(err, &state) {
+		code := state.SQLState()
+		if len(code) != 5 {
+			return false
+		}
+		switch code[:2] {
+		case "08", "57", "58", "XX":
+			return false
+		}
+		return true
+	}
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if e.Error() == "commit unexpectedly resulted in rollback" {
+			return true
+		}
+	}
+	var lite interface{ Code() int }
+	if errors.As(err, &lite) && strings.Contains(reflect.TypeOf(lite).String(), "sqlite") {
+		switch lite.Code() & 0xff {
+		case 5, 6, 7, 8, 9, 13, 19: // BUSY, LOCKED, NOMEM, READONLY, INTERRUPT, FULL, CONSTRAINT
+			return true
+		}
+	}
+	return false
 }
 
 // discard closes conn and keeps database/sql from reusing it: its
