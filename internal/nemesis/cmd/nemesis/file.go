@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/okengine/oke/internal/nemesis"
+	_ "modernc.org/sqlite"
+)
+
+// fileTarget is one demo instance on the file driver, its data (oke's logs
+// and the SQLite business database) on a small tmpfs when run as root.
+type fileTarget struct {
+	c      config
+	rng    *rand.Rand
+	data   string
+	tmpfs  bool
+	inst   *nemesis.Instance
+	noteds []string
+}
+
+func newFileTarget(c config, rng *rand.Rand) (*fileTarget, error) {
+	t := &fileTarget{c: c, rng: rng, data: filepath.Join(c.work, "data")}
+	if os.Geteuid() == 0 {
+		if err := nemesis.MountTmpfs(t.data, c.tmpfsSize); err != nil {
+			return nil, err
+		}
+		t.tmpfs = true
+	} else {
+		msg := "not root: no tmpfs can be mounted, so the full-disk fault is skipped"
+		if os.Getenv("CI") == "true" {
+			msg += " (CI=true: allowed for this fault only)"
+		}
+		t.noteds = append(t.noteds, msg)
+		if err := os.MkdirAll(t.data, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	addr, err := nemesis.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	t.inst = &nemesis.Instance{Name: "a", Bin: c.bin, Addr: addr, Log: filepath.Join(c.work, "a.log"),
+		Args: []string{"-data", t.data, "-lease", "2s", "-sweep-cron", "off", "-admin-token", "nemesis-admin-token-0123456789"}}
+	return t, nil
+}
+
+func (t *fileTarget) instances() []*nemesis.Instance { return []*nemesis.Instance{t.inst} }
+func (t *fileTarget) promise() nemesis.Promise       { return nemesis.AtLeastOnce }
+func (t *fileTarget) notes() []string                { return t.noteds }
+
+func (t *fileTarget) faults() []faultKind {
+	in := t.inst
+	ks := []faultKind{
+		{"sigkill", func(ctx context.Context, f *nemesis.Fault) error {
+			f.Target, f.Disturbs = in.Name, []string{in.Name}
+			in.Kill()
+			f.Note = "killed, restarted on the same folder"
+			return in.Start(30 * time.Second)
+		}},
+		{"sigstop", func(ctx context.Context, f *nemesis.Fault) error {
+			f.Target, f.Disturbs = in.Name, []string{in.Name}
+			d := jitter(t.rng, 500*time.Millisecond, 2*time.Second)
+			if err := in.Signal(syscall.SIGSTOP); err != nil {
+				return err
+			}
+			sleepCtx(ctx, d)
+			f.Note = fmt.Sprintf("stopped for %s", d.Round(time.Millisecond))
+			return in.Signal(syscall.SIGCONT)
+		}},
+		{"torn-tail", func(ctx context.Context, f *nemesis.Fault) error {
+			f.Target, f.Disturbs = in.Name, []string{in.Name}
+			in.Kill()
+			log := "idempotency.json"
+			if t.rng.IntN(3) == 0 {
+				if _, err := os.Stat(filepath.Join(t.data, "journal.json")); err == nil {
+					log = "journal.json"
+				}
+			}
+			note, err := nemesis.TearTail(filepath.Join(t.data, log), t.rng)
+			if err != nil {
+				return err
+			}
+			f.Note = "killed; " + note + "; restarted (the tail must heal)"
+			return in.Start(30 * time.Second)
+		}},
+	}
+	if t.tmpfs {
+		ks = append(ks, faultKind{"disk-full", func(ctx context.Context, f *nemesis.Fault) error {
+			f.Target = "disk"
+			filler := filepath.Join(t.data, "nemesis-filler")
+			n, err := nemesis.FillDisk(filler)
+			if err != nil {
+				nemesis.FreeDisk(filler)
+				return err
+			}
+			d := jitter(t.rng, 500*time.Millisecond, 2*time.Second)
+			sleepCtx(ctx, d)
+			f.Note = fmt.Sprintf("filled the tmpfs (%d MiB) for %s", n>>20, d.Round(time.Millisecond))
+			return nemesis.FreeDisk(filler)
+		}})
+	}
+	return ks
+}
+
+func (t *fileTarget) effects(ctx context.Context) (map[int64][]string, error) {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.data, "payments.db")+"?mode=ro")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT id, amount FROM charges`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64][]string{}
+	for rows.Next() {
+		var id string
+		var amt int64
+		if err := rows.Scan(&id, &amt); err != nil {
+			return nil, err
+		}
+		out[amt] = append(out[amt], id)
+	}
+	return out, rows.Err()
+}
+
+func (t *fileTarget) close() {
+	t.inst.Kill()
+	if t.tmpfs {
+		// Keep what the checker may need to show: copy nothing, the
+		// report holds the history; the tmpfs goes.
+		if err := nemesis.Unmount(t.data); err != nil {
+			fmt.Fprintln(os.Stderr, "nemesis:", err)
+		}
+	}
+}
