@@ -36,6 +36,7 @@ type Report struct {
 	Hung            int // no answer in time from an instance that was up
 	NotLinearizable int // keys whose register history is not linearizable
 
+	HungDuring map[string]int // hangs by the fault they happened during ("no fault" when none)
 	Statuses   map[string]int // answers by status (and error code), "none" for no answer
 	Violations []Violation
 }
@@ -61,7 +62,7 @@ func Check(h History, eff Effects, opt Options) *Report {
 		opt.LinearizabilityTimeout = 10 * time.Second
 	}
 	r := &Report{Driver: opt.Driver, Promise: opt.Promise, Faults: len(h.Faults), ByKind: map[string]int{},
-		Requests: len(h.Ops), Statuses: map[string]int{}}
+		Requests: len(h.Ops), Statuses: map[string]int{}, HungDuring: map[string]int{}}
 	for _, f := range h.Faults {
 		r.ByKind[f.Kind]++
 		if f.Failed != "" {
@@ -190,6 +191,7 @@ func Check(h History, eff Effects, opt Options) *Report {
 					fault = f.Kind + " on " + f.Target
 				}
 			}
+			r.HungDuring[fault]++
 			if r.Hung <= 20 { // the count says the rest
 				add("hung", o.Key, fmt.Sprintf("no answer within the client's timeout from instance %s, which was up (during: %s)", o.Target, fault), []Op{o})
 			}
@@ -243,6 +245,13 @@ func (r *Report) WriteDetails(w io.Writer, max int) {
 		fmt.Fprintf(w, " [%s]=%d", k, r.Statuses[k])
 	}
 	fmt.Fprintln(w)
+	if r.Hung > 0 {
+		fmt.Fprintf(w, "%s: %d requests hung, during:", r.Driver, r.Hung)
+		for _, k := range sortedKeys(r.HungDuring) {
+			fmt.Fprintf(w, " [%s]=%d", k, r.HungDuring[k])
+		}
+		fmt.Fprintln(w)
+	}
 	for i, v := range r.Violations {
 		if i == max {
 			fmt.Fprintf(w, "… and %d more violations\n", len(r.Violations)-max)

@@ -58,6 +58,16 @@ func FillDisk(path string) (int64, error) {
 	return n, nil
 }
 
+// LeaveRoom shrinks the file FillDisk wrote by n bytes: a disk nearly
+// full, where small writes succeed and larger ones fail.
+func LeaveRoom(path string, n int64) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	return os.Truncate(path, max(st.Size()-n, 0))
+}
+
 // FreeDisk deletes the file FillDisk wrote.
 func FreeDisk(path string) error { return os.Remove(path) }
 

@@ -100,9 +100,20 @@ func (t *fileTarget) faults() []faultKind {
 				nemesis.FreeDisk(filler)
 				return err
 			}
+			room := ""
+			if t.rng.IntN(2) == 0 {
+				// Nearly full: the store's small appends may pass while
+				// the business database's pages do not, or the reverse.
+				k := int64(4+t.rng.IntN(60)) * 4096
+				if err := nemesis.LeaveRoom(filler, k); err != nil {
+					nemesis.FreeDisk(filler)
+					return err
+				}
+				room = fmt.Sprintf(", then left %d KiB free", k>>10)
+			}
 			d := jitter(t.rng, 500*time.Millisecond, 2*time.Second)
 			sleepCtx(ctx, d)
-			f.Note = fmt.Sprintf("filled the tmpfs (%d MiB) for %s", n>>20, d.Round(time.Millisecond))
+			f.Note = fmt.Sprintf("filled the tmpfs (%d MiB)%s for %s", n>>20, room, d.Round(time.Millisecond))
 			return nemesis.FreeDisk(filler)
 		}})
 	}

@@ -17,22 +17,22 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/okengine/oke/internal/nemesis"
+	"github.com/okengine/oke/internal/pgcluster"
 )
 
 type config struct {
-	bin, driver, work, historyOut string
-	duration, clientTimeout, hang time.Duration
-	minFaults, clients            int
-	pace                          time.Duration
-	seed                          uint64
-	tmpfsSize                     int64
+	bin, driver, work, historyOut, reportOut string
+	duration, clientTimeout, hang            time.Duration
+	minFaults, clients                       int
+	pace                                     time.Duration
+	seed                                     uint64
+	tmpfsSize                                int64
 }
 
 func main() {
@@ -41,7 +41,11 @@ func main() {
 	flag.StringVar(&c.driver, "driver", "file", "the `driver` to test: file or postgres")
 	flag.StringVar(&c.work, "work", "", "a `folder` for the run's data and logs (default: a temporary one, removed after a run without violations)")
 	flag.StringVar(&c.historyOut, "history", "", "write the history and report as JSON to this `file`")
-	flag.DurationVar(&c.duration, "duration", 75*time.Second, "inject faults for at least this long (and at least -faults of them)")
+	flag.StringVar(&c.reportOut, "report", "", "write the report as JSON to this `file` (for -table)")
+	table := flag.Bool("table", false, "print the table of the reports (JSON files of -report) named as arguments, and exit 1 if one broke a promise")
+	checkPG := flag.Bool("check-postgres", false, "exit 0 if a private PostgreSQL server can be started here, else print why not and exit 3")
+	printBound := flag.Bool("print-bound", false, "print how many seconds a run with these flags may take at most, and exit")
+	flag.DurationVar(&c.duration, "duration", 60*time.Second, "inject faults for at least this long (and at least -faults of them)")
 	flag.IntVar(&c.minFaults, "faults", 50, "inject at least this many faults")
 	flag.IntVar(&c.clients, "clients", 4, "recording clients sending charges")
 	flag.DurationVar(&c.pace, "pace", 5*time.Millisecond, "each client's pause between requests")
@@ -50,6 +54,22 @@ func main() {
 	flag.Uint64Var(&c.seed, "seed", 0, "the random seed (0: from the clock; the run prints it)")
 	flag.Int64Var(&c.tmpfsSize, "tmpfs-size", 64<<20, "the size in bytes of the tmpfs the file driver's data lives on (root only)")
 	flag.Parse()
+	switch {
+	case *table:
+		os.Exit(printTable(flag.Args()))
+	case *checkPG:
+		if err := pgcluster.Available(); err != nil {
+			fmt.Println(err)
+			os.Exit(3)
+		}
+		os.Exit(0)
+	case *printBound:
+		// The fault phase stops at 3×duration; a fault may then take up
+		// to a minute to heal; settling takes at most 2 minutes; setup
+		// and teardown (a PostgreSQL initdb) up to 2 more.
+		fmt.Println(int((3*c.duration + 5*time.Minute).Seconds()))
+		os.Exit(0)
+	}
 	if c.bin == "" || (c.driver != "file" && c.driver != "postgres") {
 		fmt.Fprintln(os.Stderr, "nemesis: -bin is required, and -driver is file or postgres")
 		flag.Usage()
@@ -250,6 +270,11 @@ func run(ctx context.Context, c config) int {
 	fmt.Printf("nemesis: %s: %d faults in %s, %d requests\n", c.driver, len(faults), elapsed.Round(time.Second), len(h.Ops))
 	rep.WriteDetails(os.Stdout, 30)
 	nemesis.WriteTable(os.Stdout, rep)
+	if c.reportOut != "" {
+		if b, err := json.Marshal(rep); err == nil {
+			os.WriteFile(c.reportOut, b, 0o644)
+		}
+	}
 	if c.historyOut != "" {
 		if err := writeJSON(c.historyOut, h, rep, eff); err != nil {
 			fmt.Fprintln(os.Stderr, "nemesis:", err)
@@ -357,4 +382,27 @@ func jitter(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(rng.Int64N(int64(hi-lo)))
 }
 
-var _ = filepath.Join
+// printTable prints the table of the reports in files; 1 when one broke a
+// promise, 2 when one cannot be read.
+func printTable(files []string) int {
+	var reps []*nemesis.Report
+	code := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		var r nemesis.Report
+		if err == nil {
+			err = json.Unmarshal(b, &r)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "nemesis:", err)
+			code = 2
+			continue
+		}
+		if !r.OK() && code == 0 {
+			code = 1
+		}
+		reps = append(reps, &r)
+	}
+	nemesis.WriteTable(os.Stdout, reps...)
+	return code
+}
