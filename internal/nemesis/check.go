@@ -31,6 +31,7 @@ type Report struct {
 	WrongAnswers    int // 2xx answers that differ from the key's first
 	Doubled         int // keys with more charges than the promise allows
 	Extra           int // keys with the one more charge at-least-once allows
+	ProviderRepeats int // refund provider requests past the first per refund: at-least-once calls the provider deduped
 	Unexpected      int // answers no fault excuses (500, 4xx other than 409)
 	Unresolved      int // keys without a 2xx at the end
 	Hung            int // no answer in time from an instance that was up
@@ -51,6 +52,10 @@ func (r *Report) OK() bool {
 type Options struct {
 	Driver  string
 	Promise Promise
+	// RoutePromise overrides Promise for the keys of a route, e.g.
+	// "/refunds": ExactlyOnce (the refund row is deduped by its drawn id
+	// and one refund per charge, on every driver).
+	RoutePromise map[string]Promise
 	// LinearizabilityTimeout bounds porcupine per key (default 10s).
 	LinearizabilityTimeout time.Duration
 }
@@ -127,6 +132,10 @@ func Check(h History, eff Effects, opt Options) *Report {
 		}
 		// The key's final answer: its last attempt of the settle phase
 		// (which retries until a 2xx), else its last 2xx.
+		promise := opt.Promise
+		if p, ok := opt.RoutePromise[kops[0].Route]; ok {
+			promise = p
+		}
 		last := kops[len(kops)-1]
 		for i := len(kops) - 1; i >= 0; i-- {
 			if kops[i].Phase == PhaseSettle || (first != nil && kops[i].Acked()) {
@@ -140,7 +149,7 @@ func Check(h History, eff Effects, opt Options) *Report {
 		} else {
 			r.Acked++
 			charges := eff.Charges[key]
-			id := first.ChargeID()
+			id := first.AnswerID()
 			found := false
 			for _, c := range charges {
 				found = found || c == id
@@ -148,22 +157,37 @@ func Check(h History, eff Effects, opt Options) *Report {
 			switch {
 			case !found:
 				r.Lost++
-				add("lost", key, fmt.Sprintf("acknowledged charge %q is not in the store (the store holds %v)", id, charges), kops)
+				add("lost", key, fmt.Sprintf("acknowledged %s %q is not in the store (the store holds %v)", kops[0].Route, id, charges), kops)
 			case !last.Acked() || last.answer() != first.answer():
 				r.Lost++
 				add("lost", key, fmt.Sprintf("acknowledged answer is not what the key answers at the end: %s", last.String()), kops)
 			}
 		}
 		allowed := 1
-		if opt.Promise == AtLeastOnce && mayHaveRun {
+		if promise == AtLeastOnce && mayHaveRun {
 			allowed = 2
 		}
 		switch n := len(eff.Charges[key]); {
 		case n > allowed:
 			r.Doubled++
-			add("doubled", key, fmt.Sprintf("%d charges %v, %s allows %d (an attempt that may have run: %v)", n, eff.Charges[key], opt.Promise, allowed, mayHaveRun), kops)
+			add("doubled", key, fmt.Sprintf("%d rows %v, %s allows %d (an attempt that may have run: %v)", n, eff.Charges[key], promise, allowed, mayHaveRun), kops)
 		case n == 2:
 			r.Extra++
+		}
+		if pc, ok := eff.Provider[key]; ok {
+			// The provider dedupes on the step's key: one refund per
+			// charge however often the step called it.
+			switch {
+			case pc.Refunds > 1:
+				r.Doubled++
+				add("doubled", key, fmt.Sprintf("the provider holds %d refunds for the charge (one key per refund step: it must hold one)", pc.Refunds), kops)
+			case first != nil && pc.Refunds == 0:
+				r.Lost++
+				add("lost", key, "acknowledged refund has no refund at the provider", kops)
+			}
+			if pc.Requests > pc.Refunds {
+				r.ProviderRepeats += pc.Requests - pc.Refunds
+			}
 		}
 	}
 	if len(eff.Phantom) > 0 {
@@ -225,10 +249,10 @@ func head(xs []string, n int) []string {
 // WriteTable prints reports as the table of docs/RELIABILITY.md.
 func WriteTable(w io.Writer, reports ...*Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "driver\tfaults\trequests\tkeys\tacked\tlost\tdoubled\twrong answers\tunexpected\tunresolved\thung\tnot linearizable\textra (allowed)\t")
+	fmt.Fprintln(tw, "driver\tfaults\trequests\tkeys\tacked\tlost\tdoubled\twrong answers\tunexpected\tunresolved\thung\tnot linearizable\textra (allowed)\tprovider repeats (allowed)\t")
 	for _, r := range reports {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Driver, r.Faults, r.Requests, r.Keys, r.Acked,
-			r.Lost, r.Doubled, r.WrongAnswers, r.Unexpected, r.Unresolved, r.Hung, r.NotLinearizable, r.Extra)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Driver, r.Faults, r.Requests, r.Keys, r.Acked,
+			r.Lost, r.Doubled, r.WrongAnswers, r.Unexpected, r.Unresolved, r.Hung, r.NotLinearizable, r.Extra, r.ProviderRepeats)
 	}
 	tw.Flush()
 }

@@ -26,6 +26,8 @@ func status(seq int, key string, call, ret float64, st int, code string) Op {
 	return Op{Seq: seq, Key: key, Target: "a", Call: s(call), Return: s(ret), Status: st, Code: code, RetryAfter: "1"}
 }
 
+func refund(o Op) Op { o.Route = "/refunds"; return o }
+
 func one(key, id string) map[string][]string { return map[string][]string{key: {id}} }
 
 func TestCheck(t *testing.T) {
@@ -193,16 +195,60 @@ func TestCheck(t *testing.T) {
 			eff:  Effects{Charges: one("k1", "ch_1"), Phantom: []string{"ch_7"}},
 			want: "phantom=1",
 		},
+		{
+			name: "a refund whose provider call was repeated, deduped by the provider, is right",
+			h: History{Ops: []Op{
+				refund(noAnswer(1, "r1", 0, 0.5, false)),
+				refund(ack(2, "r1", "re_1", 1, 1.1, false)),
+			}},
+			eff:  Effects{Charges: one("r1", "re_1"), Provider: map[string]ProviderCalls{"r1": {Refunds: 1, Requests: 2}}},
+			want: "provider-repeats=1",
+		},
+		{
+			name: "two refunds at the provider for one charge are doubled",
+			h: History{Ops: []Op{
+				refund(ack(1, "r1", "re_1", 1, 1.1, false)),
+			}},
+			eff:  Effects{Charges: one("r1", "re_1"), Provider: map[string]ProviderCalls{"r1": {Refunds: 2, Requests: 2}}},
+			want: "doubled=1",
+		},
+		{
+			name: "an acknowledged refund the provider never got is lost",
+			h: History{Ops: []Op{
+				refund(ack(1, "r1", "re_1", 1, 1.1, false)),
+			}},
+			eff:  Effects{Charges: one("r1", "re_1"), Provider: map[string]ProviderCalls{"r1": {}}},
+			want: "lost=1",
+		},
+		{
+			name: "a second refund row is doubled even where charges are at-least-once",
+			h: History{Ops: []Op{
+				refund(noAnswer(1, "r1", 0, 0.5, false)),
+				refund(ack(2, "r1", "re_2", 1, 1.1, false)),
+			}},
+			eff:     Effects{Charges: map[string][]string{"r1": {"re_1", "re_2"}}},
+			promise: AtLeastOnce,
+			want:    "doubled=1",
+		},
+		{
+			name: "a 409 that is not IdempotencyInProgress is unexpected",
+			h: History{Ops: []Op{
+				refund(status(1, "r1", 0, 0.1, 409, "AlreadyRefunded")),
+				refund(ack(2, "r1", "re_1", 1, 1.1, false)),
+			}},
+			eff:  Effects{Charges: one("r1", "re_1")},
+			want: "unexpected=1",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Check(tc.h, tc.eff, Options{Driver: "test", Promise: tc.promise})
+			r := Check(tc.h, tc.eff, Options{Driver: "test", Promise: tc.promise, RoutePromise: map[string]Promise{"/refunds": ExactlyOnce}})
 			got := counts(r)
 			if got != tc.want {
 				var b strings.Builder
 				r.WriteDetails(&b, 20)
 				t.Errorf("counts = %q, want %q\n%s", got, tc.want, b.String())
 			}
-			if ok := tc.want == "" || tc.want == "extra=1"; r.OK() != ok {
+			if ok := tc.want == "" || tc.want == "extra=1" || tc.want == "provider-repeats=1"; r.OK() != ok {
 				t.Errorf("OK() = %v, want %v", r.OK(), ok)
 			}
 		})
@@ -217,7 +263,7 @@ func counts(r *Report) string {
 		n    int
 	}{
 		{"doubled", r.Doubled}, {"extra", r.Extra}, {"hung", r.Hung}, {"lost", r.Lost},
-		{"not-linearizable", r.NotLinearizable}, {"unexpected", r.Unexpected},
+		{"not-linearizable", r.NotLinearizable}, {"provider-repeats", r.ProviderRepeats}, {"unexpected", r.Unexpected},
 		{"unresolved", r.Unresolved}, {"wrong", r.WrongAnswers},
 	} {
 		if c.n != 0 {

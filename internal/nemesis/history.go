@@ -23,8 +23,9 @@ type Op struct {
 	Client int    // the recording client that sent it
 	Target string // the instance it was sent to ("a", "b")
 	Phase  Phase
+	Route  string // the request's path: "/charges" or "/refunds"
 	Key    string // the Idempotency-Key
-	Amount int64  // the charge's amount: unique per key
+	Amount int64  // a charge's amount: unique per key
 	Body   string // the request body
 
 	Call, Return time.Duration // since the start of the run
@@ -45,9 +46,10 @@ type Op struct {
 func (o Op) Acked() bool { return o.Status >= 200 && o.Status < 300 }
 
 // NotRun reports whether the answer says the request did nothing: a 409
-// (the key is in progress elsewhere) or a 503 StoreUnavailable.
+// IdempotencyInProgress (the key is held elsewhere) or a 503 other than
+// OutcomeUnknown (StoreUnavailable, Unavailable, ShuttingDown).
 func (o Op) NotRun() bool {
-	return o.Status == 409 || (o.Status == 503 && o.Code != "OutcomeUnknown")
+	return (o.Status == 409 && o.Code == "IdempotencyInProgress") || (o.Status == 503 && o.Code != "OutcomeUnknown")
 }
 
 // MayHaveRun reports whether the request may have taken effect without
@@ -55,9 +57,9 @@ func (o Op) NotRun() bool {
 func (o Op) MayHaveRun() bool { return !o.Acked() && !o.NotRun() }
 
 // Expected reports whether the answer is one the faults allow: a 2xx, a
-// 409, a 503, or no answer.
+// 409 IdempotencyInProgress, a 503, or no answer.
 func (o Op) Expected() bool {
-	return o.Status == 0 || o.Acked() || o.Status == 409 || o.Status == 503
+	return o.Status == 0 || o.Acked() || o.NotRun() || o.Status == 503
 }
 
 // answer is what a replay must repeat: status, body and Location.
@@ -65,8 +67,9 @@ func (o Op) answer() string {
 	return fmt.Sprintf("%d %s %s", o.Status, o.Location, o.RespBody)
 }
 
-// ChargeID is the id in a 2xx charge answer's body ("" when none).
-func (o Op) ChargeID() string {
+// AnswerID is the id in a 2xx answer's body: the charge's or the
+// refund's ("" when none).
+func (o Op) AnswerID() string {
 	var c struct {
 		ID string `json:"id"`
 	}
@@ -79,7 +82,7 @@ func (o Op) ChargeID() string {
 // String is the op as one line of a history excerpt.
 func (o Op) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "#%d c%d→%s %s key=%s [%.3fs,%.3fs] ", o.Seq, o.Client, o.Target, o.Phase, o.Key,
+	fmt.Fprintf(&b, "#%d c%d→%s %s %s key=%s [%.3fs,%.3fs] ", o.Seq, o.Client, o.Target, o.Phase, o.Route, o.Key,
 		o.Call.Seconds(), o.Return.Seconds())
 	if o.Status == 0 {
 		fmt.Fprintf(&b, "no answer: %s", o.Err)
@@ -123,11 +126,22 @@ type History struct {
 }
 
 // Effects is what the business store holds at the end: for each key, the
-// ids of the charges made with its amount; Phantom lists the charges whose
-// amount belongs to no key sent.
+// ids of the rows it made — for a charge key the charges with its amount,
+// for a refund key the refunds of its charge; Phantom lists the charges
+// whose amount belongs to no key sent. Provider is, for each refund key,
+// what the refund provider holds for its charge.
 type Effects struct {
-	Charges map[string][]string
-	Phantom []string
+	Charges  map[string][]string
+	Phantom  []string
+	Provider map[string]ProviderCalls
+}
+
+// ProviderCalls is what the demo's fake refund provider holds for one
+// charge: how many refunds (rows, one per Idempotency-Key it was sent) and
+// how many requests they took in all (a repeat with the same key is
+// deduped by the provider and counted).
+type ProviderCalls struct {
+	Refunds, Requests int
 }
 
 // Promise is what the driver promises about a flow's writes to the

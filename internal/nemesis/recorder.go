@@ -40,16 +40,28 @@ func (r *Recorder) Since() time.Duration { return time.Since(r.start) }
 // recorder's timeout), so that an op in flight when the run ends still
 // gets its answer into the history.
 func (r *Recorder) Charge(base, target string, client int, phase Phase, key string, amount int64) Op {
-	body := fmt.Sprintf(`{"amount":%d,"currency":"usd"}`, amount)
+	return r.post(Op{Client: client, Target: target, Phase: phase, Route: "/charges", Key: key, Amount: amount,
+		Body: fmt.Sprintf(`{"amount":%d,"currency":"usd"}`, amount)}, base)
+}
+
+// Refund sends POST base/refunds of chargeID with key, as Charge does.
+func (r *Recorder) Refund(base, target string, client int, phase Phase, key, chargeID string) Op {
+	return r.post(Op{Client: client, Target: target, Phase: phase, Route: "/refunds", Key: key,
+		Body: fmt.Sprintf(`{"chargeId":%q}`, chargeID)}, base)
+}
+
+func (r *Recorder) post(op Op, base string) Op {
+	body := op.Body
 	r.mu.Lock()
 	r.seq++
-	op := Op{Seq: r.seq, Client: client, Target: target, Phase: phase, Key: key, Amount: amount, Body: body}
+	op.Seq = r.seq
 	r.mu.Unlock()
+	key := op.Key
 
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
 	op.Call = r.Since()
-	resp, err := r.do(ctx, base, key, body)
+	resp, err := r.do(ctx, base+op.Route, key, body)
 	if err == nil {
 		var b []byte
 		b, err = io.ReadAll(resp.Body)
@@ -82,8 +94,8 @@ func (r *Recorder) Charge(base, target string, client int, phase Phase, key stri
 	return op
 }
 
-func (r *Recorder) do(ctx context.Context, base, key, body string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, "POST", base+"/charges", strings.NewReader(body))
+func (r *Recorder) do(ctx context.Context, url, key, body string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

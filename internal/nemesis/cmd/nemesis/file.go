@@ -47,7 +47,7 @@ func newFileTarget(c config, rng *rand.Rand) (*fileTarget, error) {
 		return nil, err
 	}
 	t.inst = &nemesis.Instance{Name: "a", Bin: c.bin, Addr: addr, Log: filepath.Join(c.work, "a.log"),
-		Args: []string{"-data", t.data, "-lease", "2s", "-sweep-cron", "off", "-admin-token", "nemesis-admin-token-0123456789"}}
+		Args: []string{"-data", t.data, "-lease", "2s", "-retry-delay", "1s", "-sweep-cron", "off", "-admin-token", "nemesis-admin-token-0123456789"}}
 	return t, nil
 }
 
@@ -120,27 +120,13 @@ func (t *fileTarget) faults() []faultKind {
 	return ks
 }
 
-func (t *fileTarget) effects(ctx context.Context) (map[int64][]string, error) {
+func (t *fileTarget) effects(ctx context.Context) (storeRows, error) {
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.data, "payments.db")+"?mode=ro")
 	if err != nil {
-		return nil, err
+		return storeRows{}, err
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, `SELECT id, amount FROM charges`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[int64][]string{}
-	for rows.Next() {
-		var id string
-		var amt int64
-		if err := rows.Scan(&id, &amt); err != nil {
-			return nil, err
-		}
-		out[amt] = append(out[amt], id)
-	}
-	return out, rows.Err()
+	return readRows(ctx, db)
 }
 
 func (t *fileTarget) close() {

@@ -89,9 +89,9 @@ type target interface {
 	instances() []*nemesis.Instance
 	// faults lists the kinds of fault, injected in turn.
 	faults() []faultKind
-	// effects reads every charge as amount → ids, once the instances are
-	// stopped.
-	effects(ctx context.Context) (map[int64][]string, error)
+	// effects reads the business store's charges, refunds and provider
+	// refunds, once the instances are stopped.
+	effects(ctx context.Context) (storeRows, error)
 	promise() nemesis.Promise
 	close()
 	notes() []string
@@ -145,34 +145,16 @@ func run(ctx context.Context, c config) int {
 	}
 
 	rec := nemesis.NewRecorder(c.clientTimeout)
+	ks := newKeyspace(fmt.Sprintf("nem-%s-%d", c.driver, c.seed%100000))
 	var (
-		mu      sync.Mutex
-		faults  []nemesis.Fault
-		keys    []string
-		amounts = map[string]int64{}
-		nextKey int64
+		mu     sync.Mutex
+		faults []nemesis.Fault
 	)
-	newKey := func() (string, int64) {
-		mu.Lock()
-		defer mu.Unlock()
-		nextKey++
-		k := fmt.Sprintf("nem-%s-%d-%08d", c.driver, c.seed%100000, nextKey)
-		amounts[k] = 1000 + nextKey // one amount per key: a charge row names its key
-		keys = append(keys, k)
-		return k, amounts[k]
-	}
-	oldKey := func(r *rand.Rand) (string, int64, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(keys) == 0 {
-			return "", 0, false
-		}
-		k := keys[r.IntN(len(keys))]
-		return k, amounts[k], true
-	}
 
-	// The load: each client sends a new key most of the time, and an old
-	// one (a retry, or a replay) otherwise, to a random instance.
+	// The load: each client sends a new charge most of the time, a refund
+	// of a charge it saw acknowledged one time in ten (one refund key per
+	// charge), and an old key (a retry, or a replay) one time in five, to a
+	// random instance.
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for cl := 0; cl < c.clients; cl++ {
@@ -182,16 +164,18 @@ func run(ctx context.Context, c config) int {
 			defer wg.Done()
 			for loadCtx.Err() == nil {
 				var k string
-				var amt int64
 				ok := false
-				if r.IntN(5) == 0 {
-					k, amt, ok = oldKey(r)
+				switch n := r.IntN(10); {
+				case n < 2:
+					k, ok = ks.old(r)
+				case n == 2:
+					k, ok = ks.newRefund()
 				}
 				if !ok {
-					k, amt = newKey()
+					k = ks.newCharge()
 				}
 				in := insts[r.IntN(len(insts))]
-				op := rec.Charge(in.URL(), in.Name, cl, nemesis.PhaseLoad, k, amt)
+				op := ks.send(rec, in, cl, nemesis.PhaseLoad, k)
 				if op.Status == 0 && !op.Timeout {
 					time.Sleep(50 * time.Millisecond) // refused: the instance is down
 				}
@@ -237,31 +221,23 @@ func run(ctx context.Context, c config) int {
 	// Settle: every key is sent again until it gets a 2xx (a replay for
 	// an acknowledged one), so that lost and unknown outcomes resolve.
 	if aborted == "" {
-		settle(ctx, rec, insts, keys, amounts, c)
+		settle(ctx, rec, insts, ks, c)
 	}
 	for _, in := range insts {
 		in.Terminate(15 * time.Second)
 	}
 	rec.CloseIdle()
 
-	eff := nemesis.Effects{Charges: map[string][]string{}}
-	byAmount, err := tg.effects(ctx)
+	rows, err := tg.effects(ctx)
 	if err != nil {
-		aborted += fmt.Sprintf(" read the charges: %v", err)
+		aborted += fmt.Sprintf(" read the business store: %v", err)
 	}
-	byAmt := map[int64]string{}
-	for k, a := range amounts {
-		byAmt[a] = k
-	}
-	for a, ids := range byAmount {
-		if k, ok := byAmt[a]; ok {
-			eff.Charges[k] = ids
-		} else {
-			eff.Phantom = append(eff.Phantom, ids...)
-		}
-	}
+	eff := ks.effects(rows)
 	h := nemesis.History{Ops: rec.Ops(), Faults: faults}
-	rep := nemesis.Check(h, eff, nemesis.Options{Driver: c.driver, Promise: tg.promise()})
+	rep := nemesis.Check(h, eff, nemesis.Options{Driver: c.driver, Promise: tg.promise(),
+		// A refund row is deduped by the id its run drew in a step, and a
+		// unique index allows one per charge: at most one on every driver.
+		RoutePromise: map[string]nemesis.Promise{"/refunds": nemesis.ExactlyOnce}})
 	if aborted != "" {
 		rep.Violations = append(rep.Violations, nemesis.Violation{Kind: "aborted", Detail: aborted})
 	}
@@ -320,7 +296,7 @@ func allUp(ctx context.Context, insts []*nemesis.Instance) bool {
 // settle sends every key until it gets a 2xx, waiting out 409 and 503
 // (by Retry-After, at most a second) and no answer, for at most two
 // minutes in all.
-func settle(ctx context.Context, rec *nemesis.Recorder, insts []*nemesis.Instance, keys []string, amounts map[string]int64, c config) {
+func settle(ctx context.Context, rec *nemesis.Recorder, insts []*nemesis.Instance, ks *keyspace, c config) {
 	deadline := time.Now().Add(2 * time.Minute)
 	work := make(chan string)
 	var wg sync.WaitGroup
@@ -332,7 +308,7 @@ func settle(ctx context.Context, rec *nemesis.Recorder, insts []*nemesis.Instanc
 				unexpected := 0
 				for i := 0; ; i++ {
 					in := insts[(w+i)%len(insts)]
-					op := rec.Charge(in.URL(), in.Name, w, nemesis.PhaseSettle, k, amounts[k])
+					op := ks.send(rec, in, w, nemesis.PhaseSettle, k)
 					if !op.Expected() {
 						unexpected++ // a stored error repeats: three tell
 					}
@@ -348,7 +324,7 @@ func settle(ctx context.Context, rec *nemesis.Recorder, insts []*nemesis.Instanc
 			}
 		}()
 	}
-	for _, k := range keys {
+	for _, k := range ks.all() {
 		work <- k
 	}
 	close(work)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -9,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	"github.com/okengine/oke/internal/nemesis"
 	"github.com/okengine/oke/internal/pgcluster"
 )
@@ -43,7 +44,7 @@ func newPostgresTarget(ctx context.Context, c config, rng *rand.Rand) (target, e
 			return nil, err
 		}
 		t.insts = append(t.insts, &nemesis.Instance{Name: name, Bin: c.bin, Addr: addr, Log: filepath.Join(c.work, name+".log"),
-			Args: []string{"-postgres", pg.DSN("test"), "-lease", "2s", "-sweep-cron", "off", "-admin-token", "nemesis-admin-token-0123456789"}})
+			Args: []string{"-postgres", pg.DSN("test"), "-lease", "2s", "-retry-delay", "1s", "-sweep-cron", "off", "-admin-token", "nemesis-admin-token-0123456789"}})
 	}
 	return t, nil
 }
@@ -119,29 +120,15 @@ func (t *postgresTarget) faults() []faultKind {
 	}
 }
 
-func (t *postgresTarget) effects(ctx context.Context) (map[int64][]string, error) {
+func (t *postgresTarget) effects(ctx context.Context) (storeRows, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, t.pg.DSN("test"))
+	db, err := sql.Open("pgx", t.pg.DSN("test"))
 	if err != nil {
-		return nil, err
+		return storeRows{}, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, `SELECT id, amount FROM charges`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[int64][]string{}
-	for rows.Next() {
-		var id string
-		var amt int64
-		if err := rows.Scan(&id, &amt); err != nil {
-			return nil, err
-		}
-		out[amt] = append(out[amt], id)
-	}
-	return out, rows.Err()
+	defer db.Close()
+	return readRows(ctx, db)
 }
 
 func (t *postgresTarget) close() {
