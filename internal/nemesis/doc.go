@@ -2,7 +2,8 @@
 //
 // A run has three parts. A Recorder sends requests (POST /charges with an
 // Idempotency-Key and an amount of the key's own, so that a row of the
-// business table says which key charged it) and records every operation
+// business table says which key charged it; POST /refunds of an
+// acknowledged charge, one refund key per charge) and records every operation
 // as an Op: the key, the body, when it was invoked and when it returned,
 // the status, body and headers of the answer, or the error when there was
 // none. Meanwhile the runner (cmd/nemesis) injects faults — SIGKILL and
@@ -25,7 +26,10 @@
 //     commit and the stored answer (docs/idempotency.md) — and that extra
 //     one only for a key one of whose attempts may have run (no answer, or a
 //     503 OutcomeUnknown); a key whose attempts all said "not run" (409, 503
-//     StoreUnavailable) before its one live answer must have one charge;
+//     StoreUnavailable) before its one live answer must have one charge. A
+//     refund key may have one refund row and one refund at the provider
+//     (Options.RoutePromise), whose repeated calls are counted as
+//     ProviderRepeats, not violations;
 //   - unexpected: an answer that no fault excuses: anything but 2xx, 409 and
 //     503 (a 500, a 422 for the key's own payload, ...);
 //   - unresolved: a key that ends without a 2xx answer after the retries;
