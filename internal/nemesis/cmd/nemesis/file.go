@@ -95,32 +95,45 @@ func (t *fileTarget) faults() []faultKind {
 		}},
 	}
 	if t.tmpfs {
-		ks = append(ks, faultKind{"disk-full", func(ctx context.Context, f *nemesis.Fault) error {
-			f.Target = "disk"
-			filler := filepath.Join(t.data, "nemesis-filler")
-			n, err := nemesis.FillDisk(filler)
-			if err != nil {
-				nemesis.FreeDisk(filler)
-				return err
-			}
-			room := ""
-			if t.rng.IntN(2) == 0 {
-				// Nearly full: the store's small appends may pass while
-				// the business database's pages do not, or the reverse.
-				k := int64(4+t.rng.IntN(60)) * 4096
-				if err := nemesis.LeaveRoom(filler, k); err != nil {
-					nemesis.FreeDisk(filler)
-					return err
-				}
-				room = fmt.Sprintf(", then left %d KiB free", k>>10)
-			}
-			d := jitter(t.rng, 500*time.Millisecond, 2*time.Second)
-			sleepCtx(ctx, d)
-			f.Note = fmt.Sprintf("filled the tmpfs (%d MiB)%s for %s", n>>20, room, d.Round(time.Millisecond))
-			return nemesis.FreeDisk(filler)
-		}})
+		ks = append(ks,
+			faultKind{"disk-full", func(ctx context.Context, f *nemesis.Fault) error { return t.fillDisk(ctx, f, 0) }},
+			// Nearly full: the store's small appends may pass while the
+			// business database's pages do not, or the reverse. The disk
+			// breathes: a few KiB are freed every 100 ms, and the load
+			// fills them again.
+			faultKind{"disk-nearly", func(ctx context.Context, f *nemesis.Fault) error {
+				return t.fillDisk(ctx, f, int64(4+t.rng.IntN(12))*4096)
+			}})
 	}
 	return ks
+}
+
+// fillDisk fills the tmpfs and holds it full for 0.5–2 s, then frees it.
+// With room > 0 it frees room bytes every 100 ms meanwhile.
+func (t *fileTarget) fillDisk(ctx context.Context, f *nemesis.Fault, room int64) error {
+	f.Target = "disk"
+	filler := filepath.Join(t.data, "nemesis-filler")
+	n, err := nemesis.FillDisk(filler)
+	if err != nil {
+		nemesis.FreeDisk(filler)
+		return err
+	}
+	d := jitter(t.rng, 500*time.Millisecond, 2*time.Second)
+	if room == 0 {
+		sleepCtx(ctx, d)
+		f.Note = fmt.Sprintf("filled the tmpfs (%d MiB) for %s", n>>20, d.Round(time.Millisecond))
+		return nemesis.FreeDisk(filler)
+	}
+	breaths := 0
+	for end := time.Now().Add(d); time.Now().Before(end) && ctx.Err() == nil; breaths++ {
+		if err := nemesis.LeaveRoom(filler, room); err != nil {
+			nemesis.FreeDisk(filler)
+			return err
+		}
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+	f.Note = fmt.Sprintf("filled the tmpfs (%d MiB), then freed %d KiB %d times, 100 ms apart", n>>20, room>>10, breaths)
+	return nemesis.FreeDisk(filler)
 }
 
 func (t *fileTarget) effects(ctx context.Context) (storeRows, error) {
