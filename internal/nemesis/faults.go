@@ -77,6 +77,13 @@ func FreeDisk(path string) error { return os.Remove(path) }
 // (an OS crash's unwritten pages). Open must drop such a tail and go on.
 // It returns what it did.
 func TearTail(path string, rng *rand.Rand) (string, error) {
+	return tearTail(path, rng.IntN(tornKinds), rng)
+}
+
+// tornKinds is how many kinds of torn tail TearTail chooses from.
+const tornKinds = 3
+
+func tearTail(path string, kind int, rng *rand.Rand) (string, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return "", err
@@ -84,7 +91,7 @@ func TearTail(path string, rng *rand.Rand) (string, error) {
 	defer f.Close()
 	var tail []byte
 	var what string
-	switch rng.IntN(3) {
+	switch kind {
 	case 0:
 		tail = []byte(`{"crc":"0badc0de","rec":{"k":"torn-record-cut-sh`)
 		what = "a record cut short"

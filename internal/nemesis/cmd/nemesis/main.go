@@ -17,6 +17,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -251,13 +252,16 @@ func run(ctx context.Context, c config) int {
 			os.WriteFile(c.reportOut, b, 0o644)
 		}
 	}
+	if c.historyOut == "" && !rep.OK() {
+		c.historyOut = filepath.Join(c.work, "history.json") // for a failure's post-mortem
+	}
 	if c.historyOut != "" {
 		if err := writeJSON(c.historyOut, h, rep, eff); err != nil {
 			fmt.Fprintln(os.Stderr, "nemesis:", err)
 		}
 	}
 	if !rep.OK() {
-		fmt.Printf("nemesis: %s: FAIL — %d violations; data and logs kept in %s (seed %d)\n", c.driver, len(rep.Violations), c.work, c.seed)
+		fmt.Printf("nemesis: %s: FAIL — %d violations; logs and the history (%s) kept in %s (seed %d)\n", c.driver, len(rep.Violations), filepath.Base(c.historyOut), c.work, c.seed)
 		for _, in := range insts {
 			fmt.Printf("nemesis: instance %s's log: %s\n", in.Name, in.Log)
 		}
