@@ -15,8 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/deadline"
 )
 
 // Tx is a flow's transaction: a database/sql transaction on the app's own
@@ -26,6 +28,14 @@ import (
 type Tx struct {
 	tx   *sql.Tx   // on the app's own database
 	conn *sql.Conn // joined: a connection the driver began, ended by the driver
+
+	// timeout bounds the statements oke sends itself: BEGIN (the first
+	// statement, First), COMMIT, ROLLBACK. txCtx is the context tx was
+	// begun on, which database/sql keeps until it ends: its deadline is
+	// armed for each of them.
+	timeout time.Duration
+	txCtx   *deadline.Armed
+	sent    atomic.Bool // a statement went on conn: its BEGIN with it
 
 	// effects of its statements (a bit mask the caller defines), recorded
 	// on the flow once it commits (or may have): rolled-back writes changed
@@ -37,8 +47,11 @@ type Tx struct {
 // driver.TxDriver (joined; with the claim ticket t sent ahead of its first
 // statement when d is a driver.TxClaimer and t is not nil), else on db. It
 // outlives ctx's cancellation (the flow's timeout must not roll it back once
-// the flow returned). nodb is the error when there is no database at all.
-func Begin(ctx context.Context, d driver.Driver, db *sql.DB, t driver.ClaimTicket, nodb error) (*Tx, error) {
+// the flow returned) but not timeout, which bounds the connection's
+// acquisition, the BEGIN (on a joined transaction: its first statement,
+// which carries it, see First), the COMMIT and the ROLLBACK; zero or less is
+// no bound. nodb is the error when there is no database at all.
+func Begin(ctx context.Context, d driver.Driver, db *sql.DB, t driver.ClaimTicket, nodb error, timeout time.Duration) (*Tx, error) {
 	td, joined := d.(driver.TxDriver)
 	if joined {
 		db = td.DB()
@@ -48,17 +61,23 @@ func Begin(ctx context.Context, d driver.Driver, db *sql.DB, t driver.ClaimTicke
 	}
 	ctx = context.WithoutCancel(ctx)
 	if !joined {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
+		a := deadline.NewArmed(ctx)
+		a.Arm(timeout)
+		tx, err := db.BeginTx(a, nil)
+		if err = a.Disarm(err); err != nil {
+			if tx != nil {
+				tx.Rollback()
+			}
 			return nil, fmt.Errorf("begin transaction: %w", err)
 		}
-		return &Tx{tx: tx}, nil
+		return &Tx{tx: tx, timeout: timeout, txCtx: a}, nil
 	}
 	// On the driver's database the transaction is the driver's Begin on a
 	// connection of its own, so that the driver can begin it with the
 	// flow's first statement and store the outcome and commit in one go.
-	conn, err := db.Conn(ctx)
-	if err != nil {
+	cctx, end := deadline.Bound(ctx, timeout)
+	conn, err := db.Conn(cctx)
+	if err = end(err); err != nil {
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
 	if tc, ok := d.(driver.TxClaimer); ok && t != nil {
@@ -70,7 +89,37 @@ func Begin(ctx context.Context, d driver.Driver, db *sql.DB, t driver.ClaimTicke
 		discard(conn)
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
-	return &Tx{conn: conn}, nil
+	return &Tx{conn: conn, timeout: timeout}, nil
+}
+
+// First returns the context for a statement of the flow on t. The first
+// statement on a joined t carries its BEGIN (and, with a claim ticket, the
+// claim): it is bounded by t's timeout until it returns — call done with
+// its error then; the rows of a query may be read after, without the
+// bound. Later statements, and those on the app's own database (whose
+// BEGIN Begin sent), get ctx as is.
+func (t *Tx) First(ctx context.Context) (_ context.Context, done func(error) error) {
+	if t.conn == nil || t.timeout <= 0 || t.sent.Load() || !t.sent.CompareAndSwap(false, true) {
+		return ctx, func(err error) error { return err }
+	}
+	a := deadline.NewArmed(ctx)
+	a.Arm(t.timeout)
+	return a, a.Disarm
+}
+
+// bounded runs a statement oke sends itself on t (COMMIT, ROLLBACK) with
+// t's timeout: on a joined t with a context of its own, else with the
+// deadline armed on the context database/sql kept from BEGIN.
+func (t *Tx) bounded(call func(ctx context.Context) error) error {
+	if t.tx != nil {
+		if t.txCtx == nil {
+			return call(context.Background())
+		}
+		t.txCtx.Arm(t.timeout)
+		return t.txCtx.Disarm(call(context.Background()))
+	}
+	ctx, end := deadline.Bound(context.Background(), t.timeout)
+	return end(call(ctx))
 }
 
 // Joined reports whether t is on the driver's own database: the flow's
@@ -102,10 +151,13 @@ func (t *Tx) Rollback() {
 		return
 	}
 	if t.tx != nil {
-		t.tx.Rollback()
+		t.bounded(func(context.Context) error { return t.tx.Rollback() })
 		return
 	}
-	if _, err := t.conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+	if err := t.bounded(func(ctx context.Context) error {
+		_, err := t.conn.ExecContext(ctx, "ROLLBACK")
+		return err
+	}); err != nil {
 		discard(t.conn)
 		return
 	}
@@ -118,8 +170,10 @@ func (t *Tx) Rollback() {
 // erring that way never runs a flow twice.
 func (t *Tx) Commit() (effects uint32, err error) {
 	return t.CommitWith(func(conn *sql.Conn) error {
-		_, err := conn.ExecContext(context.Background(), "COMMIT")
-		return err
+		return t.bounded(func(ctx context.Context) error {
+			_, err := conn.ExecContext(ctx, "COMMIT")
+			return err
+		})
 	})
 }
 
@@ -130,7 +184,7 @@ func (t *Tx) Commit() (effects uint32, err error) {
 // driver.ErrStepOrder: nothing happened), else t's, error or not.
 func (t *Tx) CommitWith(end func(conn *sql.Conn) error) (effects uint32, err error) {
 	if t.tx != nil {
-		err = t.tx.Commit()
+		err = t.bounded(func(context.Context) error { return t.tx.Commit() })
 	} else {
 		err = end(t.conn)
 		switch {
