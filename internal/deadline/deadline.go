@@ -45,16 +45,6 @@ func Bound(ctx context.Context, d time.Duration) (context.Context, func(error) e
 	}
 }
 
-// Hold is Bound for a call whose result outlives its return (rows read
-// after a query returned): its deadline stays until release, which the
-// caller calls once it is done with the result. Its error is not marked.
-func Hold(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if d <= 0 {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, d)
-}
-
 func mark(ctx, bctx context.Context, d time.Duration, err error) error {
 	if err == nil || ctx.Err() != nil || !errors.Is(bctx.Err(), context.DeadlineExceeded) {
 		return err
