@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/okengine/oke"
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/driver/postgres"
 	"github.com/okengine/oke/internal/pgtest"
 )
 
@@ -186,9 +189,11 @@ func (p *hangProxy) close() {
 // StoreTimeout — a new key 503 StoreUnavailable (nothing ran: its claim,
 // BEGIN and first statement never reached the server), a replay 503
 // StoreUnavailable too, both with Retry-After — and the connections stuck
-// on the hung server are abandoned. Once it answers again, the retried key
-// runs exactly once, the acknowledged one still replays its answer, and no
-// charge is lost or doubled.
+// on the hung server are abandoned. A server that hangs between the
+// flow's write and its COMMIT gives 503 OutcomeUnknown at the deadline.
+// Once it answers again, the retried keys run exactly once, the
+// acknowledged one still replays its answer, and no charge is lost or
+// doubled.
 func TestHungPostgresAnswers503(t *testing.T) {
 	url, _ := server(t)
 	cfg, err := pgconn.ParseConfig(url)
@@ -202,7 +207,8 @@ func TestHungPostgresAnswers503(t *testing.T) {
 	if _, err := d.Pool().Exec(t.Context(), `CREATE TABLE `+table+` (id bigserial PRIMARY KEY, amount int NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	app := oke.New(oke.Config{Driver: d, StoreTimeout: 300 * time.Millisecond, SweepInterval: -1, PollInterval: -1,
+	var pauseBeforeCommit atomic.Bool
+	app := oke.New(oke.Config{Driver: d, StoreTimeout: 300 * time.Millisecond, Lease: 2 * time.Second, SweepInterval: -1, PollInterval: -1,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	type in struct {
 		Amount int `json:"amount"`
@@ -220,6 +226,9 @@ func TestHungPostgresAnswers503(t *testing.T) {
 			c := charge{Amount: in.Amount}
 			if err := tx.QueryRow(ctx, `INSERT INTO `+table+` (amount) VALUES ($1) RETURNING id`, in.Amount).Scan(&c.ID); err != nil {
 				return oke.Response[charge]{}, err
+			}
+			if pauseBeforeCommit.CompareAndSwap(true, false) {
+				proxy.Pause() // the server hangs between the flow's write and its COMMIT
 			}
 			return oke.Created(c, ""), nil
 		}))
@@ -260,11 +269,61 @@ func TestHungPostgresAnswers503(t *testing.T) {
 	if retried.Code != http.StatusCreated || retried.Header().Get("Idempotent-Replayed") == "true" {
 		t.Fatalf("the key refused during the hang, retried: %d %s, want it to run now", retried.Code, retried.Body)
 	}
+
+	// The server hangs after the flow wrote, before its COMMIT (with the
+	// stored response) answered: the outcome is unknown, and said so at
+	// the deadline.
+	pauseBeforeCommit.Store(true)
+	w := post("hung-pg-commit-0001")
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), `"code":"OutcomeUnknown"`) || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("a COMMIT on the hung server: %d %v %s, want 503 OutcomeUnknown with Retry-After", w.Code, w.Header(), w.Body)
+	}
+	proxy.Resume() // the COMMIT never reached the server: nothing of it stands
+	w = post("hung-pg-commit-0001")
+	if w.Code == http.StatusConflict {
+		// The claim went on its own (not with the flow's first statement):
+		// its row holds the key, honestly in progress, until its lease
+		// lapses; then the retry takes it over.
+		waitLapsed(t, d, driver.Key{Tenant: "default", Principal: "anon", Flow: "pg.hung.charge", Key: "hung-pg-commit-0001"})
+		w = post("hung-pg-commit-0001")
+	}
+	if w.Code != http.StatusCreated || w.Header().Get("Idempotent-Replayed") == "true" {
+		t.Fatalf("the key whose COMMIT hung, retried: %d %s, want it to run now", w.Code, w.Body)
+	}
+	again = post("hung-pg-commit-0001")
+	if again.Code != http.StatusCreated || again.Header().Get("Idempotent-Replayed") != "true" || again.Body.String() != w.Body.String() {
+		t.Fatalf("its replay: %d %s, want %s replayed", again.Code, again.Body, w.Body)
+	}
+
 	var n int
 	if err := d.Pool().QueryRow(t.Context(), `SELECT count(*) FROM `+table).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	if n != 2 {
-		t.Fatalf("charges = %d, want 2 (one a key: none lost, none doubled)", n)
+	if n != 3 {
+		t.Fatalf("charges = %d, want 3 (one a key: none lost, none doubled)", n)
+	}
+}
+
+// waitLapsed waits until the row of key is no longer held by a live lease,
+// by the store's clock.
+func waitLapsed(t *testing.T, d *postgres.Driver, key driver.Key) {
+	t.Helper()
+	for {
+		row, err := d.Get(t.Context(), key)
+		if err != nil || row.State != driver.Running {
+			return
+		}
+		var lapsed bool
+		if err := d.Pool().QueryRow(t.Context(), `SELECT now() >= $1`, row.LeaseUntil).Scan(&lapsed); err != nil {
+			t.Fatal(err)
+		}
+		if lapsed {
+			return
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-t.Context().Done():
+			t.Fatal("the row's lease never lapsed")
+		}
 	}
 }
