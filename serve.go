@@ -140,6 +140,15 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	// Past Config.MaxInFlight the request is shed before it touches the
+	// store: a slow or hung store must not pile up a goroutine a request.
+	if !a.admit() {
+		m.shed.Inc()
+		a.writeUnavailable(w, f, key != "", ErrStoreUnavailable.WithMessage("The server has too many requests in progress; the request was not run. Retry later with the same Idempotency-Key."))
+		return
+	}
+	defer a.busy.Add(-1)
+
 	// A GET reads: let the client's disconnect cancel it. Anything else may
 	// change the world and runs to its end.
 	ctx := r.Context()
@@ -211,6 +220,17 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 	k := keyed{key: driver.Key{Tenant: id.Tenant, Principal: id.Principal, Flow: f.name, Key: key}, fp: fp, ttl: ttl,
 		waitCtx: r.Context(), wait: preferWait(r)}
 	a.serveClaimed(ctx, f, in, canon, id, k, w)
+}
+
+// admit takes one of the Config.MaxInFlight places of a request, and
+// reports whether there was one; the caller gives it back (busy.Add(-1))
+// once answered.
+func (a *App) admit() bool {
+	if a.busy.Add(1) > int64(a.cfg.MaxInFlight) && a.cfg.MaxInFlight > 0 {
+		a.busy.Add(-1)
+		return false
+	}
+	return true
 }
 
 // keyed is what a keyed request claims: its key's row, fingerprint and TTL,
