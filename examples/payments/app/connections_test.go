@@ -2,11 +2,13 @@ package app_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
@@ -191,4 +193,92 @@ func TestConnectionBounds(t *testing.T) {
 			t.Fatalf("%d slow rows, want 1", n)
 		}
 	})
+}
+
+// issue 21 (2): a flood of keep-alive connections, each of which sent one
+// request and stays idle, does not take the server down — past -max-conns
+// a new connection takes the place of the longest-idle one, so /healthz
+// and a fresh client's charge are answered and the server holds no more
+// than the cap. (Without the cap all 200 stay open; at ~20 000 the process
+// ran out of file descriptors and new clients got no answer.)
+func TestKeepAliveFloodIsCapped(t *testing.T) {
+	const maxConns, flood = 50, 200
+	s := openDemo(t, newConfig(t, func(c *app.Config) {
+		c.MaxConns = maxConns
+		c.IdleTimeout = time.Hour // the flood's connections never time out here
+	}))
+	idle := make(chan struct{}, 4*flood)
+	hs := httptest.NewUnstartedServer(nil)
+	hs.Listener = s.Listener(hs.Listener)
+	hs.Config = s.HTTPServer()
+	track := hs.Config.ConnState
+	hs.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		track(c, st)
+		if st == http.StateIdle {
+			idle <- struct{}{}
+		}
+	}
+	hs.Start()
+	t.Cleanup(func() {
+		s.Shutdown()
+		hs.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Close(ctx)
+	})
+	e := &env{t: t, srv: s, url: hs.URL}
+
+	get := func(conn net.Conn, br *bufio.Reader, path string) (int, error) {
+		conn.SetDeadline(time.Now().Add(time.Minute)) // the safety net
+		if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: demo\r\n\r\n", path); err != nil {
+			return 0, err
+		}
+		resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		_, err = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, err
+	}
+	type client struct {
+		conn net.Conn
+		br   *bufio.Reader
+	}
+	var cs []client
+	for i := range flood {
+		conn := e.dial(t)
+		br := bufio.NewReader(conn)
+		if st, err := get(conn, br, "/whoami"); err != nil || st != 200 {
+			t.Fatalf("the flood's request %d: %d %v", i, st, err)
+		}
+		<-idle // the server has seen it idle: the next one may take its place
+		cs = append(cs, client{conn, br})
+		if open, _ := s.Conns(); open > maxConns {
+			t.Fatalf("%d connections open after %d, cap %d", open, i+1, maxConns)
+		}
+	}
+
+	conn := e.dial(t)
+	if st, err := get(conn, bufio.NewReader(conn), "/healthz"); err != nil || st != 200 {
+		t.Fatalf("/healthz during the flood: %d %v", st, err)
+	}
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	r, err := send(c, "POST", e.url+"/charges", `{"amount":1000,"currency":"usd"}`, "Idempotency-Key", newKey())
+	if err != nil {
+		t.Fatalf("a fresh client's charge during the flood: %v", err)
+	}
+	r.want(t, 201, "")
+
+	// Which of the flood's connections does the server still hold? Each
+	// one it keeps answers; each it closed fails.
+	held := 0
+	for _, c := range cs {
+		if _, err := get(c.conn, c.br, "/whoami"); err == nil {
+			held++
+		}
+	}
+	if open, _ := s.Conns(); held > maxConns || open > maxConns {
+		t.Fatalf("the server still holds %d of the flood's %d connections (%d open in all), cap %d", held, flood, open, maxConns)
+	}
 }

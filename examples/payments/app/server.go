@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/okengine/oke/driver/file"
 	"github.com/okengine/oke/driver/memory"
 	"github.com/okengine/oke/driver/postgres"
+	"github.com/okengine/oke/internal/connlimit"
 )
 
 // Config configures the demo. The zero value is not usable: start from
@@ -62,6 +64,14 @@ type Config struct {
 	// IdleTimeout is how long a keep-alive connection may wait for its
 	// next request (http.Server.IdleTimeout).
 	IdleTimeout time.Duration
+	// MaxConns caps the connections the server holds open at once
+	// (internal/connlimit on the listener Server.Listener wraps). At the
+	// cap a new connection takes the place of the longest-idle keep-alive
+	// one (else of the oldest that has sent nothing yet); only when every
+	// connection is running a request is the new one closed at once. Open
+	// lowers it to the process's open-file limit less FDHeadroom, with a
+	// warning, when that is lower.
+	MaxConns int
 	// MaxHeaderBytes bounds a request's headers (http.Server.MaxHeaderBytes;
 	// a larger request gets 431).
 	MaxHeaderBytes int
@@ -119,10 +129,23 @@ func DefaultConfig() Config {
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      2 * time.Minute,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       DefaultIdleTimeout,
 		MaxHeaderBytes:    64 << 10,
+		MaxConns:          DefaultMaxConns,
 	}
 }
+
+// The defaults of -idle-timeout and -max-conns: an idle keep-alive
+// connection costs a file descriptor and some memory, so it is kept half a
+// minute, and 4096 of them (about 40 MB) at most.
+const (
+	DefaultIdleTimeout = 30 * time.Second
+	DefaultMaxConns    = 4096
+)
+
+// FDHeadroom is how many of the process's file descriptors MaxConns leaves
+// for everything else: the databases' files and connections, logs.
+const FDHeadroom = 256
 
 func (c Config) validate() error {
 	if c.Lease <= 0 {
@@ -146,6 +169,9 @@ func (c Config) validate() error {
 		if t.d <= 0 {
 			return fmt.Errorf("%s must be positive, got %s (connections need a bound)", t.flag, t.d)
 		}
+	}
+	if c.MaxConns < 1 {
+		return fmt.Errorf("-max-conns must be at least 1, got %d", c.MaxConns)
 	}
 	if c.MaxHeaderBytes < 4<<10 {
 		return fmt.Errorf("-max-header-bytes must be at least 4096, got %d", c.MaxHeaderBytes)
@@ -182,6 +208,7 @@ type Server struct {
 	providerURL string // where payments.refund calls the provider
 	adminToken  string // the admin token (cfg.AdminToken, or drawn at Open)
 	tokenDrawn  bool   // adminToken was drawn at Open: Run logs it
+	conns       *connlimit.Limiter
 
 	quit      chan struct{} // closed when the server begins shutting down
 	quitOnce  sync.Once
@@ -205,6 +232,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if s.adminToken == "" {
 		s.adminToken, s.tokenDrawn = rand.Text(), true
 	}
+	s.conns = connlimit.New(connCap(cfg.MaxConns, log))
 	drv, err := openDriver(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -230,6 +258,19 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// connCap is the connection cap: want, or less when the process's open-file
+// limit leaves no room for want connections and FDHeadroom other files.
+func connCap(want int, log *slog.Logger) int {
+	limit, ok := connlimit.FDLimit()
+	if !ok || want <= limit-FDHeadroom {
+		return want
+	}
+	lowered := max(limit-FDHeadroom, limit/2, 1)
+	log.Warn("payments: -max-conns lowered to fit the open-file limit (raise it with ulimit -n)",
+		"max_conns", want, "open_file_limit", limit, "lowered_to", lowered)
+	return lowered
 }
 
 // openDriver opens the idempotency store cfg asks for. The Postgres driver
@@ -320,10 +361,11 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // HTTPServer returns the http.Server that serves s, with the connection
 // bounds of its Config: ReadHeaderTimeout, ReadTimeout (a stalled body is
 // cut off), WriteTimeout (streams and the live feed are exempt: oke keeps
-// their deadline moving), IdleTimeout and MaxHeaderBytes. Shutting it down
-// ends the live feeds (Server.Shutdown), so that http.Server.Shutdown does
-// not wait for them. Run serves with it; so may a test, through
-// httptest.Server.Config.
+// their deadline moving), IdleTimeout and MaxHeaderBytes; serve it on
+// Server.Listener's listener for MaxConns. Shutting it down ends the live
+// feeds (Server.Shutdown), so that http.Server.Shutdown does not wait for
+// them. Run serves with it; so may a test, through httptest.Server.Config
+// (and httptest.Server.Listener = s.Listener(…)).
 func (s *Server) HTTPServer() *http.Server {
 	srv := &http.Server{
 		Addr:              s.cfg.Addr,
@@ -333,11 +375,21 @@ func (s *Server) HTTPServer() *http.Server {
 		WriteTimeout:      s.cfg.WriteTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
+		ConnState:         s.conns.ConnState,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	srv.RegisterOnShutdown(s.Shutdown)
 	return srv
 }
+
+// Listener wraps ln with the connection cap (Config.MaxConns): serve
+// HTTPServer's server on it. The cap counts every listener s wrapped,
+// together.
+func (s *Server) Listener(ln net.Listener) net.Listener { return s.conns.Listener(ln) }
+
+// Conns returns how many connections the server holds open (of those
+// accepted through Listener), and the cap.
+func (s *Server) Conns() (open, max int) { return s.conns.Stats().Open, s.conns.Max() }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.app.ServeHTTP(w, r) }
