@@ -27,7 +27,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.ClaimFirst, "claim-first", c.ClaimFirst, "claim every Idempotency-Key before its flow runs (oke.Config.ClaimFirst), never in the flow's transaction: to compare the two")
 	fs.BoolVar(&c.Unprotected, "unprotected", c.Unprotected, "benchmarks only: also bind POST "+UnprotectedChargesPath+", the charge handler with Idempotency-Key handling off, to measure its cost side by side")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long (`duration`) a graceful shutdown waits for running requests")
-	secretflag.Var(fs, &c.AdminToken, "admin-token", "the `token` the admin API and console under /_oke/ require (Authorization: Bearer TOKEN, or the console's login); default $OKE_ADMIN_TOKEN, else a random one, logged at start")
+	fs.StringVar(&c.AdminTokenFile, "admin-token-file", c.AdminTokenFile, "read the admin token from this `file` (one line; preferred: unlike -admin-token it does not show in ps); it wins over -admin-token and $OKE_ADMIN_TOKEN")
+	secretflag.Var(fs, &c.AdminToken, "admin-token", "the `token` the admin API and console under /_oke/ require (Authorization: Bearer TOKEN, or the console's login); default $OKE_ADMIN_TOKEN, else a random one written to "+TokenFileName+" in -data (its path is logged, never the token)")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "how long (`duration`) a client may take to send a request's headers")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "how long (`duration`) a client may take to send a whole request, headers and body; a stalled body is cut off")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "how long (`duration`) an ordinary request may take, from its headers to the end of its answer (streams and /events are exempt: each of their writes gets this long)")
@@ -114,10 +115,11 @@ func Run(ctx context.Context, cfg Config, stderr io.Writer) error {
 	_, maxConns := s.Conns()
 	fmt.Fprintf(stderr, "payments: listening on http://%s (%s, lease %s, at most %d connections, idle ones kept %s)\n",
 		ln.Addr(), where, cfg.Lease, maxConns, cfg.IdleTimeout)
-	if s.tokenDrawn {
-		// Neither -admin-token nor OKE_ADMIN_TOKEN: the drawn token is
-		// the only way in, so say it (once; it is not logged otherwise).
-		fmt.Fprintf(stderr, "admin token: %s\n", s.AdminToken())
+	if s.tokenFile != "" {
+		// No token given: the drawn one is the only way in, so say where
+		// it is (never the token: logs are read by more people than the
+		// data folder's owner).
+		fmt.Fprintf(stderr, "admin token: in %s (drawn at start; set one with -admin-token-file or $OKE_ADMIN_TOKEN)\n", s.tokenFile)
 	}
 
 	errc := make(chan error, 1)

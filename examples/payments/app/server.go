@@ -109,9 +109,18 @@ type Config struct {
 	SweepCron string
 	// AdminToken guards the admin API and console under /_oke/ (oke.
 	// AdminToken): requests need "Authorization: Bearer <token>" or the
-	// console's session cookie. Empty means a random token drawn at Open
-	// (Run logs it as "admin token: <token>"); see Server.AdminToken.
+	// console's session cookie. Empty (and no AdminTokenFile) means a
+	// random token drawn at Open and written to TokenFileName in DataDir,
+	// readable by its owner only (Run logs the file's path, never the
+	// token); see Server.AdminToken.
 	AdminToken string
+	// AdminTokenFile, when set, names a file that holds the admin token
+	// (one line; a trailing newline is dropped): it takes precedence over
+	// AdminToken. Unlike a token on the command line, it does not show in
+	// ps. Open fails, naming -admin-token-file, when the file is missing,
+	// empty or holds more than one line, and warns when every user may
+	// read it.
+	AdminTokenFile string
 }
 
 // DefaultConfig is the configuration of the flags' defaults.
@@ -207,7 +216,7 @@ type Server struct {
 
 	providerURL string // where payments.refund calls the provider
 	adminToken  string // the admin token (cfg.AdminToken, or drawn at Open)
-	tokenDrawn  bool   // adminToken was drawn at Open: Run logs it
+	tokenFile   string // where the token drawn at Open was written ("" if given): Run logs it
 	conns       *connlimit.Limiter
 
 	quit      chan struct{} // closed when the server begins shutting down
@@ -228,9 +237,10 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, quit: make(chan struct{}), providerURL: providerURL(cfg), adminToken: cfg.AdminToken}
-	if s.adminToken == "" {
-		s.adminToken, s.tokenDrawn = rand.Text(), true
+	s := &Server{cfg: cfg, log: log, quit: make(chan struct{}), providerURL: providerURL(cfg)}
+	var err error
+	if s.adminToken, err = givenAdminToken(cfg, log); err != nil {
+		return nil, err
 	}
 	s.conns = connlimit.New(connCap(cfg.MaxConns, log))
 	drv, err := openDriver(ctx, cfg)
@@ -241,6 +251,17 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if s.db, s.rdb, s.dialect, err = openDB(ctx, cfg, log); err != nil {
 		drv.Close()
 		return nil, err
+	}
+	if s.adminToken == "" {
+		// Drawn only now that the data folder is ours (the file driver
+		// locks it): a second demo refused on it does not overwrite the
+		// first's token file.
+		s.adminToken = rand.Text()
+		if s.tokenFile, err = writeTokenFile(cfg.DataDir, s.adminToken); err != nil {
+			s.closeDB()
+			drv.Close()
+			return nil, err
+		}
 	}
 	okeCfg := oke.Config{Driver: drv, Gate: Gate, Lease: cfg.Lease, Logger: log, DB: s.db,
 		HTTPClient: httpClient(s.provider()), PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay,
@@ -395,7 +416,7 @@ func (s *Server) Conns() (open, max int) { return s.conns.Stats().Open, s.conns.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.app.ServeHTTP(w, r) }
 
 // AdminToken is the token the admin API and console under /_oke/ accept:
-// Config.AdminToken, or the one drawn at Open.
+// Config.AdminTokenFile's, Config.AdminToken, or the one drawn at Open.
 func (s *Server) AdminToken() string { return s.adminToken }
 
 // App returns the oke app.
