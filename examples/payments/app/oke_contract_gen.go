@@ -13,7 +13,7 @@ func init() {
 		{
 			Name:        "bench.chargeUnprotected",
 			Source:      "examples/payments/app/charges.go:80",
-			Digest:      "sha256:ceb4f37274dea691a4a2fc45a66d54995f6e5ada863070d35ae1cfbbcd269cc4",
+			Digest:      "sha256:498c288ea9c9a2daf2e923011abfdf6423bf4012d8621a028356192c2a8fd6eb",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "off", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -27,7 +27,7 @@ func init() {
 		{
 			Name:        "demo.events",
 			Source:      "examples/payments/app/events.go:26",
-			Digest:      "sha256:0309b128dcecfacdf69645275936e1b67a78f27ec36dd75dcb1b3b3bca063084",
+			Digest:      "sha256:7fc295dfbaf51d57e31fea47c5acf2962363a8875edc154c1d1d52f09a21dfed",
 			Shape:       "live",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -50,7 +50,7 @@ func init() {
 		{
 			Name:        "demo.fail",
 			Source:      "examples/payments/app/demo.go:107",
-			Digest:      "sha256:98a83e1fbdd5660472466703c48b30acf6f754c40c234fa87639e2879003645b",
+			Digest:      "sha256:eeb2504d898054e83ea99a0f6290b9b807c1b9aa63ee0045fe2bd792cf61311a",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -64,7 +64,7 @@ func init() {
 		{
 			Name:        "demo.note",
 			Source:      "examples/payments/app/demo.go:78",
-			Digest:      "sha256:e342ae0555a7ce6a61d5a5048917d84d7692d0e9a1d83528972823a295c0fefd",
+			Digest:      "sha256:585bb3e7c404959c390b2028e603e71ceb42d66980437b8a02e0f78b71b502a2",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "2s", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -95,7 +95,7 @@ func init() {
 		{
 			Name:        "demo.pipelineLog",
 			Source:      "examples/payments/app/durable.go:107",
-			Digest:      "sha256:8c3e48267d80af02a18c095734678f6d74f1323ddfa9cd251242d9cbc4f44d15",
+			Digest:      "sha256:41c23043daaf2b7c0ae7215faee2d19e002eafc8c8c11545dab8a0fbe157c07b",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -110,7 +110,7 @@ func init() {
 		{
 			Name:        "demo.remind",
 			Source:      "examples/payments/app/durable.go:166",
-			Digest:      "sha256:4c01df68a29d7fde193f307be01e8fcb9d4843d81dc5cc293479fac8baf3e934",
+			Digest:      "sha256:da9aeb0811f445c7385f5fe6ac67761022ad1aea6695fde423dbe661b9585b4b",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -127,7 +127,7 @@ func init() {
 		{
 			Name:        "demo.reminders",
 			Source:      "examples/payments/app/durable.go:221",
-			Digest:      "sha256:bd2e63f9e75a88b7b44ae01d62d992648475f58351c31301f622fa7af099a8f8",
+			Digest:      "sha256:e0177f8bb9832c5f7a4a9f3651afaa2ea82c0cbbbfae45e82c55e8f985408b43",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -142,7 +142,7 @@ func init() {
 		{
 			Name:        "demo.slow",
 			Source:      "examples/payments/app/demo.go:28",
-			Digest:      "sha256:3ddeed6658fb10a3faa8adbd7f953d9e3316ad05805b0a627a7a60732c8ee76a",
+			Digest:      "sha256:931fc0c110728fa16e7dce56cdf5a957bf1b17006d56d5c1a374b517769b07db",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -156,7 +156,7 @@ func init() {
 		{
 			Name:        "demo.sweep",
 			Source:      "examples/payments/app/sweep.go:28",
-			Digest:      "sha256:f5a775c39bfc65d3b42697da457248da068a6ce341584a49a29a99867c6bfdcf",
+			Digest:      "sha256:f65fd179d5c1117f1fae182569a1e40c4cbfd9e04bf5836da9825dfcf3f75b63",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -173,7 +173,7 @@ func init() {
 		{
 			Name:        "demo.webhook",
 			Source:      "examples/payments/app/demo.go:212",
-			Digest:      "sha256:93683983ddee7a89c999661c5074896134eca043d80ff377b28a536bcec41783",
+			Digest:      "sha256:4a80734fa763c3142e6767e08d08af8da406b0ea3a8fdf4c8d2166fddc5fb96a",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -200,7 +200,7 @@ func init() {
 		{
 			Name:        "payments.approveRefund",
 			Source:      "examples/payments/app/approvals.go:155",
-			Digest:      "sha256:95e6cbe5f8cab13fbb7ef6baaee62a14266a6c861318fb45e9887e2d8fdeb448",
+			Digest:      "sha256:e8b90d27056ad3397fa1e44fe51fa3b85b727ef69515d529e25c724c50972174",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -214,7 +214,7 @@ func init() {
 		{
 			Name:        "payments.charge",
 			Source:      "examples/payments/app/charges.go:66",
-			Digest:      "sha256:9b9eaf53f5a718bfc33d7add17cccd729ed8d914b3da7941893252414c70f540",
+			Digest:      "sha256:d42055aa80b6d2501682e4e0114e3ce65fe9fb0a68ad213fa3c1242bf9b3ccf8",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "required", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -229,7 +229,7 @@ func init() {
 		{
 			Name:        "payments.get",
 			Source:      "examples/payments/app/charges.go:148",
-			Digest:      "sha256:0fde7dae64c6641044e3e29aa3715a8cf77e5569e333fd4993db8993f3d12d6f",
+			Digest:      "sha256:de17a3c703627b5445f3874aafc3d48a9c042bc77b4436bd44c64117723275b0",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -244,7 +244,7 @@ func init() {
 		{
 			Name:        "payments.getRefund",
 			Source:      "examples/payments/app/refunds.go:192",
-			Digest:      "sha256:6f2d8fe1f7e4e66f2c16b355fc26c186b5a9bc0b3b79564685045576588a366c",
+			Digest:      "sha256:60f0bf8f4f515ad55608c83591100bef51a4a42ce8145e94ebc94949e3fd10b4",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -259,7 +259,7 @@ func init() {
 		{
 			Name:        "payments.list",
 			Source:      "examples/payments/app/charges.go:111",
-			Digest:      "sha256:5eaeb598a0fffa74ba51b609c67c22234ab794b66d6b742ac9d2a48dc06e9ec3",
+			Digest:      "sha256:fdb31395aa8090e18ee5ad7aab57d8339428b373939a2d9764bbfa3b71c18a28",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -274,7 +274,7 @@ func init() {
 		{
 			Name:        "payments.quote",
 			Source:      "examples/payments/app/charges.go:190",
-			Digest:      "sha256:bf5214496c50d4c28316df61cbc6dfdd0ce525ff8df9d918d09e13661ff4245f",
+			Digest:      "sha256:4567195995ad82a52de9614d4bf8da74c18c24c36ed67abd7fda8336542f5a40",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -288,7 +288,7 @@ func init() {
 		{
 			Name:        "payments.refund",
 			Source:      "examples/payments/app/refunds.go:73",
-			Digest:      "sha256:d9013aa05e3d657e55f9872743276d618186c1ff34eff0ef056569dc10184f5b",
+			Digest:      "sha256:e1dbcc2ef405781661a1cab9947fc771116162835155b2a0e4e9943f5f89c9c5",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -307,7 +307,7 @@ func init() {
 		{
 			Name:        "payments.refundApproval",
 			Source:      "examples/payments/app/approvals.go:79",
-			Digest:      "sha256:648a03a6060c471c2b7e6a62de86d35a5807bdb42c108f590da2cf1240579c45",
+			Digest:      "sha256:517e42b117890198434d6d3c7906110ac1637c0d01f0328f6834bb7b522570b6",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -324,7 +324,7 @@ func init() {
 		{
 			Name:        "payments.refundRequest",
 			Source:      "examples/payments/app/approvals.go:45",
-			Digest:      "sha256:7654b4e487208107657b4bcfe795a52253f456bc251e152730802628259b6609",
+			Digest:      "sha256:4a1f99c95e888da70fc15bca3dbe7d6c1c8289a9da7c90ed5856d4ddce395328",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
