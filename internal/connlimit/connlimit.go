@@ -49,6 +49,12 @@ import (
 // for concurrent use.
 type Limiter struct {
 	max int
+	// AtCap, when set before the Limiter is used, is called (from the
+	// accept loop, outside the Limiter's lock) each time a connection
+	// arrives at the cap: evicted tells whether an idle or new one was
+	// closed to make room (false: the new one was refused). Keep it cheap
+	// and rate-limit what it logs: a flood calls it per connection.
+	AtCap func(evicted bool)
 
 	mu       sync.Mutex
 	open     int
@@ -111,6 +117,9 @@ func (ln *listener) Accept() (net.Conn, error) {
 		admitted, victim := ln.l.admit(lc)
 		if victim != nil {
 			victim.Conn.Close() // its serving goroutine sees the close and ends
+		}
+		if (victim != nil || !admitted) && ln.l.AtCap != nil {
+			ln.l.AtCap(victim != nil)
 		}
 		if admitted {
 			return lc, nil

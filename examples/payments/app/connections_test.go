@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -203,9 +204,11 @@ func TestConnectionBounds(t *testing.T) {
 // ran out of file descriptors and new clients got no answer.)
 func TestKeepAliveFloodIsCapped(t *testing.T) {
 	const maxConns, flood = 50, 200
+	var logs syncBuffer
 	s := openDemo(t, newConfig(t, func(c *app.Config) {
 		c.MaxConns = maxConns
 		c.IdleTimeout = time.Hour // the flood's connections never time out here
+		c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}))
 	idle := make(chan struct{}, 4*flood)
 	hs := httptest.NewUnstartedServer(nil)
@@ -280,5 +283,10 @@ func TestKeepAliveFloodIsCapped(t *testing.T) {
 	}
 	if open, _ := s.Conns(); held > maxConns || open > maxConns {
 		t.Fatalf("the server still holds %d of the flood's %d connections (%d open in all), cap %d", held, flood, open, maxConns)
+	}
+	// The operator hears of it — at most once a minute, not once for each
+	// of the 150 connections that arrived at the cap.
+	if n := strings.Count(logs.String(), "at the connection cap"); n < 1 || n >= flood-maxConns {
+		t.Fatalf("%d warnings about the cap, want a few:\n%s", n, logs.String())
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/okengine/oke"
@@ -218,6 +219,7 @@ type Server struct {
 	adminToken  string // the admin token (cfg.AdminToken, or drawn at Open)
 	tokenFile   string // where the token drawn at Open was written ("" if given): Run logs it
 	conns       *connlimit.Limiter
+	capLogged   atomic.Int64 // when atConnCap last logged (Unix ns)
 
 	quit      chan struct{} // closed when the server begins shutting down
 	quitOnce  sync.Once
@@ -243,6 +245,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.conns = connlimit.New(connCap(cfg.MaxConns, log))
+	s.conns.AtCap = s.atConnCap
 	drv, err := openDriver(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -279,6 +282,19 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// atConnCap logs, at most once a minute, that connections arrive at the
+// cap (-max-conns), with the counts so far.
+func (s *Server) atConnCap(bool) {
+	now := time.Now().UnixNano()
+	last := s.capLogged.Load()
+	if now-last < int64(time.Minute) || !s.capLogged.CompareAndSwap(last, now) {
+		return
+	}
+	st := s.conns.Stats()
+	s.log.Warn("payments: at the connection cap (-max-conns): idle connections are closed to let new ones in, and new ones refused while all are busy",
+		"max_conns", s.conns.Max(), "open", st.Open, "idle", st.Idle, "evicted_total", st.Evicted, "refused_total", st.Refused)
 }
 
 // connCap is the connection cap: want, or less when the process's open-file
