@@ -55,6 +55,9 @@ func TestDemoAdminToken(t *testing.T) {
 		if strings.Contains(stderr.String(), "from-the-flag") || adminTokenLine.MatchString(stderr.String()) {
 			t.Fatalf("a given token was logged:\n%s", stderr)
 		}
+		if !strings.Contains(stderr.String(), "prefer -admin-token-file or $OKE_ADMIN_TOKEN") {
+			t.Fatalf("no warning that -admin-token shows in ps:\n%s", stderr)
+		}
 		do(t, url, "GET", "/_oke/flows", "", "Authorization", "Bearer from-the-environment-000").want(t, 401, "Unauthorized")
 		do(t, url, "GET", "/_oke/flows", "", "Authorization", "Bearer from-the-flag-0000000000").want(t, 200, "")
 	})

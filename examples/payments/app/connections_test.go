@@ -290,3 +290,61 @@ func TestKeepAliveFloodIsCapped(t *testing.T) {
 		t.Fatalf("%d warnings about the cap, want a few:\n%s", n, logs.String())
 	}
 }
+
+// Run (and so the demo's command and `oke serve`) serves on the capped
+// listener: with -max-conns 1, a second client gets in by taking the idle
+// first connection's place.
+func TestRunCapsConnections(t *testing.T) {
+	base, _ := runMain(t, "-max-conns", "1", "-idle-timeout", "1h", "-admin-token-file", writeToken(t))
+	u, _ := url.Parse(base)
+	get := func(conn net.Conn) error {
+		conn.SetDeadline(time.Now().Add(time.Minute)) // the safety net
+		if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: demo\r\n\r\n"); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	}
+	first, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if err := get(first); err != nil {
+		t.Fatal(err)
+	}
+	// Until the server has marked the first connection idle, a second one
+	// is refused (closed at once): try again until one gets in.
+	for i := 0; ; i++ {
+		second, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = get(second)
+		second.Close()
+		if err == nil {
+			break
+		}
+		if i == 1000 {
+			t.Fatalf("no second connection got in: %v", err)
+		}
+	}
+	first.SetReadDeadline(time.Now().Add(time.Minute))
+	if n, err := first.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the first connection is still open (read %d, %v)", n, err)
+	}
+}
+
+// writeToken writes an admin token file for a demo the test starts.
+func writeToken(t *testing.T) string {
+	t.Helper()
+	p := t.TempDir() + "/token"
+	if err := os.WriteFile(p, []byte("a-test-token-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -83,6 +83,11 @@ Flags:
 		fs.Usage()
 		return &UsageError{err}
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "admin-token" {
+			fmt.Fprintf(stderr, "%s: warning: -admin-token on the command line shows in ps to every user of this machine; prefer -admin-token-file or $OKE_ADMIN_TOKEN\n", name)
+		}
+	})
 	return Run(ctx, cfg, stderr)
 }
 
