@@ -13,7 +13,7 @@ func init() {
 		{
 			Name:        "bench.chargeUnprotected",
 			Source:      "examples/payments/app/charges.go:80",
-			Digest:      "sha256:498c288ea9c9a2daf2e923011abfdf6423bf4012d8621a028356192c2a8fd6eb",
+			Digest:      "sha256:7a54d948efb3e6bce5249e151a21e0f5f94c306614678897cfc8b09ff9088b55",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "off", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -27,7 +27,7 @@ func init() {
 		{
 			Name:        "demo.events",
 			Source:      "examples/payments/app/events.go:26",
-			Digest:      "sha256:7fc295dfbaf51d57e31fea47c5acf2962363a8875edc154c1d1d52f09a21dfed",
+			Digest:      "sha256:92186e349c84fff75ef782203464df1b7fd5194f6e9b646807f656e0fd185d22",
 			Shape:       "live",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -50,7 +50,7 @@ func init() {
 		{
 			Name:        "demo.fail",
 			Source:      "examples/payments/app/demo.go:107",
-			Digest:      "sha256:eeb2504d898054e83ea99a0f6290b9b807c1b9aa63ee0045fe2bd792cf61311a",
+			Digest:      "sha256:d8972b4d6277133d6218d493a3a5b67c15819a3be2fbc667a8d9dfc5c89635ba",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -64,7 +64,7 @@ func init() {
 		{
 			Name:        "demo.note",
 			Source:      "examples/payments/app/demo.go:78",
-			Digest:      "sha256:585bb3e7c404959c390b2028e603e71ceb42d66980437b8a02e0f78b71b502a2",
+			Digest:      "sha256:5b0bed220475f0617b727876912703fb151c025b3046aedc1502bca73c67a121",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "2s", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -95,7 +95,7 @@ func init() {
 		{
 			Name:        "demo.pipelineLog",
 			Source:      "examples/payments/app/durable.go:107",
-			Digest:      "sha256:41c23043daaf2b7c0ae7215faee2d19e002eafc8c8c11545dab8a0fbe157c07b",
+			Digest:      "sha256:7755ea7d73b6f2edfc52b727c202057a9ad5cee78ff42c239847a56f1ec4bdd4",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -110,7 +110,7 @@ func init() {
 		{
 			Name:        "demo.remind",
 			Source:      "examples/payments/app/durable.go:166",
-			Digest:      "sha256:da9aeb0811f445c7385f5fe6ac67761022ad1aea6695fde423dbe661b9585b4b",
+			Digest:      "sha256:3f70e89322811b4a6333c7474f0d301834a58dc0210d17051ef9509a7c6164f5",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -127,7 +127,7 @@ func init() {
 		{
 			Name:        "demo.reminders",
 			Source:      "examples/payments/app/durable.go:221",
-			Digest:      "sha256:e0177f8bb9832c5f7a4a9f3651afaa2ea82c0cbbbfae45e82c55e8f985408b43",
+			Digest:      "sha256:b84796857f7014b9e43a2badf5e0e0a5924a975e60a2bb8406a1086c19a7135d",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -142,7 +142,7 @@ func init() {
 		{
 			Name:        "demo.slow",
 			Source:      "examples/payments/app/demo.go:28",
-			Digest:      "sha256:931fc0c110728fa16e7dce56cdf5a957bf1b17006d56d5c1a374b517769b07db",
+			Digest:      "sha256:c0260d09fa77ab2da6cd7afd1e7766e470373df04f8a3656da6486ac0edd904d",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -156,7 +156,7 @@ func init() {
 		{
 			Name:        "demo.sweep",
 			Source:      "examples/payments/app/sweep.go:28",
-			Digest:      "sha256:f65fd179d5c1117f1fae182569a1e40c4cbfd9e04bf5836da9825dfcf3f75b63",
+			Digest:      "sha256:fe9cc7274476b1e50efd3759b3621efbb5b6262855357a074d04f38eb661c27c",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -173,7 +173,7 @@ func init() {
 		{
 			Name:        "demo.webhook",
 			Source:      "examples/payments/app/demo.go:212",
-			Digest:      "sha256:4a80734fa763c3142e6767e08d08af8da406b0ea3a8fdf4c8d2166fddc5fb96a",
+			Digest:      "sha256:24c45058be7e84e579bea863ef05342d5d31eeef0a6f458a33f8de56ee41d9fc",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -214,7 +214,7 @@ func init() {
 		{
 			Name:        "payments.charge",
 			Source:      "examples/payments/app/charges.go:66",
-			Digest:      "sha256:d42055aa80b6d2501682e4e0114e3ce65fe9fb0a68ad213fa3c1242bf9b3ccf8",
+			Digest:      "sha256:e54205d5fa707d6b0b70f53d321ff63296e4245fbbd2617c2d00feabd331e465",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "required", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -229,7 +229,7 @@ func init() {
 		{
 			Name:        "payments.get",
 			Source:      "examples/payments/app/charges.go:148",
-			Digest:      "sha256:de17a3c703627b5445f3874aafc3d48a9c042bc77b4436bd44c64117723275b0",
+			Digest:      "sha256:9539245410c34c8af49ee6cd4da390c1e27c66d4db98a39adcb45c2159e174c8",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -244,7 +244,7 @@ func init() {
 		{
 			Name:        "payments.getRefund",
 			Source:      "examples/payments/app/refunds.go:192",
-			Digest:      "sha256:60f0bf8f4f515ad55608c83591100bef51a4a42ce8145e94ebc94949e3fd10b4",
+			Digest:      "sha256:966b2c7274d58a3523b72ca8bd104c81a1d10a62493104b5304486ec44e5f3d4",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -259,7 +259,7 @@ func init() {
 		{
 			Name:        "payments.list",
 			Source:      "examples/payments/app/charges.go:111",
-			Digest:      "sha256:fdb31395aa8090e18ee5ad7aab57d8339428b373939a2d9764bbfa3b71c18a28",
+			Digest:      "sha256:c623af51eb58c3228bb1421b0a3b940dea31b379907ac9790494b12dac6dbe39",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -274,7 +274,7 @@ func init() {
 		{
 			Name:        "payments.quote",
 			Source:      "examples/payments/app/charges.go:190",
-			Digest:      "sha256:4567195995ad82a52de9614d4bf8da74c18c24c36ed67abd7fda8336542f5a40",
+			Digest:      "sha256:6fc1250b3edb483a8b8df976f575cbea553a7b800d83bc125a4e42d743e39efe",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -288,7 +288,7 @@ func init() {
 		{
 			Name:        "payments.refund",
 			Source:      "examples/payments/app/refunds.go:73",
-			Digest:      "sha256:e1dbcc2ef405781661a1cab9947fc771116162835155b2a0e4e9943f5f89c9c5",
+			Digest:      "sha256:f76641b75f5afd368487cebf69f6bec8cdb6f70c01fd11ad7ee1953077849c1c",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -307,7 +307,7 @@ func init() {
 		{
 			Name:        "payments.refundApproval",
 			Source:      "examples/payments/app/approvals.go:79",
-			Digest:      "sha256:517e42b117890198434d6d3c7906110ac1637c0d01f0328f6834bb7b522570b6",
+			Digest:      "sha256:a58cdb1a43cbb60520d36f1192239da619f2e75bf01299f7c9e98b70c8612c07",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -324,7 +324,7 @@ func init() {
 		{
 			Name:        "payments.refundRequest",
 			Source:      "examples/payments/app/approvals.go:45",
-			Digest:      "sha256:4a1f99c95e888da70fc15bca3dbe7d6c1c8289a9da7c90ed5856d4ddce395328",
+			Digest:      "sha256:5f79272259662dc9663d97d5a124ab3e74d2006c0bf2798b3cbc4dda60c04606",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
