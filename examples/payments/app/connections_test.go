@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -347,4 +348,82 @@ func writeToken(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// issue 21 (2), as it happened: a demo process whose open-file limit is
+// far below the flood (ulimit -n 300; 600 idle keep-alive connections)
+// lowers its default -max-conns to fit, never runs out of file
+// descriptors, and answers fresh clients throughout. Without the cap
+// accept fails with EMFILE past ~290 connections and new clients hang.
+func TestProcessSurvivesAFloodPastItsFileLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the demo binary")
+	}
+	const limit, flood = 300, 600
+	bin := buildDemo(t)
+	p := startProc(t, "/bin/sh", "-c", `ulimit -n `+strconv.Itoa(limit)+` && exec "$0" "$@"`, bin,
+		"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-admin-token-file", writeToken(t), "-idle-timeout", "1h")
+	u, err := url.Parse(waitListening(t, p.stderr, p.done))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type client struct {
+		conn net.Conn
+		br   *bufio.Reader
+	}
+	get := func(c client, path string) error {
+		c.conn.SetDeadline(time.Now().Add(time.Minute)) // the safety net: a server out of descriptors never answers
+		if _, err := fmt.Fprintf(c.conn, "GET %s HTTP/1.1\r\nHost: demo\r\n\r\n", path); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(c.br, nil)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return err
+		}
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	// connect opens a connection and makes one request on it. Should every
+	// connection be busy at the moment (the server not yet seeing the last
+	// one idle), the new one is closed at once: it tries again.
+	connect := func(path string) client {
+		for i := 0; ; i++ {
+			conn, err := net.Dial("tcp", u.Host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := client{conn, bufio.NewReader(conn)}
+			err = get(c, path)
+			if err == nil {
+				t.Cleanup(func() { conn.Close() })
+				return c
+			}
+			conn.Close()
+			if errors.Is(err, os.ErrDeadlineExceeded) || i == 100 {
+				t.Fatalf("GET %s on a new connection: %v; stderr:\n%s", path, err, p.stderr)
+			}
+		}
+	}
+	var cs []client
+	for range flood {
+		cs = append(cs, connect("/whoami"))
+	}
+	connect("/healthz")
+	held := 0
+	for _, c := range cs {
+		if get(c, "/whoami") == nil {
+			held++
+		}
+	}
+	stderr := p.stderr.String()
+	if held >= limit || strings.Contains(stderr, "too many open files") || !strings.Contains(stderr, "-max-conns lowered") {
+		t.Fatalf("the process holds %d of %d connections (open-file limit %d); stderr:\n%s", held, flood, limit, stderr)
+	}
+	t.Logf("the process holds %d of the flood's %d connections", held, flood)
 }

@@ -33,7 +33,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "how long (`duration`) a client may take to send a whole request, headers and body; a stalled body is cut off")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "how long (`duration`) an ordinary request may take, from its headers to the end of its answer (streams and /events are exempt: each of their writes gets this long)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "how long (`duration`) a keep-alive connection may wait for its next request")
-	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "the most `connections` held open at once; at the cap a new one takes the place of the longest-idle keep-alive one, and is closed at once only when all are busy (lowered to the open-file limit less 256)")
+	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "the most `connections` held open at once; at the cap a new one takes the place of the longest-idle keep-alive one, and is closed at once only when all are busy (lowered to fit the open-file limit: 256 less, or half of it)")
 	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", c.MaxHeaderBytes, "the largest request headers (`bytes`) accepted (431 past it)")
 	fs.StringVar(&c.SweepCron, "sweep-cron", c.SweepCron, "the `schedule` of demo.sweep, the nightly sweep of expired Idempotency-Key rows (a cron spec in UTC, e.g. \"0 3 * * *\", @hourly, @every 10m; off: none)")
 }

@@ -70,8 +70,8 @@ type Config struct {
 	// cap a new connection takes the place of the longest-idle keep-alive
 	// one (else of the oldest that has sent nothing yet); only when every
 	// connection is running a request is the new one closed at once. Open
-	// lowers it to the process's open-file limit less FDHeadroom, with a
-	// warning, when that is lower.
+	// lowers it, with a warning, to fit the process's open-file limit:
+	// FDHeadroom less, or half of it when that is more.
 	MaxConns int
 	// MaxHeaderBytes bounds a request's headers (http.Server.MaxHeaderBytes;
 	// a larger request gets 431).
