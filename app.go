@@ -135,10 +135,16 @@ type Config struct {
 	// at once: 503 StoreUnavailable when nothing of the flow ran, 503
 	// OutcomeUnknown when it may have (a COMMIT or a completion that timed
 	// out: the key stays held until its lease lapses, then the retry
-	// replays or runs again), both with Retry-After. The flow's own
-	// statements after its first are bounded by the flow's Timeout
-	// option, not this. Zero means 5 s; negative means no bound (a hung
-	// store then holds every request until it answers).
+	// replays or runs again), both with Retry-After. It bounds the flow's
+	// own statements through Fx.Store and Fx.Tx too, each with the reading
+	// of its rows, unless the context they are given has a deadline of its
+	// own (the flow's Timeout option, or one the flow set): a database
+	// that does not answer in time fails the statement with an error that
+	// is driver.ErrUnavailable, so the flow answers 503 Unavailable (or
+	// OutcomeUnknown after a write) instead of waiting; a durable step it
+	// fails is not retried in process but with its run, later. Zero means
+	// 5 s; negative means no bound (a hung store then holds every request
+	// until it answers).
 	StoreTimeout time.Duration
 	// MaxInFlight bounds the requests to unary flows this app works on at
 	// once (from when their input and key checked out until answered).

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/okengine/oke/internal/deadline"
 	"github.com/okengine/oke/internal/flowtx"
 	"github.com/okengine/oke/internal/journal"
 )
@@ -218,6 +219,12 @@ func (st *runState) retryStep(ctx context.Context, name string, p *journal.Pendi
 		return err // not the step's failure: the run is retried (or cut off) as a whole
 	case errors.Is(err, ErrKeyNotClaimed), errors.Is(err, ErrSleeping), errors.Is(err, ErrRetrying), errors.As(err, &mismatch):
 		return err // the engine's own answers: running the step again cannot change them
+	case errors.Is(err, deadline.ErrTimeout):
+		// A database that did not answer within Config.StoreTimeout: an
+		// attempt more would wait as long again, and the request with it.
+		// The run is retried as a whole later (the request gets 503), as
+		// after a failed save.
+		return err
 	}
 	pol := st.policy(opts)
 	fail := &StepFailedError{RunID: x.Run.ID, Step: name, Attempts: p.Attempts, Err: err}

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/okengine/oke/internal/deadline"
 	"github.com/okengine/oke/internal/flowtx"
 )
 
@@ -35,12 +37,32 @@ func (fx *Fx) Store(db DB) *Store { return &Store{fx: fx, db: db} }
 
 func (s *Store) note(query string) error { return s.fx.record(classified(query)) }
 
+// statementTimeout is how long one statement of the flow's own may wait for
+// its database: Config.StoreTimeout.
+func (fx *Fx) statementTimeout() time.Duration {
+	if fx == nil || fx.app == nil {
+		return 0
+	}
+	return fx.app.cfg.StoreTimeout
+}
+
+// statement bounds a statement sent through Store or Tx on ctx by
+// Config.StoreTimeout, unless ctx has a deadline of its own (a flow's
+// Options.Timeout, or one the flow set): a database that stops answering
+// fails the statement with an error that is driver.ErrUnavailable (and
+// context.DeadlineExceeded), so the request gets a prompt 503 instead of
+// waiting for as long as the database hangs. The deadline covers the
+// statement and the reading of its rows.
+func (fx *Fx) statement(ctx context.Context) context.Context {
+	return deadline.Statement(ctx, fx.statementTimeout())
+}
+
 // Exec runs a statement that returns no rows.
 func (s *Store) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	if err := s.note(query); err != nil {
 		return nil, err
 	}
-	return s.db.ExecContext(ctx, query, args...)
+	return s.db.ExecContext(s.fx.statement(ctx), query, args...)
 }
 
 // Query runs a statement that returns rows.
@@ -48,7 +70,7 @@ func (s *Store) Query(ctx context.Context, query string, args ...any) (*sql.Rows
 	if err := s.note(query); err != nil {
 		return nil, err
 	}
-	return s.db.QueryContext(ctx, query, args...)
+	return s.db.QueryContext(s.fx.statement(ctx), query, args...)
 }
 
 // QueryRow runs a statement that returns at most one row.
@@ -56,14 +78,28 @@ func (s *Store) QueryRow(ctx context.Context, query string, args ...any) *sql.Ro
 	if err := s.note(query); err != nil {
 		return errRow(err)
 	}
-	return s.db.QueryRowContext(ctx, query, args...)
+	return s.db.QueryRowContext(s.fx.statement(ctx), query, args...)
 }
 
 // Tx runs fn in a transaction: it commits when fn returns nil and rolls back
 // otherwise (also when fn panics). Statements inside are classified one by
 // one, like Store's.
 func (s *Store) Tx(ctx context.Context, opts *sql.TxOptions, fn func(tx *Tx) error) (err error) {
+	// database/sql keeps the context a transaction began on until it ends:
+	// its BEGIN and COMMIT are bounded by arming it for each (see
+	// Fx.statement), not the statements between them.
+	var armed *deadline.Armed
+	if d := s.fx.statementTimeout(); d > 0 {
+		if _, ok := ctx.Deadline(); !ok {
+			armed = deadline.NewArmed(ctx)
+			armed.Arm(d)
+			ctx = armed
+		}
+	}
 	sqlTx, err := s.db.BeginTx(ctx, opts)
+	if armed != nil {
+		err = armed.Disarm(err)
+	}
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
@@ -77,7 +113,14 @@ func (s *Store) Tx(ctx context.Context, opts *sql.TxOptions, fn func(tx *Tx) err
 		return err
 	}
 	done = true
-	if err := sqlTx.Commit(); err != nil {
+	if armed != nil {
+		armed.Arm(s.fx.statementTimeout())
+	}
+	err = sqlTx.Commit()
+	if armed != nil {
+		err = armed.Disarm(err)
+	}
+	if err != nil {
 		return fmt.Errorf("commit transaction: %w", err)
 	}
 	return nil
@@ -116,7 +159,7 @@ func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, e
 	if err := t.note(query); err != nil {
 		return nil, err
 	}
-	ctx, done := t.first(ctx)
+	ctx, done := t.first(t.fx.statement(ctx))
 	res, err := t.tx.ExecContext(ctx, query, args...)
 	return res, done(err)
 }
@@ -126,7 +169,7 @@ func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, e
 	if err := t.note(query); err != nil {
 		return nil, err
 	}
-	ctx, done := t.first(ctx)
+	ctx, done := t.first(t.fx.statement(ctx))
 	rows, err := t.tx.QueryContext(ctx, query, args...)
 	return rows, done(err)
 }
@@ -136,7 +179,7 @@ func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
 	if err := t.note(query); err != nil {
 		return errRow(err)
 	}
-	ctx, done := t.first(ctx)
+	ctx, done := t.first(t.fx.statement(ctx))
 	row := t.tx.QueryRowContext(ctx, query, args...)
 	if err := row.Err(); err != nil {
 		if marked := done(err); marked != err { // the BEGIN's deadline ended it
