@@ -607,6 +607,29 @@ func (c *Cluster) Resume() error {
 	return nil
 }
 
+// PauseReceiver stops a standby's WAL receiver (SIGSTOP), and only it: the
+// standby runs and answers reads but receives nothing from its primary,
+// as when the link between them is cut. A synchronous primary's commits
+// wait meanwhile; an asynchronous one's return, though the standby does
+// not have them. The returned resume continues the receiver.
+func (c *Cluster) PauseReceiver() (resume func() error, err error) {
+	pm, err := c.postmaster()
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range children(pm) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if err != nil || !strings.Contains(string(b), "walreceiver") {
+			continue
+		}
+		if err := syscall.Kill(p, syscall.SIGSTOP); err != nil {
+			return nil, fmt.Errorf("SIGSTOP walreceiver %d: %w", p, err)
+		}
+		return sync.OnceValue(func() error { return syscall.Kill(p, syscall.SIGCONT) }), nil
+	}
+	return nil, errors.New("no WAL receiver runs (is this a standby, streaming?)")
+}
+
 // postmaster reads the postmaster's pid from its lock file.
 func (c *Cluster) postmaster() (int, error) {
 	b, err := os.ReadFile(filepath.Join(c.data, "postmaster.pid"))

@@ -191,3 +191,65 @@ func TestPromoteOfAPrimaryFails(t *testing.T) {
 		t.Fatal("promote of a primary: no error")
 	}
 }
+
+// Why failover needs a synchronous standby: with the standby cut off from
+// its primary, a synchronous primary acknowledges no commit, while an
+// asynchronous one acknowledges commits the standby does not have — which a
+// promotion of the standby at that moment would lose.
+func TestSynchronousCommitWaitsForTheStandby(t *testing.T) {
+	for _, synchronous := range []bool{true, false} {
+		t.Run(map[bool]string{true: "synchronous", false: "asynchronous"}[synchronous], func(t *testing.T) {
+			primary := start(t, pgcluster.Options{})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			exec(t, ctx, primary.DSN("test"), `CREATE TABLE t (k int)`)
+			replica, err := primary.StartReplica(ctx, synchronous)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { replica.Close() })
+			// The table has reached the standby (at once when synchronous).
+			for {
+				if _, err := replica.Query(ctx, "test", `SELECT count(*) FROM t`); err == nil {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatal("the table never reached the standby")
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			resume, err := replica.PauseReceiver()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resume()
+
+			conn, err := pgx.Connect(ctx, primary.DSN("test"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			// A commit waits for the standby for as long as it is cut off:
+			// give it a while, then give up on it.
+			commit, cancelCommit := context.WithTimeout(ctx, 2*time.Second)
+			_, err = conn.Exec(commit, `INSERT INTO t VALUES (1)`)
+			cancelCommit()
+			onStandby, qerr := replica.Query(ctx, "test", `SELECT count(*) FROM t`)
+			if qerr != nil {
+				t.Fatal(qerr)
+			}
+			switch {
+			case synchronous && err == nil:
+				t.Fatal("a synchronous primary acknowledged a commit its standby could not receive")
+			case !synchronous && err != nil:
+				t.Fatalf("an asynchronous primary's commit: %v", err)
+			case !synchronous && onStandby != "0":
+				t.Fatalf("the cut-off standby has %s rows", onStandby)
+			}
+			if err := resume(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
