@@ -121,12 +121,19 @@ func chargeOnce(ctx context.Context, client *http.Client, base, key string) fail
 	return a
 }
 
-// TestPostgresFailover fails the primary over when it is killed: its
-// processes gone, its connections reset at once.
+// TestPostgresFailover fails the primary over twice: killed (its processes
+// gone, its connections reset at once) and hung (SIGSTOP: its connections
+// stay open and answer nothing, and new ones are accepted by the kernel and
+// get no answer — a host that froze or was partitioned away). The hung case
+// recovers through the store deadlines (oke.Config.StoreTimeout) and the
+// driver's connect timeout (postgres.DefaultConnectTimeout).
 func TestPostgresFailover(t *testing.T) {
 	pgcluster.Require(t)
 	t.Run("primary killed", func(t *testing.T) {
 		testFailover(t, (*pgcluster.Cluster).Kill)
+	})
+	t.Run("primary hung", func(t *testing.T) {
+		testFailover(t, (*pgcluster.Cluster).Pause)
 	})
 }
 
