@@ -2,6 +2,9 @@ package pgcluster_test
 
 import (
 	"context"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -251,5 +254,47 @@ func TestSynchronousCommitWaitsForTheStandby(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// orphanEnv makes the test binary, run by TestOrphansAreReaped, start a
+// server and exit without closing it.
+const orphanEnv = "OKE_PGCLUSTER_ORPHAN"
+
+func TestOrphanHelper(t *testing.T) {
+	if os.Getenv(orphanEnv) == "" {
+		return
+	}
+	c, err := pgcluster.Start(context.Background(), pgcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Stdout.WriteString("BASE=" + filepath.Dir(c.DataDir()) + "\n")
+	os.Exit(0) // no Close: the server is left behind
+}
+
+// A server whose test process died without Close is stopped and removed by
+// the next process's Start (ReapOrphans).
+func TestOrphansAreReaped(t *testing.T) {
+	pgcluster.Require(t)
+	cmd := osexec.Command(os.Args[0], "-test.run=^TestOrphanHelper$")
+	cmd.Env = append(os.Environ(), orphanEnv+"=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	_, base, ok := strings.Cut(string(out), "BASE=")
+	base, _, _ = strings.Cut(base, "\n")
+	if !ok || base == "" {
+		t.Fatalf("helper said %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(base, "data", "postmaster.pid")); err != nil {
+		t.Fatalf("the helper's server does not run: %v", err)
+	}
+	if n := pgcluster.ReapOrphans(); n < 1 {
+		t.Fatalf("ReapOrphans removed %d", n)
+	}
+	if _, err := os.Stat(base); !os.IsNotExist(err) {
+		t.Fatalf("%s still exists: %v", base, err)
 	}
 }
