@@ -114,3 +114,133 @@ func TestConnectTimeoutOfTheDSNStands(t *testing.T) {
 		t.Fatalf("ConnectTimeout %v: want the DSN's 17s", got)
 	}
 }
+
+// freezingProxy forwards TCP connections to upstream until freeze is
+// called; from then on it forwards nothing, in either direction, on old
+// connections or new ones (it still accepts them): the server froze.
+type freezingProxy struct {
+	addr   string
+	frozen chan struct{}
+	freeze func()
+}
+
+func newFreezingProxy(t *testing.T, upstream string) *freezingProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &freezingProxy{addr: l.Addr().String(), frozen: make(chan struct{})}
+	p.freeze = sync.OnceFunc(func() { close(p.frozen) })
+	done := make(chan struct{})
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	keep := func(c net.Conn) {
+		mu.Lock()
+		defer mu.Unlock()
+		conns = append(conns, c)
+	}
+	pipe := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			select {
+			case <-p.frozen:
+				<-done // hold what was read, forward nothing
+				return
+			default:
+			}
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				dst.Close()
+				return
+			}
+		}
+	}
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			keep(c)
+			wg.Go(func() {
+				select {
+				case <-p.frozen:
+					return // accepted, never answered
+				default:
+				}
+				up, err := net.Dial("tcp", upstream)
+				if err != nil {
+					c.Close()
+					return
+				}
+				keep(up)
+				wg.Go(func() { pipe(up, c) })
+				pipe(c, up)
+			})
+		}
+	})
+	t.Cleanup(func() {
+		l.Close()
+		close(done)
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return p
+}
+
+// When a statement on a frozen server hits its deadline, pgx gives up on
+// the connection and cleans it up in the background — a cancel request to
+// the frozen server and a drain of the socket, each allowed a hard-coded
+// 15 s — and pgxpool frees the connection's slot only after that. The
+// driver's pool bounds the cleanup (dial.go), so that the slot is free at
+// once and the pool can connect elsewhere (the next host of a multi-host
+// DSN, after a failover). Without the bound the slot stayed taken for 15 s,
+// beyond this test's 10 s wait.
+func TestFrozenServerFreesThePoolSlot(t *testing.T) {
+	url := pgtest.URL(t)
+	at := strings.Index(url, "@")
+	slash := strings.Index(url[at+1:], "/")
+	upstream := url[at+1 : at+1+slash]
+	c := pgtest.Charge(t, pgtest.DriverConns(1))
+	// After the charge, so that the proxy's connections to the server are
+	// closed before the charge's end checks that none is left.
+	p := newFreezingProxy(t, upstream)
+	dsn := url[:at+1] + p.addr + url[at+1+slash:]
+	d, err := postgres.Open(t.Context(), c.DSN(pgtest.WithPoolSize(dsn, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	if _, err := d.Pool().Exec(t.Context(), "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	p.freeze()
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	_, err = d.Pool().Exec(ctx, "SELECT 1")
+	cancel()
+	if err == nil {
+		t.Fatal("a frozen server answered")
+	}
+	wait, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for d.Pool().Stat().TotalConns() != 0 {
+		select {
+		case <-wait.Done():
+			t.Fatalf("the pool still holds the dead connection's slot (%d connections) 10 s after its statement gave up", d.Pool().Stat().TotalConns())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

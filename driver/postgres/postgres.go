@@ -28,10 +28,10 @@ const DefaultMaxConns = 16
 // ConnectTimeout, libpq's connect_timeout) unless the DSN sets
 // connect_timeout. Without a bound, a connection to a server that accepts
 // TCP and never answers — a frozen host, a primary partitioned away after a
-// failover — waits forever, and holds its pool slot meanwhile (the pool
-// does not cancel a connect when the caller gives up): the pool, the
-// wake-up listener and the flows' transactions would never reach the next
-// host of a multi-host DSN, the new primary.
+// failover — waits for it: the wake-up listener forever, the pool's
+// connections for pgxpool's fallback of two minutes, each holding a pool
+// slot meanwhile (the pool does not cancel a connect when the caller gives
+// up), before they try the next host of a multi-host DSN, the new primary.
 const DefaultConnectTimeout = 5 * time.Second
 
 // Driver is the Postgres driver. It is safe for concurrent use; open it with
@@ -114,6 +114,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Driver, error) {
 		if cfg.ConnConfig.ConnectTimeout == 0 && !strings.Contains(dsn, "connect_timeout") {
 			cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 		}
+		boundCleanup(cfg) // dial.go
 		d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
 			return nil, d.wrap("open", err)
