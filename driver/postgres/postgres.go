@@ -24,6 +24,16 @@ const DefaultSchema = "oke"
 // pool_max_conns.
 const DefaultMaxConns = 16
 
+// DefaultConnectTimeout bounds each attempt to connect to one host (pgx's
+// ConnectTimeout, libpq's connect_timeout) unless the DSN sets
+// connect_timeout. Without a bound, a connection to a server that accepts
+// TCP and never answers — a frozen host, a primary partitioned away after a
+// failover — waits for it: the wake-up listener forever, the pool's
+// connections for pgxpool's fallback of two minutes, each holding a pool
+// slot meanwhile (the pool does not cancel a connect when the caller gives
+// up), before they try the next host of a multi-host DSN, the new primary.
+const DefaultConnectTimeout = 5 * time.Second
+
 // Driver is the Postgres driver. It is safe for concurrent use; open it with
 // Open and create its tables with Migrate.
 type Driver struct {
@@ -75,7 +85,12 @@ func WithPool(pool *pgxpool.Pool) Option {
 // Open connects to the database at dsn (a postgres:// URL or a libpq
 // key=value string, which may carry pgxpool's settings such as
 // pool_max_conns; the pool holds DefaultMaxConns connections unless it says
-// otherwise) and checks that it answers. It does not create tables:
+// otherwise, and gives up on a host after DefaultConnectTimeout unless it
+// sets connect_timeout) and checks that it answers. A DSN may name several
+// hosts (postgres://u@h1:5432,h2:5432/db?target_session_attrs=read-write):
+// every connection — the pool's, the wake-up listener's — goes to the first
+// that accepts writes, so after a failover the driver reaches the new
+// primary by itself (docs/production.md). It does not create tables:
 // call Migrate for that. An unreachable server is driver.ErrUnavailable.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Driver, error) {
 	c := config{schema: DefaultSchema}
@@ -96,6 +111,10 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Driver, error) {
 			// flows hold a connection for their transaction (Fx.Tx).
 			cfg.MaxConns = DefaultMaxConns
 		}
+		if cfg.ConnConfig.ConnectTimeout == 0 && !strings.Contains(dsn, "connect_timeout") {
+			cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+		}
+		boundCleanup(cfg) // dial.go
 		d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
 			return nil, d.wrap("open", err)

@@ -29,8 +29,9 @@
 // Servers run with fsync off unless Options.Synchronous asks for durable
 // commits: a killed process loses nothing the kernel has, only a machine
 // crash would. Linux only (Pause and Kill find a postmaster's processes in
-// /proc). A server outlives a test process that dies without Close; its
-// data directory is in $TMPDIR/oke-pgcluster-*.
+// /proc). A server outlives a test process that dies without Close (its
+// data directory is in $TMPDIR/oke-pgcluster-*); the next Start in any
+// process kills and removes those whose owner is gone.
 package pgcluster
 
 import (
@@ -225,8 +226,13 @@ func newBase(name string) (*Cluster, error) {
 	if err := ensureUser(); err != nil {
 		return nil, err
 	}
+	reapOrphans()
 	base, err := os.MkdirTemp("", "oke-pgcluster-")
 	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(base, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		os.RemoveAll(base)
 		return nil, err
 	}
 	if u := serverUser(); u != "" {
@@ -236,6 +242,50 @@ func newBase(name string) (*Cluster, error) {
 		}
 	}
 	return &Cluster{bindir: dir, base: base, data: filepath.Join(base, "data"), name: name}, nil
+}
+
+// ownerFile, in a server's temporary folder, holds the pid of the process
+// that started it.
+const ownerFile = "owner.pid"
+
+var reapOnce sync.Once
+
+// reapOrphans runs ReapOrphans once per process.
+func reapOrphans() { reapOnce.Do(func() { _ = ReapOrphans() }) }
+
+// ReapOrphans stops and removes the servers left behind by test processes
+// that died without Close (a test binary killed at its timeout): those whose
+// folder's owner.pid names a process that no longer runs. It returns how
+// many it removed. Start calls it once per process.
+func ReapOrphans() int {
+	n := 0
+	{
+		dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "oke-pgcluster-*"))
+		for _, base := range dirs {
+			b, err := os.ReadFile(filepath.Join(base, ownerFile))
+			if err != nil {
+				continue // being created, or not ours
+			}
+			owner, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil || owner <= 0 || alive(owner) {
+				continue
+			}
+			c := &Cluster{base: base, data: filepath.Join(base, "data")}
+			if c.bindir, err = bindir(); err != nil {
+				return n
+			}
+			if pm, err := c.postmaster(); err == nil {
+				_ = syscall.Kill(pm, syscall.SIGCONT) // it may have been paused
+				if err := c.Kill(); err != nil {
+					continue
+				}
+			}
+			if os.RemoveAll(base) == nil {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func chownTo(path, username string) error {
@@ -544,7 +594,11 @@ func (c *Cluster) Kill() error {
 			return fmt.Errorf("postmaster %d still runs 30 s after SIGKILL", pm)
 		}
 	}
-	for _, p := range pids[1:] {
+	wait := pids[1:]
+	if exited == nil { // not started by this process (an orphan's)
+		wait = pids
+	}
+	for _, p := range wait {
 		for alive(p) {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("process %d of the server still runs 30 s after SIGKILL", p)
@@ -605,6 +659,29 @@ func (c *Cluster) Resume() error {
 	}
 	c.paused = nil
 	return nil
+}
+
+// PauseReceiver stops a standby's WAL receiver (SIGSTOP), and only it: the
+// standby runs and answers reads but receives nothing from its primary,
+// as when the link between them is cut. A synchronous primary's commits
+// wait meanwhile; an asynchronous one's return, though the standby does
+// not have them. The returned resume continues the receiver.
+func (c *Cluster) PauseReceiver() (resume func() error, err error) {
+	pm, err := c.postmaster()
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range children(pm) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if err != nil || !strings.Contains(string(b), "walreceiver") {
+			continue
+		}
+		if err := syscall.Kill(p, syscall.SIGSTOP); err != nil {
+			return nil, fmt.Errorf("SIGSTOP walreceiver %d: %w", p, err)
+		}
+		return sync.OnceValue(func() error { return syscall.Kill(p, syscall.SIGCONT) }), nil
+	}
+	return nil, errors.New("no WAL receiver runs (is this a standby, streaming?)")
 }
 
 // postmaster reads the postmaster's pid from its lock file.

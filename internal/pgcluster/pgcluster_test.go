@@ -2,6 +2,9 @@ package pgcluster_test
 
 import (
 	"context"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -189,5 +192,109 @@ func TestPromoteOfAPrimaryFails(t *testing.T) {
 	defer cancel()
 	if err := c.Promote(ctx); err == nil {
 		t.Fatal("promote of a primary: no error")
+	}
+}
+
+// Why failover needs a synchronous standby: with the standby cut off from
+// its primary, a synchronous primary acknowledges no commit, while an
+// asynchronous one acknowledges commits the standby does not have — which a
+// promotion of the standby at that moment would lose.
+func TestSynchronousCommitWaitsForTheStandby(t *testing.T) {
+	for _, synchronous := range []bool{true, false} {
+		t.Run(map[bool]string{true: "synchronous", false: "asynchronous"}[synchronous], func(t *testing.T) {
+			primary := start(t, pgcluster.Options{})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			exec(t, ctx, primary.DSN("test"), `CREATE TABLE t (k int)`)
+			replica, err := primary.StartReplica(ctx, synchronous)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { replica.Close() })
+			// The table has reached the standby (at once when synchronous).
+			for {
+				if _, err := replica.Query(ctx, "test", `SELECT count(*) FROM t`); err == nil {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatal("the table never reached the standby")
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			resume, err := replica.PauseReceiver()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resume()
+
+			conn, err := pgx.Connect(ctx, primary.DSN("test"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			// A commit waits for the standby for as long as it is cut off:
+			// give it a while, then give up on it.
+			commit, cancelCommit := context.WithTimeout(ctx, 2*time.Second)
+			_, err = conn.Exec(commit, `INSERT INTO t VALUES (1)`)
+			cancelCommit()
+			onStandby, qerr := replica.Query(ctx, "test", `SELECT count(*) FROM t`)
+			if qerr != nil {
+				t.Fatal(qerr)
+			}
+			switch {
+			case synchronous && err == nil:
+				t.Fatal("a synchronous primary acknowledged a commit its standby could not receive")
+			case !synchronous && err != nil:
+				t.Fatalf("an asynchronous primary's commit: %v", err)
+			case !synchronous && onStandby != "0":
+				t.Fatalf("the cut-off standby has %s rows", onStandby)
+			}
+			if err := resume(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// orphanEnv makes the test binary, run by TestOrphansAreReaped, start a
+// server and exit without closing it.
+const orphanEnv = "OKE_PGCLUSTER_ORPHAN"
+
+func TestOrphanHelper(t *testing.T) {
+	if os.Getenv(orphanEnv) == "" {
+		return
+	}
+	c, err := pgcluster.Start(context.Background(), pgcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Stdout.WriteString("BASE=" + filepath.Dir(c.DataDir()) + "\n")
+	os.Exit(0) // no Close: the server is left behind
+}
+
+// A server whose test process died without Close is stopped and removed by
+// the next process's Start (ReapOrphans).
+func TestOrphansAreReaped(t *testing.T) {
+	pgcluster.Require(t)
+	cmd := osexec.Command(os.Args[0], "-test.run=^TestOrphanHelper$")
+	cmd.Env = append(os.Environ(), orphanEnv+"=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	_, base, ok := strings.Cut(string(out), "BASE=")
+	base, _, _ = strings.Cut(base, "\n")
+	if !ok || base == "" {
+		t.Fatalf("helper said %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(base, "data", "postmaster.pid")); err != nil {
+		t.Fatalf("the helper's server does not run: %v", err)
+	}
+	if n := pgcluster.ReapOrphans(); n < 1 {
+		t.Fatalf("ReapOrphans removed %d", n)
+	}
+	if _, err := os.Stat(base); !os.IsNotExist(err) {
+		t.Fatalf("%s still exists: %v", base, err)
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"modernc.org/sqlite" // registers the "sqlite" database/sql driver (pure Go)
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/okengine/oke/driver/postgres"
 )
 
 // sqliteUnavailable reports whether err from the SQLite business database
@@ -108,6 +110,12 @@ func openPostgres(ctx context.Context, dsn string, log *slog.Logger) (*sql.DB, e
 		if strings.HasPrefix(k, "pool_") {
 			delete(cfg.RuntimeParams, k)
 		}
+	}
+	// Give up on a host that accepts and never answers (a frozen primary
+	// after a failover), as the oke driver does: database/sql does not
+	// cancel a connect its caller stopped waiting for.
+	if cfg.ConnectTimeout == 0 && !strings.Contains(dsn, "connect_timeout") {
+		cfg.ConnectTimeout = postgres.DefaultConnectTimeout
 	}
 	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(16)
