@@ -159,6 +159,7 @@ type App struct {
 	sched   journal.Scheduler
 	done    completions      // wakes requests that wait for a key (Prefer: wait)
 	waits   keyWaits         // the requests held by Prefer: wait, by key (wait.go)
+	paces   paces            // the flows' recent durations, for Retry-After (retryafter.go)
 	waiter  driver.KeyWaiter // the driver's notifications of keys completed elsewhere, if it has them
 	unhear  func()           // stops the driver's HearWaiters; nil until Start
 	leases  *lease.Pool      // renews claims' and runs' leases; closed by Close
