@@ -200,10 +200,22 @@ const (
 // when told it changed (a completion here, the driver's notification of one
 // elsewhere) or by a slow poll, and hands the answer to all of the group's
 // requests at once. A request past the caps is not held.
+//
+// On a driver that reads many rows at once (driver.RowsGetter: Postgres),
+// a watcher polls only early on (a completion may race the announcement of
+// the wait); after that, one sweep of the app reads the rows of every
+// waited key in one statement, every waitPollMax.
 type keyWaits struct {
 	mu     sync.Mutex
 	groups map[waitID]*waitGroup
-	held   int // requests held, over all groups
+	held   int        // requests held, over all groups
+	sweep  *waitSweep // the app's sweep, while groups exist; nil without a RowsGetter
+}
+
+// waitSweep is the goroutine of keyWaits' sweep.
+type waitSweep struct {
+	cancel context.CancelFunc
+	exited chan struct{}
 }
 
 // waitID names a group: the key, and the fingerprint its requests carry
@@ -215,6 +227,7 @@ type waitID struct {
 
 // waitGroup is the requests held for one key.
 type waitGroup struct {
+	f *flow
 	n int // requests held in it; under keyWaits.mu
 	// dec is the latest decision read from the row (under keyWaits.mu);
 	// ready is closed once it answers the requests (a replay, or 422).
@@ -259,12 +272,17 @@ func (a *App) join(f *flow, id waitID, dec idem.Decision) (g *waitGroup, ok bool
 		return g, true
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g = &waitGroup{n: 1, dec: dec, ready: make(chan struct{}), cancel: cancel, exited: make(chan struct{})}
+	g = &waitGroup{f: f, n: 1, dec: dec, ready: make(chan struct{}), cancel: cancel, exited: make(chan struct{})}
 	if w.groups == nil {
 		w.groups = make(map[waitID]*waitGroup)
 	}
 	w.groups[id] = g
 	go a.watchKey(ctx, f, id, g)
+	if rg, ok := a.cfg.Driver.(driver.RowsGetter); ok && w.sweep == nil && a.waitPollMax() > 0 {
+		sctx, cancel := context.WithCancel(context.Background())
+		w.sweep = &waitSweep{cancel: cancel, exited: make(chan struct{})}
+		go a.sweepWaits(sctx, w.sweep, rg)
+	}
 	return g, true
 }
 
@@ -279,10 +297,77 @@ func (a *App) leave(id waitID, g *waitGroup) {
 	if last && w.groups[id] == g {
 		delete(w.groups, id)
 	}
+	sweep := w.sweep
+	if len(w.groups) > 0 {
+		sweep = nil
+	}
+	if sweep != nil {
+		w.sweep = nil
+	}
 	w.mu.Unlock()
 	if last {
 		g.cancel()
 		<-g.exited
+	}
+	if sweep != nil {
+		sweep.cancel()
+		<-sweep.exited
+	}
+}
+
+// sweepWaits is the app's sweep of the waited keys (keyWaits): every
+// waitPollMax, one read of all their rows (rg), and each group whose row
+// answers it is settled, until ctx ends.
+func (a *App) sweepWaits(ctx context.Context, s *waitSweep, rg driver.RowsGetter) {
+	defer close(s.exited)
+	var (
+		ids []waitID
+		gs  []*waitGroup
+	)
+	for {
+		t := time.NewTimer(a.waitPollMax())
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		case <-a.stop:
+		}
+		t.Stop()
+		if ctx.Err() != nil || a.closing.Load() {
+			return
+		}
+		ids, gs = ids[:0], gs[:0]
+		a.waits.mu.Lock()
+		for id, g := range a.waits.groups {
+			if !g.final {
+				ids, gs = append(ids, id), append(gs, g)
+			}
+		}
+		a.waits.mu.Unlock()
+		keys := make([]driver.Key, 0, len(ids))
+		seen := make(map[driver.Key]bool, len(ids))
+		for _, id := range ids {
+			if !seen[id.key] {
+				seen[id.key] = true
+				keys = append(keys, id.key)
+			}
+		}
+		rows, err := rg.GetRows(ctx, keys)
+		if err != nil {
+			continue // unreadable: keep waiting, read again next time
+		}
+		byKey := make(map[driver.Key]driver.Row, len(rows))
+		for _, r := range rows {
+			byKey[r.Key] = r
+		}
+		now := time.Now()
+		for i, id := range ids {
+			gs[i].f.metrics.wakeups[wakePoll].Inc()
+			if row, ok := byKey[id.key]; ok {
+				if dec, ok := a.engine.Decide(id.key, id.fp, row, now); ok {
+					a.settle(gs[i], dec)
+				}
+			}
+		}
 	}
 }
 
@@ -406,6 +491,7 @@ func (a *App) watchKey(ctx context.Context, f *flow, id waitID, g *waitGroup) {
 			unwait()
 			remote, unwait = c, un
 			by = wakePoll
+		case <-g.ready: // settled by the app's sweep
 		case <-ctx.Done():
 		case <-a.stop:
 		}
@@ -416,7 +502,11 @@ func (a *App) watchKey(ctx context.Context, f *flow, id waitID, g *waitGroup) {
 		if by == "" {
 			return
 		}
-		if poll > 0 {
+		switch _, swept := a.cfg.Driver.(driver.RowsGetter); {
+		case poll <= 0:
+		case swept && poll >= a.waitPollMax():
+			poll = 0 // the app's sweep polls the key from now on
+		default:
 			poll = min(2*poll, a.waitPollMax())
 		}
 	}

@@ -3,10 +3,14 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -128,4 +132,110 @@ func TestPreferWaitersOfOneKeyShareOneWatch(t *testing.T) {
 	if n := p.ran.Load(); n != 1 {
 		t.Fatalf("the flow ran %d times, want once", n)
 	}
+}
+
+// TestPreferWaitSafetyNetReadsAllKeysAtOnce: requests held on instance B
+// for K keys whose first requests run on instance A, which sends no
+// notifications (it does not hear waiters): B finds the answers by polling,
+// and after each key's first few reads (a completion may race the
+// announcement of its wait) one statement reads the rows of all K keys
+// (driver.RowsGetter), however long they wait — not one per key, nor one
+// per request. Every request gets its key's stored answer.
+func TestPreferWaitSafetyNetReadsAllKeysAtOnce(t *testing.T) {
+	const keys, perKey = 6, 2
+	pgtest.Need(t, 2*pgtest.DriverConns(testPool)+1)
+	da := newDriver(t)
+	db, log := tracedSameSchema(t, da)
+	release := make(chan struct{})
+	started := make(chan struct{}, keys)
+	newApp := func(cfg oke.Config) *oke.App {
+		app := oke.New(cfg)
+		app.Handle(oke.POST("/slow"), oke.NewFlow("pw.many", oke.Options{},
+			func(ctx context.Context, in struct{ N int }, fx *oke.Fx) (oke.Response[int], error) {
+				fx.Raw(ctx, "write", func(context.Context) error { return nil })
+				started <- struct{}{}
+				<-release
+				return oke.Created(in.N, fmt.Sprintf("/slow/%d", in.N)), nil
+			}))
+		if err := app.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { app.Close(context.Background()) })
+		return app
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := newApp(oke.Config{Driver: onlyDriver{da}, SweepInterval: -1, PollInterval: -1, Logger: quiet})
+	const poll = 40 * time.Millisecond // reads at 20 ms, 40 ms, then the sweep's
+	b := newApp(oke.Config{Driver: db, SweepInterval: -1, PollInterval: -1, Logger: quiet, WaitPollInterval: poll})
+	var once sync.Once
+	finish := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(finish) // before the apps close: their requests end
+	until(t, "B hears notifications", db.Hearing)
+	post := func(app *oke.App, n int, hdr ...string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/slow", strings.NewReader(fmt.Sprintf(`{"N":%d}`, n)))
+		r.Header.Set("Idempotency-Key", fmt.Sprintf("safety-net-key-%04d", n))
+		for i := 0; i+1 < len(hdr); i += 2 {
+			r.Header.Set(hdr[i], hdr[i+1])
+		}
+		w := httptest.NewRecorder()
+		app.ServeHTTP(w, r)
+		return w
+	}
+	firsts := make([]chan *httptest.ResponseRecorder, keys)
+	for n := range keys {
+		firsts[n] = make(chan *httptest.ResponseRecorder, 1)
+		go func() { firsts[n] <- post(a, n) }()
+		select {
+		case <-started:
+		case w := <-firsts[n]:
+			t.Fatalf("A's request %d: %d %s", n, w.Code, w.Body)
+		}
+	}
+	log.take()
+	held := make(chan *httptest.ResponseRecorder, keys*perKey)
+	for n := range keys * perKey {
+		go func() { held <- post(b, n%keys, "Prefer", "wait=60") }()
+	}
+	until(t, "B holds every request", func() bool { return waitingOn(t, b) == keys*perKey })
+	var sqls []string
+	sweeps := func() int {
+		sqls = append(sqls, log.take()...)
+		n := 0
+		for _, s := range sqls {
+			if strings.Contains(s, "unnest(") {
+				n++
+			}
+		}
+		return n
+	}
+	until(t, "B sweeps the waited keys a few times", func() bool { return sweeps() >= 4 })
+	finish()
+	answers := map[string]string{}
+	for n := range keys {
+		f := <-firsts[n]
+		if f.Code != 201 {
+			t.Fatalf("A's request %d: %d %s", n, f.Code, f.Body)
+		}
+		answers[f.Header().Get("Location")] = f.Body.String()
+	}
+	for range keys * perKey {
+		w := <-held
+		if w.Code != 201 || w.Header().Get("Idempotent-Replayed") != "true" || answers[w.Header().Get("Location")] != w.Body.String() {
+			t.Fatalf("a held request: %d %v %s", w.Code, w.Header(), w.Body)
+		}
+	}
+	sweeps()
+	single := 0
+	for _, s := range sqls {
+		if strings.Contains(s, "FROM") && strings.Contains(s, "oke_idempotency WHERE tenant = $1") {
+			single++
+		}
+	}
+	// Per key: the read after the announcement and the two early polls;
+	// a listener that reconnected would add one more read per key.
+	if single > 4*keys {
+		t.Fatalf("B read single rows %d times for %d keys (%d requests), want at most %d: the rest is the sweep's:\n%s",
+			single, keys, keys*perKey, 4*keys, strings.Join(sqls, "\n"))
+	}
+	t.Logf("%d single-row reads, %d sweeps", single, sweeps())
 }
