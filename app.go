@@ -124,7 +124,10 @@ type Config struct {
 	// The reads are per key, not per request: all the requests held for
 	// one key share one watcher, which announces the wait to the driver
 	// once, reads the row once when told it changed, and hands the answer
-	// to all of them.
+	// to all of them. On a driver that reads many rows at once
+	// (driver.RowsGetter: Postgres) a key is read on its own only until
+	// the interval reaches this bound; then one statement every interval
+	// reads the rows of all the keys the app waits for.
 	WaitPollInterval time.Duration
 	// MaxWaitersPerKey bounds how many requests Prefer: wait holds at once
 	// for one key, and MaxWaiters how many it holds in all (for keys in
