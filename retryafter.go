@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/okengine/oke/internal/idem"
 )
 
 // Retry-After of a 409 IdempotencyInProgress. Spec 004 bounds it by the
@@ -15,7 +17,9 @@ import (
 // of how long the flow's keyed executions took here (flowPace), and says
 // that: Retry-After is the flow's recent duration, rounded up to whole
 // seconds, at least 1, and never more than the lease's remaining time (the
-// spec's value, which it says while the flow has no duration yet).
+// spec's value, which it says while the flow has no duration yet). A
+// holder whose claim is held by its transaction has no lease to count
+// down: the bound is then the lease itself (and 1 s without a duration).
 
 // paceWeight is the weight of the newest duration in the moving average,
 // as 1/paceWeight: it follows a change of pace within a few executions.
@@ -84,15 +88,21 @@ func (a *App) timeRun(f *flow) (end func()) {
 }
 
 // retryAfter is the Retry-After of a 409 IdempotencyInProgress of flow f
-// whose claim decided lease (the holder's remaining lease, at least 1 s:
-// idem.Decision.RetryAfter): f's recent execution duration, at least 1 s
-// and at most lease, both in whole seconds; lease while f has none.
-func (a *App) retryAfter(f *flow, lease time.Duration) time.Duration {
+// whose claim decided dec: f's recent execution duration, at least 1 s and
+// at most the holder's remaining lease (dec.RetryAfter), both in whole
+// seconds — or at most the lease when the holder's claim is held by its
+// transaction, which has none to count down; dec.RetryAfter while f has no
+// duration yet.
+func (a *App) retryAfter(f *flow, dec idem.Decision) time.Duration {
 	est, ok := a.paces.of(f.name).estimate()
 	if !ok {
-		return lease
+		return dec.RetryAfter
 	}
-	return min(roundUpSecond(est), roundUpSecond(lease))
+	bound := dec.RetryAfter
+	if dec.HeldInTx {
+		bound = a.cfg.Lease
+	}
+	return min(roundUpSecond(est), roundUpSecond(bound))
 }
 
 // roundUpSecond rounds d up to whole seconds, at least one.

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/okengine/oke/internal/idem"
 )
 
 // fakeClock is a clock that moves only when told.
@@ -114,5 +116,29 @@ func TestFlowPaceFollowsChange(t *testing.T) {
 	p.observe(4 * time.Second)
 	if d, ok := p.estimate(); !ok || d != 7*time.Second {
 		t.Fatalf("after 8 s and 4 s: %v, want 7s", d)
+	}
+}
+
+// TestRetryAfterOfAClaimHeldInATransaction: a holder whose claim is held by
+// its transaction has no lease to count down (the decision says 1 s): the
+// flow's pace still decides, bounded by the lease; 1 s without a pace.
+func TestRetryAfterOfAClaimHeldInATransaction(t *testing.T) {
+	app := New(Config{SweepInterval: -1, Lease: 10 * time.Second})
+	f := &flow{name: "t.intx"}
+	busy := idem.Decision{Outcome: idem.InProgress, RetryAfter: time.Second, HeldInTx: true}
+	if got := app.retryAfter(f, busy); got != time.Second {
+		t.Fatalf("no pace yet: %v, want 1s", got)
+	}
+	app.paces.of(f.name).observe(4200 * time.Millisecond)
+	if got := app.retryAfter(f, busy); got != 5*time.Second {
+		t.Fatalf("a 4.2 s pace: %v, want 5s", got)
+	}
+	app.paces.of(f.name).observe(time.Hour)
+	if got := app.retryAfter(f, busy); got != 10*time.Second {
+		t.Fatalf("a pace past the lease: %v, want the lease, 10s", got)
+	}
+	leased := idem.Decision{Outcome: idem.InProgress, RetryAfter: 3 * time.Second}
+	if got := app.retryAfter(f, leased); got != 3*time.Second {
+		t.Fatalf("a leased holder with 3 s left: %v, want 3s", got)
 	}
 }

@@ -334,7 +334,7 @@ func (a *App) answerClaim(f *flow, dec idem.Decision, err error, w http.Response
 		return false
 	case idem.InProgress:
 		m.outcomes[OutcomeInProgress].Inc()
-		w.Header().Set("Retry-After", idem.RetryAfterHeader(a.retryAfter(f, dec.RetryAfter)))
+		w.Header().Set("Retry-After", idem.RetryAfterHeader(a.retryAfter(f, dec)))
 		writeEnvelope(w, ErrIdempotencyInProgress)
 		return false
 	case idem.Reused:
