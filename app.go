@@ -131,8 +131,7 @@ type Config struct {
 	WaitPollInterval time.Duration
 	// MaxWaitersPerKey bounds how many requests Prefer: wait holds at once
 	// for one key, and MaxWaiters how many it holds in all (for keys in
-	// progress; requests held for a parked durable run are bounded apart,
-	// at 1024). A request past either is answered at once as if it had not
+	// progress and for parked durable runs, together). A request past either is answered at once as if it had not
 	// asked to wait: 409 IdempotencyInProgress with Retry-After, and no
 	// Preference-Applied (RFC 7240 lets a server ignore a preference), so
 	// a client retries after Retry-After; it counts in
@@ -175,10 +174,9 @@ type App struct {
 	metrics *metrics
 	clock   cron.Clock // the schedules' (Cron); nil until Start: the real clock
 
-	// Results by key (results.go): ended wakes the waiters for a run's end;
-	// runWaiters counts the requests held for one, at most maxRunWaiters.
-	ended      runEnds
-	runWaiters atomic.Int64
+	// Results by key (results.go): ended wakes the waiters for a run's end
+	// (the requests held for one count in waits).
+	ended runEnds
 	// signalWaits: run ID → the signal a wait of it parked for, from
 	// AwaitSignal until finish parks the run (signal.go).
 	signalWaits sync.Map

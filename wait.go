@@ -208,8 +208,11 @@ const (
 type keyWaits struct {
 	mu     sync.Mutex
 	groups map[waitID]*waitGroup
-	held   int        // requests held, over all groups
-	sweep  *waitSweep // the app's sweep, while groups exist; nil without a RowsGetter
+	// runHeld counts the requests held for a parked durable run, by key
+	// (results.go: each waits on its own).
+	runHeld map[driver.Key]int
+	held    int        // requests held, over all groups and runHeld
+	sweep   *waitSweep // the app's sweep, while groups exist; nil without a RowsGetter
 }
 
 // waitSweep is the goroutine of keyWaits' sweep.
@@ -284,6 +287,32 @@ func (a *App) join(f *flow, id waitID, dec idem.Decision) (g *waitGroup, ok bool
 		go a.sweepWaits(sctx, w.sweep, rg)
 	}
 	return g, true
+}
+
+// holdForRun counts a request held for the parked durable run of key
+// (results by key) against the caps; ok is false past them. release ends
+// it.
+func (a *App) holdForRun(key driver.Key) (release func(), ok bool) {
+	perKey, total := a.waitCaps()
+	w := &a.waits
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if perKey <= 0 || w.held >= total || w.runHeld[key] >= perKey {
+		return nil, false
+	}
+	if w.runHeld == nil {
+		w.runHeld = make(map[driver.Key]int)
+	}
+	w.held++
+	w.runHeld[key]++
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.held--
+		if w.runHeld[key]--; w.runHeld[key] <= 0 {
+			delete(w.runHeld, key)
+		}
+	}, true
 }
 
 // leave removes a request from group g; the last one to leave stops the

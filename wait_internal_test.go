@@ -59,7 +59,8 @@ func TestPreferWait(t *testing.T) {
 	}
 }
 
-// heldForKeys is how many requests app holds by Prefer: wait for keys right now.
+// heldForKeys is how many requests app holds by Prefer: wait right now
+// (for keys in progress and parked runs).
 func (a *App) heldForKeys() int {
 	a.waits.mu.Lock()
 	defer a.waits.mu.Unlock()
