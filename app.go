@@ -16,6 +16,7 @@ import (
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/memory"
 	"github.com/okengine/oke/internal/cron"
+	"github.com/okengine/oke/internal/deadline"
 	"github.com/okengine/oke/internal/idem"
 	"github.com/okengine/oke/internal/journal"
 	"github.com/okengine/oke/internal/lease"
@@ -143,12 +144,49 @@ type Config struct {
 	// once. Zero means 16.
 	MaxConcurrentRuns int
 
+	// StoreTimeout bounds every call oke makes to its store and each
+	// transaction statement it issues itself: an idempotency claim or
+	// lookup, a completion or release, a journal call (creating, taking,
+	// saving, finishing a run), the BEGIN of the flow's transaction (its
+	// first statement, which on driver/postgres also carries the key's
+	// claim) and its COMMIT. A call that does not answer in time fails
+	// (its connection abandoned, on Postgres) and the request is answered
+	// at once: 503 StoreUnavailable when nothing of the flow ran, 503
+	// OutcomeUnknown when it may have (a COMMIT or a completion that timed
+	// out: the key stays held until its lease lapses, then the retry
+	// replays or runs again), both with Retry-After. The flow's own
+	// statements after its first are bounded by the flow's Timeout
+	// option, not this. Zero means 5 s; negative means no bound (a hung
+	// store then holds every request until it answers).
+	StoreTimeout time.Duration
+	// MaxInFlight bounds the requests to unary flows this app works on at
+	// once (from when their input and key checked out until answered).
+	// One more is shed at once, not queued: 503 StoreUnavailable (the
+	// request was not run) with Retry-After, counted in
+	// oke_requests_shed_total. It keeps a slow or hung store from piling
+	// up goroutines and memory with the backlog. Streams and handlers
+	// mounted with HandleHTTP (metrics, health checks) are not counted.
+	// Zero means 1024; negative means no bound.
+	MaxInFlight int
+
 	// Clock is the time durable runs count in: when a durable sleep ends,
 	// when a run released for a retry is due again. nil means time.Now.
 	// Tests set a fake one to make sleeps pass at once (oketest.Clock);
 	// give the driver the same clock (memory.WithClock), which decides
 	// when a parked run is due and when a lease has lapsed.
 	Clock func() time.Time
+}
+
+// The defaults of Config.StoreTimeout and Config.MaxInFlight.
+const (
+	DefaultStoreTimeout = 5 * time.Second
+	DefaultMaxInFlight  = 1024
+)
+
+// bound bounds one store call on ctx by Config.StoreTimeout
+// (deadline.Bound): call end with its error.
+func (a *App) bound(ctx context.Context) (_ context.Context, end func(error) error) {
+	return deadline.Bound(ctx, a.cfg.StoreTimeout)
 }
 
 // App is a set of flows bound to HTTP routes. It is an http.Handler and
@@ -158,6 +196,11 @@ type App struct {
 	cfg     Config
 	engine  idem.Engine
 	journal driver.Journal // nil when the driver keeps no journal
+	// runs is journal with each call bounded by Config.StoreTimeout: what
+	// oke calls. Look for journal's optional interfaces on journal.
+	runs driver.Journal
+	// busy counts the requests in flight, at most Config.MaxInFlight.
+	busy    atomic.Int64
 	sched   journal.Scheduler
 	done    completions      // wakes requests that wait for a key (Prefer: wait)
 	waits   keyWaits         // the requests held by Prefer: wait, by key (wait.go)
@@ -251,6 +294,12 @@ func New(cfg Config) *App {
 	if cfg.MaxConcurrentRuns <= 0 {
 		cfg.MaxConcurrentRuns = 16
 	}
+	if cfg.StoreTimeout == 0 {
+		cfg.StoreTimeout = DefaultStoreTimeout
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
 	a := &App{
 		cfg:      cfg,
 		log:      cfg.Logger,
@@ -262,10 +311,12 @@ func New(cfg Config) *App {
 	}
 	a.journal, _ = cfg.Driver.(driver.Journal)
 	a.waiter, _ = cfg.Driver.(driver.KeyWaiter)
-	a.sched = journal.Scheduler{J: a.journal, Poll: cfg.PollInterval, Slots: cfg.MaxConcurrentRuns, Run: a.resume, Log: a.log}
+	a.runs = deadline.Journal(a.journal, cfg.StoreTimeout)
+	a.sched = journal.Scheduler{J: a.journal, Poll: cfg.PollInterval, Slots: cfg.MaxConcurrentRuns, Run: a.resume, Log: a.log,
+		StoreTimeout: cfg.StoreTimeout}
 	a.base, a.cancel = context.WithCancel(context.Background())
 	a.leases = lease.NewPool()
-	a.engine = idem.Engine{Driver: cfg.Driver, Lease: cfg.Lease, Leases: a.leases, OnError: func(k driver.Key, op string, err error) {
+	a.engine = idem.Engine{Driver: cfg.Driver, Lease: cfg.Lease, Leases: a.leases, StoreTimeout: cfg.StoreTimeout, OnError: func(k driver.Key, op string, err error) {
 		a.log.Error("oke: background idempotency failure", "op", op, "flow", k.Flow, "err", err)
 	}}
 	a.mux.HandleFunc("/", a.notFound)
@@ -598,7 +649,9 @@ const sweepBatch = 1000
 func (a *App) Sweep(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		n, err := a.cfg.Driver.Sweep(ctx, sweepBatch)
+		sctx, end := a.bound(ctx)
+		n, err := a.cfg.Driver.Sweep(sctx, sweepBatch)
+		err = end(err)
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("sweep: %w", err)

@@ -144,6 +144,7 @@ func (a *App) serveCoalesced(ctx context.Context, f *flow, in any, canon []byte,
 	e := new(execution)
 	x := &e.x
 	x.Init(a.leases, mj, run, nil, owner, a.cfg.Lease, (*runReporter)(a), now)
+	x.StoreTimeout = a.cfg.StoreTimeout
 	rc := &e.rc
 	rc.init(ctx, x, a, f, id)
 	co := &coalescing{}

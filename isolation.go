@@ -36,7 +36,7 @@ func (a *App) warnForeignRuns() {
 	defer a.bg.Done()
 	ctx, cancel := context.WithTimeout(a.base, 10*time.Second)
 	defer cancel()
-	runs, err := a.journal.ListRuns(ctx, driver.RunFilter{
+	runs, err := a.runs.ListRuns(ctx, driver.RunFilter{
 		Status: []driver.RunStatus{driver.RunRunning, driver.RunSleeping}, Desc: true,
 	}, foreignRunsLook)
 	if err != nil {

@@ -39,6 +39,7 @@ type metrics struct {
 	wakeups    *prometheus.CounterVec
 	refused    *prometheus.CounterVec
 	fallbacks  *prometheus.CounterVec
+	shed       *prometheus.CounterVec
 }
 
 // The causes counted by oke_idempotency_wait_wakeups_total.
@@ -91,7 +92,11 @@ func newMetrics() *metrics {
 		Name: "oke_durable_coalesce_fallbacks_total",
 		Help: "Keyed requests of a coalesced durable flow (its steps in one transaction) that left it and ran again the usual way: a step failed, an effect outside the transaction, or no statement at all.",
 	}, []string{"flow"})
-	m.reg.MustRegister(m.executions, m.outcomes, m.claim, m.notStored, m.down, m.waiting, m.wakeups, m.refused, m.fallbacks,
+	m.shed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oke_requests_shed_total",
+		Help: "Requests answered 503 StoreUnavailable at once, not run, because Config.MaxInFlight requests were in progress.",
+	}, []string{"flow"})
+	m.reg.MustRegister(m.executions, m.outcomes, m.claim, m.notStored, m.down, m.waiting, m.wakeups, m.refused, m.fallbacks, m.shed,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -112,6 +117,7 @@ type flowMetrics struct {
 	// coalesceFallbacks: requests of a coalesced run that ran again the
 	// usual way.
 	coalesceFallbacks prometheus.Counter
+	shed              prometheus.Counter // requests shed past Config.MaxInFlight
 	name              string
 }
 
@@ -137,6 +143,7 @@ func (m *metrics) forFlow(name string) *flowMetrics {
 		name:        name,
 
 		coalesceFallbacks: m.fallbacks.WithLabelValues(name),
+		shed:              m.shed.WithLabelValues(name),
 	}
 	for _, c := range wakeCauses {
 		fm.wakeups[c] = m.wakeups.WithLabelValues(name, c)

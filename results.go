@@ -169,7 +169,7 @@ func (a *App) waitRun(ctx context.Context, id string, until <-chan time.Time) (d
 		// Watch before reading: an end between the read and the wait is
 		// not missed.
 		ended, stop := a.ended.watch(id)
-		run, _, err := a.journal.GetRun(ctx, id)
+		run, _, err := a.runs.GetRun(ctx, id)
 		if err != nil || run.Status.Finished() {
 			stop()
 			if err != nil && ctx.Err() != nil {
@@ -237,7 +237,7 @@ func parkedRun(f *flow, dec idem.Decision) bool {
 func (a *App) answerParked(f *flow, k keyed, dec idem.Decision, wait time.Duration, w http.ResponseWriter) {
 	f.metrics.outcomes[OutcomeReplayed].Inc()
 	ctx := k.waitCtx
-	run, _, err := a.journal.GetRun(context.WithoutCancel(ctx), dec.RunID)
+	run, _, err := a.runs.GetRun(context.WithoutCancel(ctx), dec.RunID)
 	switch {
 	case errors.Is(err, driver.ErrNotFound):
 		writeStored(w, dec.Response) // the run is gone (retention): the stored 204 is all there is

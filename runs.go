@@ -16,7 +16,7 @@ import (
 
 // startRun creates an unowned run of f, due now, for the scheduler.
 func (a *App) startRun(ctx context.Context, f *flow, input []byte, id Identity, parent, event, dedupe string) (string, error) {
-	run, err := a.journal.CreateRun(context.WithoutCancel(ctx), driver.Run{
+	run, err := a.runs.CreateRun(context.WithoutCancel(ctx), driver.Run{
 		ID: token.RunID(), Flow: f.name, Input: input, Tenant: id.Tenant, Principal: id.Principal,
 		Parent: parent, Event: event, DedupeKey: dedupe,
 	}, 0)
@@ -36,7 +36,7 @@ func (a *App) wake() { a.sched.Wake() }
 // resume acquires a due run and executes it (the scheduler's Run).
 func (a *App) resume(ctx context.Context, id string) {
 	owner := token.Owner()
-	run, steps, err := a.journal.AcquireRun(ctx, id, owner, a.cfg.Lease)
+	run, steps, err := a.runs.AcquireRun(ctx, id, owner, a.cfg.Lease)
 	if err != nil {
 		if !errors.Is(err, driver.ErrNotDue) {
 			a.log.Error("oke: acquire run", "run", id, "err", err)
@@ -49,7 +49,7 @@ func (a *App) resume(ctx context.Context, id string) {
 	f := a.flows[run.Flow]
 	if f == nil || f.shape != shapeUnary {
 		a.log.Error("oke: a due run's flow is not bound to this app; retrying later", "run", id, "flow", run.Flow)
-		a.journal.FinishRun(ctx, id, owner, driver.Finish{Status: driver.RunRunning, WakeAt: a.cfg.Clock().Add(a.cfg.RetryDelay)})
+		a.runs.FinishRun(ctx, id, owner, driver.Finish{Status: driver.RunRunning, WakeAt: a.cfg.Clock().Add(a.cfg.RetryDelay)})
 		return
 	}
 	a.execute(ctx, f, a.newExecution(run, steps, owner, time.Now()), nil)
@@ -68,7 +68,7 @@ func (a *App) deadLetter(ctx context.Context, run driver.Run, owner string) bool
 		msg += "; the last error: " + run.Error
 	}
 	ctx = context.WithoutCancel(ctx)
-	if err := a.journal.FinishRun(ctx, run.ID, owner, driver.Finish{Status: driver.RunDead, Error: msg, Strikes: run.Strikes}); err != nil {
+	if err := a.runs.FinishRun(ctx, run.ID, owner, driver.Finish{Status: driver.RunDead, Error: msg, Strikes: run.Strikes}); err != nil {
 		a.log.Error("oke: dead-letter journal run", "run", run.ID, "err", err)
 		return true // not executed: its lease lapses and the next pick-up tries again
 	}
@@ -88,7 +88,8 @@ type execution struct {
 // newExecution starts executing run, held by owner; now is the time now.
 func (a *App) newExecution(run driver.Run, saved []driver.Step, owner string, now time.Time) *execution {
 	e := new(execution)
-	e.x.Init(a.leases, a.journal, run, saved, owner, a.cfg.Lease, (*runReporter)(a), now)
+	e.x.Init(a.leases, a.runs, run, saved, owner, a.cfg.Lease, (*runReporter)(a), now)
+	e.x.StoreTimeout = a.cfg.StoreTimeout
 	return e
 }
 
@@ -146,7 +147,7 @@ func (a *App) execute(ctx context.Context, f *flow, e *execution, in any) outcom
 		o.err = nil
 		o.store = ErrShuttingDown
 		x.Stop()
-		a.journal.FinishRun(context.WithoutCancel(ctx), run.ID, x.Owner, driver.Finish{Status: driver.RunRunning, WakeAt: a.cfg.Clock(), Strikes: run.Strikes})
+		a.runs.FinishRun(context.WithoutCancel(ctx), run.ID, x.Owner, driver.Finish{Status: driver.RunRunning, WakeAt: a.cfg.Clock(), Strikes: run.Strikes})
 		return o
 	}
 	if ferr := x.Failure(); ferr != nil {
@@ -223,7 +224,7 @@ func (a *App) finish(ctx context.Context, ex *execution, o outcome) outcome {
 		ex.resp = driver.Response{Status: o.res.status, ContentType: o.res.contentType, Location: o.res.location, Body: o.res.body}
 		f = driver.Finish{Status: driver.RunCompleted, Result: &ex.resp}
 	}
-	err := a.journal.FinishRun(ctx, run.ID, x.Owner, f)
+	err := a.runs.FinishRun(ctx, run.ID, x.Owner, f)
 	if err != nil {
 		a.log.Error("oke: settle journal run", "run", run.ID, "err", err)
 		if o.store == nil {
@@ -264,7 +265,7 @@ func (a *App) runDurable(ctx context.Context, f *flow, in any, input []byte, id 
 	}
 	if claim != nil && claim.TookOver {
 		// The same request was cut off before: resume its run.
-		run, steps, err := a.journal.AcquireRun(ctx, runID, owner, a.cfg.Lease)
+		run, steps, err := a.runs.AcquireRun(ctx, runID, owner, a.cfg.Lease)
 		switch {
 		case err == nil:
 			if a.deadLetter(ctx, run, owner) {
@@ -279,7 +280,7 @@ func (a *App) runDurable(ctx context.Context, f *flow, in any, input []byte, id 
 		// The run was never created (a crash between claim and create):
 		// create it now under the same ID.
 	}
-	run, err := a.journal.CreateRun(ctx, driver.Run{
+	run, err := a.runs.CreateRun(ctx, driver.Run{
 		ID: runID, Flow: f.name, Input: input, Tenant: id.Tenant, Principal: id.Principal,
 		Owner: owner, IdemKey: idemKey,
 	}, a.cfg.Lease)
@@ -299,7 +300,7 @@ const awaitWait = 2 * time.Second
 func (a *App) awaitRun(ctx context.Context, id string) outcome {
 	deadline := time.Now().Add(min(awaitWait, a.cfg.Lease))
 	for {
-		run, _, err := a.journal.GetRun(ctx, id)
+		run, _, err := a.runs.GetRun(ctx, id)
 		if err != nil {
 			return outcome{store: err, started: true}
 		}
@@ -345,7 +346,7 @@ func (a *App) ReplayFrom(ctx context.Context, runID string, fromStep int) (strin
 	if a.journal == nil {
 		return "", fmt.Errorf("replay %s: %w", runID, ErrNotDurable)
 	}
-	old, steps, err := a.journal.GetRun(ctx, runID)
+	old, steps, err := a.runs.GetRun(ctx, runID)
 	if err != nil {
 		return "", fmt.Errorf("replay %s: %w", runID, err)
 	}
@@ -358,7 +359,7 @@ func (a *App) ReplayFrom(ctx context.Context, runID string, fromStep int) (strin
 	run := driver.Run{ID: token.RunID(), Flow: old.Flow, Input: old.Input,
 		Tenant: old.Tenant, Principal: old.Principal, ReplayOf: old.ID}
 	if fromStep == 1 {
-		if _, err := a.journal.CreateRun(ctx, run, 0); err != nil {
+		if _, err := a.runs.CreateRun(ctx, run, 0); err != nil {
 			return "", fmt.Errorf("replay %s: %w", runID, err)
 		}
 		a.wake()
@@ -370,17 +371,17 @@ func (a *App) ReplayFrom(ctx context.Context, runID string, fromStep int) (strin
 	// (with the steps copied so far: the rest run again, as after any cut).
 	owner := token.Owner()
 	run.Owner = owner
-	if _, err := a.journal.CreateRun(ctx, run, a.cfg.Lease); err != nil {
+	if _, err := a.runs.CreateRun(ctx, run, a.cfg.Lease); err != nil {
 		return "", fmt.Errorf("replay %s: %w", runID, err)
 	}
 	ctx = context.WithoutCancel(ctx)
 	for _, st := range steps[:fromStep-1] {
 		st.Attempts = 0 // this run never ran it
-		if err := a.journal.SaveStep(ctx, run.ID, owner, st); err != nil {
+		if err := a.runs.SaveStep(ctx, run.ID, owner, st); err != nil {
 			return "", fmt.Errorf("replay %s from step %d: copy step %d: %w", runID, fromStep, st.Seq, err)
 		}
 	}
-	if err := a.journal.FinishRun(ctx, run.ID, owner, driver.Finish{Status: driver.RunRunning, WakeAt: a.cfg.Clock()}); err != nil {
+	if err := a.runs.FinishRun(ctx, run.ID, owner, driver.Finish{Status: driver.RunRunning, WakeAt: a.cfg.Clock()}); err != nil {
 		return "", fmt.Errorf("replay %s from step %d: release the new run: %w", runID, fromStep, err)
 	}
 	a.wake()

@@ -204,7 +204,7 @@ func (a *App) lastTick(ctx context.Context, flow string, s *schedule) (tick time
 	f := driver.RunFilter{Flow: flow, Desc: true}
 	seen := 0
 	for seen < lastScan {
-		page, err := a.journal.ListRuns(ctx, f, 50)
+		page, err := a.runs.ListRuns(ctx, f, 50)
 		if err != nil {
 			return time.Time{}, driver.Run{}, false, err
 		}

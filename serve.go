@@ -140,6 +140,15 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	// Past Config.MaxInFlight the request is shed before it touches the
+	// store: a slow or hung store must not pile up a goroutine a request.
+	if !a.admit() {
+		m.shed.Inc()
+		a.writeUnavailable(w, f, key != "", ErrStoreUnavailable.WithMessage("The server has too many requests in progress; the request was not run. Retry later with the same Idempotency-Key."))
+		return
+	}
+	defer a.busy.Add(-1)
+
 	// A GET reads: let the client's disconnect cancel it. Anything else may
 	// change the world and runs to its end.
 	ctx := r.Context()
@@ -176,9 +185,14 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				t.Rollback()
 			} else if cerr := commitTx(t, fx); cerr != nil {
-				// The commit may have happened.
+				// The commit may have happened, unless its error says
+				// it did not (then only the flow's other effects did).
 				a.logFailure(f, cerr)
-				a.writeUnavailable(w, f, false, ErrOutcomeUnknown.WithCause(cerr))
+				e := ErrOutcomeUnknown.WithCause(cerr)
+				if errors.Is(cerr, driver.ErrNotCommitted) {
+					e = startedUnavailable(fx.hasNonRead(), cerr)
+				}
+				a.writeUnavailable(w, f, false, e)
 				return
 			}
 		}
@@ -208,6 +222,17 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 	a.serveClaimed(ctx, f, in, canon, id, k, w)
 }
 
+// admit takes one of the Config.MaxInFlight places of a request, and
+// reports whether there was one; the caller gives it back (busy.Add(-1))
+// once answered.
+func (a *App) admit() bool {
+	if a.busy.Add(1) > int64(a.cfg.MaxInFlight) && a.cfg.MaxInFlight > 0 {
+		a.busy.Add(-1)
+		return false
+	}
+	return true
+}
+
 // keyed is what a keyed request claims: its key's row, fingerprint and TTL,
 // and how long it may wait (Prefer: wait) for a request with the key that
 // is in progress, while its client is there (waitCtx).
@@ -217,6 +242,7 @@ type keyed struct {
 	ttl     time.Duration
 	waitCtx context.Context
 	wait    time.Duration
+	asked   time.Duration // the wait asked for, when wait is what is left of it (awaitHeld)
 }
 
 // await holds the request while its key is in progress, if it asked to
@@ -365,7 +391,11 @@ func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, k
 	if dec.Outcome == idem.InProgress {
 		// The flow's transaction never began; end it before waiting.
 		fx.takeTx().Rollback()
-		dec = a.await(f, k, dec, err, w)
+		var again bool
+		if dec, k, again = a.awaitHeld(f, k, dec, err, w); again {
+			a.serveHeld(ctx, f, in, id, k, w) // the holder may have lost the key with its lease
+			return
+		}
 	}
 	if !a.answerClaim(f, dec, err, w) {
 		// The flow's transaction, if it opened one, never began: the
@@ -411,13 +441,20 @@ func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res 
 		}
 	}
 	action, answer := idem.Settle(idem.Ran{Failed: runErr != nil, Declared: declared, NonRead: nonRead,
-		Unreachable: runErr != nil && a.unavailable(runErr), Storable: res.storable,
+		Unreachable: runErr != nil && (a.unavailable(runErr) || errors.Is(runErr, driver.ErrNotCommitted)), Storable: res.storable,
 		TooLarge: len(res.body) > a.cfg.MaxStoredResponse})
 	var stored driver.Response
 	switch action {
 	case idem.Release:
 		if ftx != nil { // a raw response's writes: they stand, so commit them
 			if err := commitTx(ftx, fx); err != nil {
+				if errors.Is(err, driver.ErrNotCommitted) {
+					// Rolled back: the key may run again.
+					claim.Release(ctx)
+					a.logFailure(f, err)
+					a.writeUnavailable(w, f, true, startedUnavailable(fx.hasNonRead(), err))
+					return
+				}
 				// The commit may have happened: leave the row to lapse.
 				claim.Abandon()
 				a.logFailure(f, err)
@@ -461,6 +498,15 @@ func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res 
 				// Another attempt holds the key now; this one's writes
 				// were rolled back. Answer what that attempt's row says.
 				a.answerRefused(ctx, f, claim, w)
+				return
+			}
+			if commit == nil && errors.Is(err, driver.ErrNotCommitted) {
+				// The database said it rolled back: nothing of the
+				// transaction happened. Settle the claim as for a flow
+				// that failed with that error (spec 004 "Failures"): the
+				// row is released and the answer is 503 Unavailable,
+				// unless the flow had effects outside the transaction.
+				a.storeOutcome(ctx, f, claim, res, err, fx.hasNonRead(), fx, nil, nil, w)
 				return
 			}
 			// Unknown whether it committed: the row lapses, and the retry

@@ -77,7 +77,9 @@ func (a *App) afterPark(ctx context.Context, runID string, parked bool) {
 		return
 	}
 	sg, _ := a.journal.(driver.Signaler)
-	woke, err := sg.WakeForSignal(ctx, runID, v.(string))
+	wctx, end := a.bound(ctx)
+	woke, err := sg.WakeForSignal(wctx, runID, v.(string))
+	err = end(err)
 	if err != nil {
 		a.log.Error("oke: wake a run parked for a signal", "run", runID, "signal", v, "err", err)
 		return // it wakes at its deadline, or when polled after the next send
@@ -247,7 +249,7 @@ func (fx *Fx) Signal(ctx context.Context, runID, name string, payload any, opts 
 	if a.journal == nil {
 		return &SignalError{RunID: runID, Name: name, Err: ErrNotDurable}
 	}
-	run, _, err := a.journal.GetRun(context.WithoutCancel(ctx), runID)
+	run, _, err := a.runs.GetRun(context.WithoutCancel(ctx), runID)
 	switch {
 	case errors.Is(err, driver.ErrNotFound):
 		return &SignalError{RunID: runID, Name: name, Err: ErrSignalNoRun}

@@ -102,12 +102,23 @@ func (t *Tx) note(query string) error {
 	return t.fx.record(e)
 }
 
+// first bounds the first statement of the flow's transaction, which
+// carries its BEGIN (flowtx.Tx.First): Config.StoreTimeout.
+func (t *Tx) first(ctx context.Context) (context.Context, func(error) error) {
+	if t.pending == nil {
+		return ctx, func(err error) error { return err }
+	}
+	return t.pending.First(ctx)
+}
+
 // Exec runs a statement that returns no rows.
 func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	if err := t.note(query); err != nil {
 		return nil, err
 	}
-	return t.tx.ExecContext(ctx, query, args...)
+	ctx, done := t.first(ctx)
+	res, err := t.tx.ExecContext(ctx, query, args...)
+	return res, done(err)
 }
 
 // Query runs a statement that returns rows.
@@ -115,7 +126,9 @@ func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, e
 	if err := t.note(query); err != nil {
 		return nil, err
 	}
-	return t.tx.QueryContext(ctx, query, args...)
+	ctx, done := t.first(ctx)
+	rows, err := t.tx.QueryContext(ctx, query, args...)
+	return rows, done(err)
 }
 
 // QueryRow runs a statement that returns at most one row.
@@ -123,7 +136,16 @@ func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
 	if err := t.note(query); err != nil {
 		return errRow(err)
 	}
-	return t.tx.QueryRowContext(ctx, query, args...)
+	ctx, done := t.first(ctx)
+	row := t.tx.QueryRowContext(ctx, query, args...)
+	if err := row.Err(); err != nil {
+		if marked := done(err); marked != err { // the BEGIN's deadline ended it
+			return errRow(marked)
+		}
+		return row
+	}
+	done(nil)
+	return row
 }
 
 // errRow is a *sql.Row whose Scan returns err: database/sql has no other

@@ -70,7 +70,7 @@ func (a *App) beginTx(ctx context.Context, flow string, claim *idem.Deferred) (*
 	if claim != nil {
 		ticket = claim
 	}
-	t, err := flowtx.Begin(ctx, a.cfg.Driver, a.cfg.DB, ticket, ErrNoDatabase)
+	t, err := flowtx.Begin(ctx, a.cfg.Driver, a.cfg.DB, ticket, ErrNoDatabase, a.cfg.StoreTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("flow %s: %w", flow, err)
 	}
@@ -138,7 +138,7 @@ func (st *runState) saveWithTx(ctx context.Context, p journal.Pending, result []
 	td := st.fx.app.cfg.Driver.(driver.TxDriver)
 	return st.x.SaveIn(ctx, p, result, nil, func(ctx context.Context, id, owner string, step driver.Step) error {
 		return commitTxWith(tx, st.fx, func(conn *sql.Conn) error {
-			return td.CommitStep(context.WithoutCancel(ctx), conn, id, owner, step)
+			return td.CommitStep(ctx, conn, id, owner, step) // ctx: SaveIn's, bounded, without cancel
 		})
 	})
 }

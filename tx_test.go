@@ -13,6 +13,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/okengine/oke"
+	"github.com/okengine/oke/driver/file"
 )
 
 // txApp is an app on the memory driver with a SQLite Config.DB, whose POST
@@ -215,5 +216,80 @@ func TestFxTxInsideAStepCommitsWithTheStep(t *testing.T) {
 	}
 	if n := countNotes(t, db); n != 1 {
 		t.Fatalf("notes = %d, want 1", n)
+	}
+}
+
+// A flow's transaction whose COMMIT fails with an error that proves it did
+// not commit changed nothing, so its key is free to run again (issue 21;
+// spec 004 "Failures": a failure before any effect deletes the row): the
+// demo's setup — the file driver, a SQLite Config.DB — where a deferred
+// foreign key fails the COMMIT, as a full disk does. The request answers
+// 503 Unavailable, stored nowhere; the retry with the same key runs and
+// succeeds once the reference exists; one note is written.
+func TestFxTxCommitThatDidNotCommitFreesTheKey(t *testing.T) {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "app.db")+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	for _, q := range []string{
+		`CREATE TABLE books (id INTEGER PRIMARY KEY)`,
+		`CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL,
+			book INTEGER NOT NULL REFERENCES books (id) DEFERRABLE INITIALLY DEFERRED)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := file.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	app := oke.New(oke.Config{Driver: d, DB: db, SweepInterval: -1, PollInterval: -1, Logger: quiet()})
+	t.Cleanup(func() { app.Close(context.Background()) })
+	runs := 0
+	app.Handle(oke.POST("/notes"), oke.NewFlow("notes.add", oke.Options{},
+		func(ctx context.Context, in struct {
+			Text string `json:"text"`
+		}, fx *oke.Fx) (oke.Response[string], error) {
+			runs++
+			tx, err := fx.Tx(ctx)
+			if err != nil {
+				return oke.Response[string]{}, err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO notes (text, book) VALUES (?, 1)`, in.Text); err != nil {
+				return oke.Response[string]{}, err
+			}
+			return oke.Created(in.Text, ""), nil
+		}))
+	if err := app.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	const key = "commit-failed-key-000001"
+	first := postNote(app, key)
+	if first.Code != http.StatusServiceUnavailable || !strings.Contains(first.Body.String(), `"Unavailable"`) {
+		t.Fatalf("a COMMIT that failed: %d %s, want 503 Unavailable", first.Code, first.Body)
+	}
+	if n := countNotes(t, db); n != 0 {
+		t.Fatalf("%d notes after the failed COMMIT, want 0", n)
+	}
+	// Without a key it is the same 503: nothing was changed.
+	if w := postNote(app, ""); w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), `"Unavailable"`) {
+		t.Errorf("a COMMIT that failed, without a key: %d %s, want 503 Unavailable", w.Code, w.Body)
+	}
+	if _, err := db.Exec(`INSERT INTO books (id) VALUES (1)`); err != nil {
+		t.Fatal(err) // the connection is free: the failed transaction is not left open on it
+	}
+	second := postNote(app, key)
+	if second.Code != http.StatusCreated || second.Header().Get("Idempotent-Replayed") == "true" {
+		t.Fatalf("the retry with the same key: %d (replayed %q) %s, want 201 live", second.Code, second.Header().Get("Idempotent-Replayed"), second.Body)
+	}
+	if third := postNote(app, key); third.Code != http.StatusCreated || third.Header().Get("Idempotent-Replayed") != "true" {
+		t.Errorf("a later retry: %d %s, want the 201 replayed", third.Code, third.Body)
+	}
+	if n := countNotes(t, db); n != 1 || runs != 3 {
+		t.Errorf("%d notes, %d runs; want 1 note, 3 runs", n, runs)
 	}
 }

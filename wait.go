@@ -380,8 +380,9 @@ func (a *App) sweepWaits(ctx context.Context, s *waitSweep, rg driver.RowsGetter
 				keys = append(keys, id.key)
 			}
 		}
-		rows, err := rg.GetRows(ctx, keys)
-		if err != nil {
+		bctx, end := a.bound(ctx) // Config.StoreTimeout, as every store call
+		rows, err := rg.GetRows(bctx, keys)
+		if err = end(err); err != nil {
 			continue // unreadable: keep waiting, read again next time
 		}
 		byKey := make(map[driver.Key]driver.Row, len(rows))
@@ -478,7 +479,7 @@ func (a *App) watchKey(ctx context.Context, f *flow, id waitID, g *waitGroup) {
 	)
 	defer func() { unwait() }()
 	if a.waiter != nil {
-		remote, unwait = a.waiter.WaitFor(ctx, id.key)
+		remote, unwait = a.announce(ctx, id.key)
 		renewal = time.NewTicker(waitReannounce)
 		defer renewal.Stop()
 		renew = renewal.C
@@ -516,7 +517,7 @@ func (a *App) watchKey(ctx context.Context, f *flow, id waitID, g *waitGroup) {
 			// Announce again before dropping the old announcement, so
 			// that the wait is never unannounced; then read, as for a
 			// poll (a completion may have raced the announcement).
-			c, un := a.waiter.WaitFor(ctx, id.key)
+			c, un := a.announce(ctx, id.key)
 			unwait()
 			remote, unwait = c, un
 			by = wakePoll
@@ -539,6 +540,14 @@ func (a *App) watchKey(ctx context.Context, f *flow, id waitID, g *waitGroup) {
 			poll = min(2*poll, a.waitPollMax())
 		}
 	}
+}
+
+// announce announces a wait for key to the driver (driver.KeyWaiter), the
+// announcement bounded by Config.StoreTimeout as every store call.
+func (a *App) announce(ctx context.Context, key driver.Key) (<-chan struct{}, func()) {
+	bctx, end := a.bound(ctx)
+	defer end(nil)
+	return a.waiter.WaitFor(bctx, key)
 }
 
 // waitPollMax is the longest a waited key goes without its row being read;

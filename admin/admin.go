@@ -19,6 +19,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"strconv"
 	"time"
 
 	"github.com/okengine/oke"
@@ -46,10 +47,11 @@ import (
 //	                                  a batch: {"ids":[…]} or the runs the filters select
 //	GET    /idempotency?key=&tenant=&principal=&flow=&limit=   rows (bodies hidden)
 //	GET    /idempotency/row?tenant=&principal=&flow=&key=[&reveal=1]   one row
-//	DELETE /idempotency/row?tenant=&principal=&flow=&key=      delete a row
+//	DELETE /idempotency/row?tenant=&principal=&flow=&key=[&force=1]
+//	                                  delete a row (409 RowInProgress while it is in flight, unless forced)
 //	POST   /idempotency/sweep         delete the expired rows, in batches
 //	GET    /schedules                 the schedules (oke.Cron): spec, next tick, last run
-//	POST   /login, POST /logout       the console's session (Token)
+//	POST   /login, POST /logout       the console's session (Token; logout revokes it on the server)
 //
 // Every request must pass auth (401 otherwise, as the JSON error envelope),
 // and a state-changing one (POST, PUT, PATCH, DELETE) whose Origin or
@@ -60,17 +62,36 @@ import (
 // Content-Security-Policy (scripts from the handler only, none inline) and
 // X-Frame-Options: DENY; see docs/console.md.
 //
+// Guessing is slowed down and logged: a client (an IP address, ClientIP)
+// whose credentials are refused Limits.Free times (5) is blocked, 429 Too
+// Many Requests with Retry-After, for a second, then twice as long after
+// each further refusal, up to ten minutes (Limits, WithLimits); each refusal
+// is logged as a warning on the app's logger (WithLogger), with the client
+// and what it sent (a bearer token, a session cookie, the login form), never
+// the credential. Other clients are not affected. With Token, POST /logout
+// revokes the session in the app's store (see Token), so every instance
+// sharing the store refuses its cookie.
+//
 // Handler panics when auth is nil: the admin surface is never served
 // without a gate. Pass InsecureNoAuth to opt out, by name.
 //
 // Mount it under a prefix with http.StripPrefix, e.g.
 //
 //	app.HandleHTTP("/_oke/", http.StripPrefix("/_oke", admin.Handler(app, admin.Token(token))))
-func Handler(a *oke.App, auth Auth) http.Handler {
+func Handler(a *oke.App, auth Auth, opts ...Option) http.Handler {
 	if auth == nil {
 		panic("admin.Handler: nil Auth: the admin surface shows stored responses and replays runs, so it needs a gate; pass admin.Token(token) (or an admin.AuthFunc of your own), or admin.InsecureNoAuth where something in front of the app authenticates every request")
 	}
 	tokenAuth, _ := auth.(*tokenAuth)
+	o := options{log: a.Logger(), clientIP: ClientIP, now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	lim := newLimiter(o.limits)
+	var revoked *storeRevocations
+	if tokenAuth != nil && a.Driver() != nil {
+		revoked = &storeRevocations{d: a.Driver()}
+	}
 	x := &api{app: a, j: a.Journal(), d: a.Driver(), poll: 500 * time.Millisecond}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { httpx.NotFound(mux, w, r) })
@@ -86,7 +107,7 @@ func Handler(a *oke.App, auth Auth) http.Handler {
 	})
 	mux.HandleFunc("GET /ui/{file}", serveAsset)
 	if tokenAuth != nil {
-		mux.HandleFunc("POST /logout", serveLogout)
+		mux.HandleFunc("POST /logout", serveLogout(tokenAuth, o.now, revoked))
 	}
 	mux.HandleFunc("GET /flows", x.flows)
 	mux.HandleFunc("GET /runs", x.listRuns)
@@ -111,11 +132,29 @@ func Handler(a *oke.App, auth Auth) http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "same-origin") // not no-referrer: with it a browser sends Origin: null on the login form's POST
-		if tokenAuth != nil && r.URL.Path == "/login" && r.Method == http.MethodPost {
-			serveLogin(tokenAuth, w, r)
+		now := o.now()
+		client := o.clientIP(r)
+		if wait := lim.blocked(client, now); wait > 0 && !(tokenAuth != nil && tokenAuth.sessionOK(r, now)) {
+			tooMany(w, r, wait, tokenAuth != nil)
 			return
 		}
-		if e := guard(auth, r); e != nil {
+		failed := func(guess string) {
+			n, block, shed := lim.fail(client, now)
+			path := r.URL.Path
+			if len(path) > 200 {
+				path = path[:200] + "…"
+			}
+			o.log.Warn("admin: refused a wrong credential", "client", client, "credential", guess,
+				"method", r.Method, "path", mountPrefix(r)+path, "failures", n, "blockedFor", block, "refusedWhileBlocked", shed)
+		}
+		if tokenAuth != nil && r.URL.Path == "/login" && r.Method == http.MethodPost {
+			serveLogin(tokenAuth, w, r, now, func() { failed("login form") })
+			return
+		}
+		if e, guess := guard(auth, r, now, revoked); e != nil {
+			if guess != "" {
+				failed(guess)
+			}
 			if tokenAuth != nil && e.Status == http.StatusUnauthorized && wantsHTML(r) && r.URL.Path == "/" {
 				writeLogin(w, http.StatusOK, mountPrefix(r)+"/login", "")
 				return
@@ -125,6 +164,19 @@ func Handler(a *oke.App, auth Auth) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// tooMany answers a blocked client: 429 with Retry-After (whole seconds,
+// at least 1), the login page for a browser, the envelope for the rest.
+func tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration, login bool) {
+	secs := int((wait + time.Second - 1) / time.Second)
+	msg := fmt.Sprintf("Too many wrong admin credentials from your address: try again in %d s.", secs)
+	if login && (wantsHTML(r) || (r.Method == http.MethodPost && r.URL.Path == "/login" && browserForm(r))) {
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		writeLogin(w, http.StatusTooManyRequests, mountPrefix(r)+"/login", msg)
+		return
+	}
+	httpx.WriteEnvelope(w, http.StatusTooManyRequests, "TooManyRequests", msg, secs)
 }
 
 // consoleCSP is the console's Content-Security-Policy: its script and style

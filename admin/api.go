@@ -475,25 +475,41 @@ func (a *api) getRow(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"row": viewRow(row, now, reveal), "now": now})
 }
 
-// deleteRow serves DELETE /idempotency/row?tenant=&principal=&flow=&key=.
+// deleteRow serves DELETE /idempotency/row?tenant=&principal=&flow=&key=[&force=1]:
+// DeleteRow's rule, so a row still in flight is 409 RowInProgress unless
+// forced.
 func (a *api) deleteRow(w http.ResponseWriter, r *http.Request) {
 	k, e := rowKey(r)
 	if e != nil {
 		oke.WriteError(w, e)
 		return
 	}
-	del, ok := a.d.(driver.RowDeleter)
-	if !ok {
+	force := false
+	switch s := r.URL.Query().Get("force"); s {
+	case "", "0", "false":
+	case "1", "true":
+		force = true
+	default:
+		oke.WriteError(w, badRequest("force must be 1 or 0, got %q.", clip(s)))
+		return
+	}
+	err := DeleteRow(r.Context(), a.d, k, force, time.Now())
+	var inFlight *RowInProgressError
+	switch {
+	case errors.Is(err, errCannotDelete):
 		oke.WriteError(w, &oke.Error{Status: http.StatusNotImplemented, Code: "CannotDelete",
 			Message: "This app's driver cannot delete a row (it does not implement driver.RowDeleter)."})
 		return
-	}
-	err := del.Delete(r.Context(), k)
-	if errors.Is(err, driver.ErrNotFound) {
+	case errors.Is(err, driver.ErrNotFound):
 		oke.WriteError(w, oke.ErrNotFound.WithMessage("No idempotency row has that key in that scope."))
 		return
-	}
-	if err != nil {
+	case errors.As(err, &inFlight):
+		oke.WriteError(w, &oke.Error{Status: http.StatusConflict, Code: "RowInProgress",
+			Message: fmt.Sprintf("This row is held by a request still running (its lease ends in %s): deleting it would let a second execution start beside the first. "+
+				"Wait for it to finish, or delete with force=1 (oke idempotency delete -force) if you know its holder is gone.",
+				max(inFlight.LeaseUntil.Sub(inFlight.Now), 0).Round(time.Millisecond))})
+		return
+	case err != nil:
 		oke.WriteError(w, storeError(err))
 		return
 	}

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/okengine/oke"
@@ -50,7 +52,10 @@ const sessionTTL = 12 * time.Hour
 
 // tokenAuth is the Auth made by Token; AdminHandler finds it
 // by type assertion to offer the login form.
-type tokenAuth struct{ token []byte }
+type tokenAuth struct {
+	token   []byte
+	revoked *revocations
+}
 
 var _ Auth = (*tokenAuth)(nil)
 
@@ -58,76 +63,229 @@ var _ Auth = (*tokenAuth)(nil)
 // "Authorization: Bearer <token>" (the CLI's -token, scripts), or the
 // console's session cookie, which the login form of AdminHandler sets after
 // checking the token: HttpOnly, SameSite=Strict, Secure when the request came
-// over TLS, valid 12 hours. The cookie holds an expiry and an HMAC keyed by
-// the token, never the token; changing the token ends every session. Tokens
-// are compared in constant time. An empty token lets nobody in.
+// over TLS, valid 12 hours. The cookie holds a random session id, its expiry
+// and an HMAC keyed by the token, never the token; changing the token ends
+// every session. Tokens are compared in constant time. An empty token lets
+// nobody in.
+//
+// Logging out (POST /logout) revokes the session on the server, not only in
+// the browser: the same cookie is refused from then on. Handler records the
+// logout in the app's store (a row of flow LogoutFlow that lives as long as
+// the session would have), so every instance of the app sharing that store
+// refuses the cookie, after restarts too; while the store cannot be read, a
+// session cookie gets 503 (the bearer token still works). This Auth used on
+// its own (Authorize) knows only the logouts of its process, kept in memory
+// (at most 10 000 at once; past that, every session open at the time is
+// ended, never one let in again). To end every session at once, change the
+// token.
 //
 // Draw the token at random (32 bytes, hex) and keep it like a password.
 func Token(token string) Auth {
-	return &tokenAuth{token: []byte(token)}
+	return &tokenAuth{token: []byte(token), revoked: newRevocations(maxRevoked)}
 }
 
 // Authorize implements Auth.
 func (a *tokenAuth) Authorize(r *http.Request) error {
+	if e, _, _ := a.check(r, time.Now()); e != nil {
+		return e
+	}
+	return nil
+}
+
+// check authorizes r at now. guess names the credential when the refusal is
+// a wrong guess at a secret (a wrong token, a forged cookie) that the
+// limiter counts; it is empty for a request with no credential or with a
+// genuine session that expired or logged out. session is the session id
+// when r was let in by its session cookie.
+func (a *tokenAuth) check(r *http.Request, now time.Time) (e *oke.Error, guess, session string) {
 	if len(a.token) == 0 {
-		return oke.Unauthorized("The admin surface has no token configured; nobody may use it.")
+		return oke.Unauthorized("The admin surface has no token configured; nobody may use it."), "", ""
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, cred, _ := strings.Cut(h, " ")
 		if strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(cred)), a.token) == 1 {
-			return nil
+			return nil, "", ""
 		}
-		return oke.Unauthorized("The admin token is wrong.")
+		return oke.Unauthorized("The admin token is wrong."), "bearer token", ""
 	}
-	if c, err := r.Cookie(SessionCookie); err == nil && a.validSession(c.Value, time.Now()) {
-		return nil
+	if c, err := r.Cookie(SessionCookie); err == nil {
+		switch a.validSession(c.Value, now) {
+		case sessionValid:
+			id, _, _, _ := a.parseSession(c.Value)
+			return nil, "", id
+		case sessionForged:
+			return oke.Unauthorized("The console session is not valid: log in again."), "session cookie", ""
+		}
+		return errSessionEnded, "", ""
 	}
-	return oke.Unauthorized("The admin surface needs the admin token: send Authorization: Bearer <token>, or log in to the console.")
+	return oke.Unauthorized("The admin surface needs the admin token: send Authorization: Bearer <token>, or log in to the console."), "", ""
 }
 
-// session returns a session cookie value valid until exp: the expiry and a
-// MAC of it keyed by the token.
+var errSessionEnded = oke.Unauthorized("The console session ended (it expired, or logged out): log in again.")
+
+// sessionOK reports whether r carries a valid console session and no other
+// credential: the one request a blocked client is still let through with.
+func (a *tokenAuth) sessionOK(r *http.Request, now time.Time) bool {
+	if r.Header.Get("Authorization") != "" {
+		return false
+	}
+	c, err := r.Cookie(SessionCookie)
+	return err == nil && a.validSession(c.Value, now) == sessionValid
+}
+
+// session returns a new session cookie value valid until exp: the expiry, a
+// random session id, and a MAC of both keyed by the token.
 func (a *tokenAuth) session(exp time.Time) string {
-	ts := strconv.FormatInt(exp.Unix(), 10)
+	var id [16]byte
+	rand.Read(id[:])
+	ts := strconv.FormatInt(exp.Unix(), 10) + "." + hex.EncodeToString(id[:])
 	return ts + "." + a.mac(ts)
 }
 
 func (a *tokenAuth) mac(ts string) string {
 	m := hmac.New(sha256.New, a.token)
-	m.Write([]byte("oke admin session v1\x00" + ts))
+	m.Write([]byte("oke admin session v2\x00" + ts))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-func (a *tokenAuth) validSession(v string, now time.Time) bool {
-	ts, sum, ok := strings.Cut(v, ".")
-	if !ok {
-		return false
+// sessionState is what validSession finds in a cookie.
+type sessionState int
+
+const (
+	sessionValid  sessionState = iota
+	sessionForged              // not signed by the token: a guess
+	sessionEnded               // signed, but expired or revoked (logged out)
+)
+
+// parseSession reads a cookie value: its session id and expiry, and
+// whether it has the shape of one of our sessions (shaped) and its MAC is
+// the token's (ok).
+func (a *tokenAuth) parseSession(v string) (id string, exp int64, shaped, ok bool) {
+	i := strings.LastIndexByte(v, '.')
+	if i < 0 {
+		return "", 0, false, false
 	}
-	exp, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || now.Unix() >= exp || exp > now.Add(sessionTTL+time.Minute).Unix() {
-		return false
+	ts, sum := v[:i], v[i+1:]
+	exps, id, found := strings.Cut(ts, ".")
+	exp, err := strconv.ParseInt(exps, 10, 64)
+	if !found || len(id) != 32 || len(sum) != 64 || err != nil {
+		return "", 0, false, false
 	}
-	return hmac.Equal([]byte(sum), []byte(a.mac(ts)))
+	return id, exp, true, hmac.Equal([]byte(sum), []byte(a.mac(ts)))
+}
+
+// validSession judges a session cookie at now. Only a cookie shaped like
+// ours whose MAC is wrong is forged (a guess the limiter counts): any other
+// malformed value, such as a session of an older version, can never be let
+// in, so it is merely ended.
+func (a *tokenAuth) validSession(v string, now time.Time) sessionState {
+	id, exp, shaped, ok := a.parseSession(v)
+	switch {
+	case !shaped:
+		return sessionEnded
+	case !ok:
+		return sessionForged
+	case now.Unix() >= exp || exp > now.Add(sessionTTL+time.Minute).Unix():
+		return sessionEnded
+	case a.revoked.has(id, exp):
+		return sessionEnded
+	}
+	return sessionValid
+}
+
+// logout revokes the session of cookie value v, when it is one of ours,
+// in this process, and returns its id and expiry.
+func (a *tokenAuth) logout(v string, now time.Time) (id string, exp time.Time, ok bool) {
+	id, e, _, ok := a.parseSession(v)
+	if !ok || now.Unix() >= e {
+		return "", time.Time{}, false
+	}
+	a.revoked.add(id, e, now)
+	return id, time.Unix(e, 0), true
+}
+
+// maxRevoked is how many logged-out sessions Token remembers at once.
+const maxRevoked = 10000
+
+// revocations is the set of logged-out sessions not yet expired, bounded:
+// when it is full of live ones, every session expiring up to a session's
+// length from now (every session open now) is revoked at once instead, and
+// the set starts empty — it never forgets a revocation by letting its
+// session in again.
+type revocations struct {
+	mu     sync.Mutex
+	max    int
+	m      map[string]int64 // session id → its expiry (Unix seconds)
+	before int64            // every session expiring at or before this is revoked
+}
+
+func newRevocations(max int) *revocations {
+	return &revocations{max: max, m: map[string]int64{}}
+}
+
+func (s *revocations) add(id string, exp int64, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.m) >= s.max {
+		for k, e := range s.m {
+			if e <= now.Unix() || e <= s.before {
+				delete(s.m, k)
+			}
+		}
+	}
+	if len(s.m) >= s.max {
+		s.before = max(s.before, now.Add(sessionTTL).Unix())
+		clear(s.m)
+		return
+	}
+	s.m[id] = exp
+}
+
+func (s *revocations) has(id string, exp int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if exp <= s.before {
+		return true
+	}
+	_, ok := s.m[id]
+	return ok
 }
 
 // guard is what every admin request passes: authorization, then, for
-// a state-changing request, the same-origin check (CSRF).
-func guard(auth Auth, r *http.Request) *oke.Error {
+// a state-changing request, the same-origin check (CSRF). guess is set when
+// the refusal was a wrong guess at a credential (see tokenAuth.check; for
+// another Auth, any 401 of a request that sent an Authorization header).
+func guard(auth Auth, r *http.Request, now time.Time, revoked *storeRevocations) (e *oke.Error, guess string) {
 	if auth == nil {
 		return &oke.Error{Status: http.StatusServiceUnavailable, Code: "AuthMissing",
-			Message: "The admin surface has no authentication configured (oke.Config.Auth); it serves nothing until it has."}
+			Message: "The admin surface has no authentication configured (oke.Config.Auth); it serves nothing until it has."}, ""
 	}
-	if err := auth.Authorize(r); err != nil {
-		var e *oke.Error
+	if ta, ok := auth.(*tokenAuth); ok {
+		e, guess, session := ta.check(r, now)
+		if e != nil {
+			return e, guess
+		}
+		if session != "" && revoked != nil {
+			switch gone, err := revoked.has(r.Context(), session); {
+			case err != nil:
+				return oke.ErrStoreUnavailable.WithMessage("The console session could not be checked against the logouts in the store; retry, or use the bearer token.").WithCause(err), ""
+			case gone:
+				return errSessionEnded, ""
+			}
+		}
+	} else if err := auth.Authorize(r); err != nil {
 		if !errors.As(err, &e) {
 			e = oke.ErrUnauthorized.WithCause(err)
 		}
-		return e
+		if e.Status == http.StatusUnauthorized && r.Header.Get("Authorization") != "" {
+			guess = "authorization header"
+		}
+		return e, guess
 	}
 	if stateChanging(r.Method) && !sameOrigin(r) {
-		return oke.Forbidden("A state-changing admin request must come from the app's own origin.")
+		return oke.Forbidden("A state-changing admin request must come from the app's own origin."), ""
 	}
-	return nil
+	return nil, ""
 }
 
 // stateChanging reports whether method may change state.
@@ -213,8 +371,9 @@ func writeLogin(w http.ResponseWriter, status int, action, msg string) {
 
 // serveLogin handles POST /login: it checks the token from the form and sets
 // the session cookie. It answers a browser with a redirect to the console,
-// anything else with JSON.
-func serveLogin(auth *tokenAuth, w http.ResponseWriter, r *http.Request) {
+// anything else with JSON. A wrong token calls failed, which counts it and
+// may block the client (the answer is still this attempt's 401).
+func serveLogin(auth *tokenAuth, w http.ResponseWriter, r *http.Request, now time.Time, failed func()) {
 	prefix := mountPrefix(r)
 	if !sameOrigin(r) {
 		oke.WriteError(w, oke.Forbidden("Log in from the app's own origin."))
@@ -223,23 +382,45 @@ func serveLogin(auth *tokenAuth, w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
 	tok := r.PostFormValue("token")
 	if len(auth.token) == 0 || subtle.ConstantTimeCompare([]byte(tok), auth.token) != 1 {
-		if strings.Contains(r.Header.Get("Accept"), "text/html") || r.Header.Get("Content-Type") == "application/x-www-form-urlencoded" {
+		if len(auth.token) != 0 {
+			failed()
+		}
+		if browserForm(r) {
 			writeLogin(w, http.StatusUnauthorized, prefix+"/login", "That is not the admin token.")
 			return
 		}
 		oke.WriteError(w, oke.Unauthorized("That is not the admin token."))
 		return
 	}
-	exp := time.Now().Add(sessionTTL)
+	exp := now.Add(sessionTTL)
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: auth.session(exp), Path: prefix + "/",
 		Expires: exp, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, prefix+"/", http.StatusSeeOther)
 }
 
-// serveLogout ends the console session.
-func serveLogout(w http.ResponseWriter, r *http.Request) {
-	prefix := mountPrefix(r)
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: prefix + "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
-	http.Redirect(w, r, prefix+"/", http.StatusSeeOther)
+// browserForm reports whether r is a browser's form post or page request,
+// answered with the login page rather than JSON.
+func browserForm(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/html") || r.Header.Get("Content-Type") == "application/x-www-form-urlencoded"
+}
+
+// serveLogout ends the console session: it revokes the session on the
+// server — in this process, and in the app's store when revoked is set, so
+// that every instance sharing the store refuses it (see Handler) — and
+// clears the cookie in the browser.
+func serveLogout(auth *tokenAuth, now func() time.Time, revoked *storeRevocations) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		prefix := mountPrefix(r)
+		http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: prefix + "/", MaxAge: -1,
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		if c, err := r.Cookie(SessionCookie); err == nil {
+			if id, exp, ok := auth.logout(c.Value, now()); ok && revoked != nil {
+				if err := revoked.add(r.Context(), id, exp, now()); err != nil {
+					oke.WriteError(w, oke.ErrStoreUnavailable.WithMessage("Logged out on this instance only: the store did not record the logout, so other instances of the app may still take this session's cookie until it expires. Log out again.").WithCause(err))
+					return
+				}
+			}
+		}
+		http.Redirect(w, r, prefix+"/", http.StatusSeeOther)
+	}
 }

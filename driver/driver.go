@@ -239,6 +239,21 @@ type RowDeleter interface {
 	Delete(ctx context.Context, key Key) error
 }
 
+// IdleRowDeleter is optional on a Driver: it deletes one row unless a
+// request still holds it, in one atomic step, for an operator's delete that
+// must not free a key whose first execution is still going on (the next
+// request would start a second one beside it). The admin surface and oke
+// idempotency delete use it when the driver has it, and a look-up followed
+// by a fenced Release or a Delete otherwise. This interface is not stable
+// yet.
+type IdleRowDeleter interface {
+	// DeleteIdle deletes the row with key unless it is Running and its
+	// lease has not ended on the store's clock; then it deletes nothing
+	// and returns the row with held set. ErrNotFound if there is none.
+	// Durable when it returns.
+	DeleteIdle(ctx context.Context, key Key) (row Row, held bool, err error)
+}
+
 // RowFinder is optional on a Driver: it finds the rows of one
 // Idempotency-Key across scopes, for an operator looking a key up (the
 // admin surface, oke idempotency show). A driver without it is searched

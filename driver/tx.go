@@ -3,8 +3,19 @@ package driver
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
 )
+
+// ErrNotCommitted is what a commit returns, wrapped, when its error proves
+// that the transaction did not commit: the database answered the COMMIT
+// (or a statement before it, which the COMMIT then never ran behind) with
+// an error and rolled the transaction back — a deferred constraint, a
+// serialization failure, a disk full. Nothing the transaction wrote
+// happened, and the same work may run again. A commit whose answer never
+// came (a connection lost, a timeout) is not this error: it may have
+// committed.
+var ErrNotCommitted = errors.New("driver: the transaction did not commit")
 
 // TxDriver is implemented by a driver that keeps its rows in a SQL database
 // a flow can write its own tables to. oke then opens a flow's transaction
@@ -34,13 +45,16 @@ type TxDriver interface {
 	Begin(ctx context.Context, conn *sql.Conn) error
 	// CommitComplete is Complete inside the transaction open on conn,
 	// followed by its commit. ErrNotOwner: owner no longer holds the row;
-	// nothing was stored and the transaction was rolled back. Any other
-	// error: it is unknown whether the transaction committed, and the
+	// nothing was stored and the transaction was rolled back.
+	// ErrNotCommitted: the database answered that the transaction did not
+	// commit (a deferred constraint, a serialization failure, a full disk):
+	// nothing of it happened. Any other error: it is unknown whether the
+	// transaction committed. After an error other than ErrNotOwner the
 	// caller must not reuse conn (discard it).
 	CommitComplete(ctx context.Context, conn *sql.Conn, key Key, owner string, resp Response, ttl time.Duration) error
 	// CommitStep is Journal.SaveStep inside the transaction open on conn,
 	// followed by its commit; errors as for CommitComplete (ErrNotOwner,
-	// ErrStepOrder: rolled back, nothing saved).
+	// ErrStepOrder: rolled back, nothing saved; ErrNotCommitted).
 	CommitStep(ctx context.Context, conn *sql.Conn, id, owner string, step Step) error
 	// Unavailable reports whether err — from a statement a flow sent on
 	// DB's connections, possibly wrapped — means the database could not be

@@ -26,6 +26,7 @@ func init() {
 	)
 	rowRules = append(rowRules,
 		rowRule{"DeleteRemovesARowInAnyStateAndFencesItsHolder", testDeleteRow},
+		rowRule{"DeleteIdleLeavesARowALiveLeaseHoldsAndDeletesTheRest", testDeleteIdle},
 		rowRule{"FindRowsFindsAKeyInEveryScopeUnlessNarrowed", testFindRows},
 	)
 }
@@ -301,6 +302,38 @@ func testDeleteRow(t *testing.T, d driver.Driver) {
 	if rows, err := d.List(t.Context(), driver.Key{}, 0); err != nil || len(rows) != 1 {
 		t.Errorf("List after deleting two rows and claiming one: %d rows, %v; want 1", len(rows), err)
 	}
+}
+
+// testDeleteIdle: DeleteIdle deletes nothing of a row a live lease holds
+// (held, the row as it is; its holder completes it after), and deletes a
+// completed row and a running one whose lease lapsed.
+func testDeleteIdle(t *testing.T, d driver.Driver) {
+	x, ok := d.(driver.IdleRowDeleter)
+	if !ok {
+		t.Skipf("%T does not implement the optional driver.IdleRowDeleter", d)
+	}
+	running, done, lapsed := testKey("running"), testKey("done"), testKey("lapsed")
+	mustClaim(t, d, req(running, fpA, "owner-1", hold, day))
+	mustClaim(t, d, req(done, fpA, "owner-2", hold, day))
+	complete(t, d, done, "owner-2", sampleResponse(), day)
+	mustClaim(t, d, req(lapsed, fpA, "owner-3", short, day))
+	time.Sleep(after)
+
+	row, held, err := x.DeleteIdle(t.Context(), running)
+	if err != nil || !held || row.Owner != "owner-1" || row.State != driver.Running {
+		t.Fatalf("DeleteIdle of a row a live lease holds: %+v held %v, %v; want the row, held", row, held, err)
+	}
+	complete(t, d, running, "owner-1", sampleResponse(), day) // its holder still owns it
+	for _, k := range []driver.Key{done, lapsed} {
+		if _, held, err := x.DeleteIdle(t.Context(), k); err != nil || held {
+			t.Fatalf("DeleteIdle(%q): held %v, %v; want deleted", k.Key, held, err)
+		}
+		_, err := d.Get(t.Context(), k)
+		wantErr(t, "Get after DeleteIdle", err, driver.ErrNotFound)
+	}
+	wantErr(t, "Renew by the holder of a deleted lapsed row", d.Renew(t.Context(), lapsed, "owner-3", hold), driver.ErrNotOwner)
+	_, _, err = x.DeleteIdle(t.Context(), testKey("missing"))
+	wantErr(t, "DeleteIdle of a missing row", err, driver.ErrNotFound)
 }
 
 func testFindRows(t *testing.T, d driver.Driver) {

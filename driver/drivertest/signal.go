@@ -285,9 +285,9 @@ type approveIn struct {
 	By  string `json:"by"`
 }
 
-// signalFlow is the flow t.wait of newWaiter.
+// signalFlow is the flow t.awaitSignal of newWaiter.
 func signalFlow(before *atomic.Int64, wait time.Duration, twice bool) *oke.Flow[pipeIn, string] {
-	return oke.NewFlow("t.wait", oke.Options{Durable: true}, func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) {
+	return oke.NewFlow("t.awaitSignal", oke.Options{Durable: true}, func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[string], error) {
 		if _, err := oke.Step(ctx, "before", func(context.Context) (int, error) { before.Add(1); return 1, nil }); err != nil {
 			return oke.Response[string]{}, err
 		}
@@ -314,7 +314,7 @@ func signalFlow(before *atomic.Int64, wait time.Duration, twice bool) *oke.Flow[
 	})
 }
 
-// start starts a run of t.wait over HTTP, as user:1, without a key.
+// start starts a run of t.awaitSignal over HTTP, as user:1, without a key.
 func (w *waiter) start(t *testing.T) {
 	t.Helper()
 	r := httptest.NewRequest("POST", "/wait", strings.NewReader(`{"tag":"w"}`))
@@ -326,12 +326,12 @@ func (w *waiter) start(t *testing.T) {
 	}
 }
 
-// runOf returns the only run of t.wait.
+// runOf returns the only run of t.awaitSignal.
 func runOf(t *testing.T, j driver.Journal) driver.Run {
 	t.Helper()
-	runs, err := j.ListRuns(context.Background(), driver.RunFilter{Flow: "t.wait"}, 0)
+	runs, err := j.ListRuns(context.Background(), driver.RunFilter{Flow: "t.awaitSignal"}, 0)
 	if err != nil || len(runs) != 1 {
-		t.Fatalf("runs of t.wait: %d, %v; want 1", len(runs), err)
+		t.Fatalf("runs of t.awaitSignal: %d, %v; want 1", len(runs), err)
 	}
 	return runs[0]
 }
@@ -372,7 +372,7 @@ func testSignalBeforeWait(t *testing.T, d driver.Driver) {
 	// A run created held by a "dead" process that never reached the wait;
 	// the signal comes first; then the run picks up and waits.
 	ctx := context.Background()
-	if _, err := j.CreateRun(ctx, driver.Run{ID: "run_early", Flow: "t.wait", Input: []byte(`{"tag":"e"}`),
+	if _, err := j.CreateRun(ctx, driver.Run{ID: "run_early", Flow: "t.awaitSignal", Input: []byte(`{"tag":"e"}`),
 		Tenant: "default", Principal: "user:1", Owner: "dead-process"}, short); err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +445,7 @@ func testSignalTimeout(t *testing.T, d driver.Driver) {
 func testSignalOnceInOrder(t *testing.T, d driver.Driver) {
 	j := d.(driver.Journal)
 	ctx := context.Background()
-	if _, err := j.CreateRun(ctx, driver.Run{ID: "run_twice", Flow: "t.wait", Input: []byte(`{"tag":"t"}`),
+	if _, err := j.CreateRun(ctx, driver.Run{ID: "run_twice", Flow: "t.awaitSignal", Input: []byte(`{"tag":"t"}`),
 		Tenant: "default", Principal: "user:1", Owner: "dead-process"}, short); err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,11 @@ import (
 // The operator's primitives: the optional interfaces the admin surface and
 // the CLI use to delete and find rows and to cancel runs.
 var (
-	_ driver.RowDeleter   = (*Driver)(nil)
-	_ driver.RowFinder    = (*Driver)(nil)
-	_ driver.RunCanceller = (*Driver)(nil)
-	_ driver.RunResumer   = (*Driver)(nil)
+	_ driver.RowDeleter     = (*Driver)(nil)
+	_ driver.IdleRowDeleter = (*Driver)(nil)
+	_ driver.RowFinder      = (*Driver)(nil)
+	_ driver.RunCanceller   = (*Driver)(nil)
+	_ driver.RunResumer     = (*Driver)(nil)
 )
 
 // Delete implements driver.RowDeleter: one del record, fsynced before it
@@ -43,6 +44,39 @@ func (d *Driver) Delete(ctx context.Context, key driver.Key) error {
 	d.maybeCompact()
 	d.mu.Unlock()
 	return d.waitDurable(seq)
+}
+
+// DeleteIdle implements driver.IdleRowDeleter: Delete's del record,
+// written only when no live lease holds the row, under the same lock as
+// every claim.
+func (d *Driver) DeleteIdle(ctx context.Context, key driver.Key) (driver.Row, bool, error) {
+	if d.ro {
+		return driver.Row{}, false, readOnlyError("delete row", d.dir)
+	}
+	d.mu.Lock()
+	if err := d.usable(ctx); err != nil {
+		d.mu.Unlock()
+		return driver.Row{}, false, err
+	}
+	r, ok := d.rows[key]
+	if !ok {
+		d.mu.Unlock()
+		return driver.Row{}, false, driver.ErrNotFound
+	}
+	if r.row.State == driver.Running && now().Before(r.row.LeaseUntil) {
+		row := copyRow(&r.row)
+		d.mu.Unlock()
+		return row, true, nil
+	}
+	seq, err := d.write(delRecord(key))
+	if err != nil {
+		d.mu.Unlock()
+		return driver.Row{}, false, err
+	}
+	delete(d.rows, key)
+	d.maybeCompact()
+	d.mu.Unlock()
+	return driver.Row{}, false, d.waitDurable(seq)
 }
 
 // FindRows implements driver.RowFinder. It reads every row (one map walk):

@@ -154,7 +154,7 @@ const ckAdvice = ". It only records how much of idempotency.json and journal.jso
 // decodeSlot reads one slot. ok is false for a slot that is not intact.
 func decodeSlot(b []byte) (seq uint64, logs [2]ckEntry, ok bool) {
 	line := bytes.TrimRight(b, " \n\x00")
-	payload, err := checkLine(line)
+	payload, _, err := checkLine(line)
 	if err != nil {
 		return 0, logs, false
 	}
@@ -215,7 +215,7 @@ func (c *checkpoint) encodeSlot(dst []byte, seq uint64) []byte {
 		b = append(b, '}')
 	}
 	b = append(b, "}}"...)
-	b = endLine(b, start)
+	b = endLine(b, start, nil)
 	b = b[:len(b)-1] // the newline goes at the end of the slot
 	for len(b)-start < ckSlot-1 {
 		b = append(b, ' ')

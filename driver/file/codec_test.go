@@ -101,7 +101,7 @@ func TestEncodeRejectsWhatJSONRejects(t *testing.T) {
 	if _, err := json.Marshal(r); err == nil {
 		t.Fatal("json.Marshal accepted year 10000")
 	}
-	if _, err := appendRecord(nil, r); err == nil {
+	if _, err := appendRecord(nil, r, nil); err == nil {
 		t.Error("appendRecord accepted year 10000, which json cannot read back")
 	}
 }

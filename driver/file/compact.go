@@ -54,13 +54,13 @@ func (d *Driver) compactRows() error {
 // logFile.rewrite). mu held.
 func (d *Driver) compactLocked() error {
 	var buf []byte
-	return d.rewrite(func(format []byte, add func(line []byte) error) error {
+	return d.rewrite(func(format []byte, chain *uint32, add func(line []byte) error) error {
 		if err := add(format); err != nil {
 			return err
 		}
 		for _, e := range d.rows {
 			var err error
-			if buf, err = appendRecord(buf[:0], putRecord(&e.row)); err != nil {
+			if buf, err = appendRecord(buf[:0], putRecord(&e.row), chain); err != nil {
 				return err
 			}
 			if err := add(buf); err != nil {

@@ -94,14 +94,7 @@ func TestOpenRefusesALogThatLostFsyncedRecords(t *testing.T) {
 		}, "it was replaced"},
 		{"replaced by an older oke's", func(t *testing.T, path string, data []byte) {
 			// The same records under a format record without a generation.
-			lines := bytes.SplitAfter(data, []byte("\n"))
-			var first []byte
-			if filepath.Base(path) == logName {
-				first = rowsFormatLine("", "")
-			} else {
-				first = journalFormatLine("", "")
-			}
-			writeFile(t, path, append(first, bytes.Join(lines[1:], nil)...))
+			writeFile(t, path, olderOkesLog(t, data, filepath.Base(path) == journalName))
 		}, "has no generation"},
 	}
 	for _, log := range []string{logName, journalName} {
@@ -429,11 +422,7 @@ func TestAFolderOfAnOlderOkeOpensAndIsCheckedFromThenOn(t *testing.T) {
 	for _, n := range ckNames {
 		path := filepath.Join(dir, n)
 		data, _ := os.ReadFile(path)
-		first := rowsFormatLine("", "")
-		if n == journalName {
-			first = journalFormatLine("", "")
-		}
-		writeFile(t, path, append(first, data[bytes.IndexByte(data, '\n')+1:]...))
+		writeFile(t, path, olderOkesLog(t, data, n == journalName))
 	}
 	d := open(t, dir)
 	sameRows(t, "rows", snapshot(t, d), wantRows)

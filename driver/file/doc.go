@@ -32,20 +32,31 @@
 // # Format
 //
 // idempotency.json is newline-delimited JSON: one record per line, each line a
-// JSON object holding a CRC-32C (Castagnoli) of its payload and the payload:
+// JSON object holding a CRC-32C (Castagnoli), the payload and, after the
+// first line, the checksum of the line before it:
 //
-//	{"crc":"1c2d3e4f","rec":{"op":"format","v":1,"gen":"9f3c0a7e51d2b846","prev":"04be71c9a3f5d028"}}
-//	{"crc":"8a9b0c1d","rec":{"op":"put","key":{"tenant":"acme","principal":"user:42","flow":"payments.charge","key":"..."},"fp":"...","state":"running","owner":"...","leaseUntil":"2026-01-02T03:04:35Z",...}}
-//	{"crc":"...","rec":{"op":"put",...,"state":"completed","response":{"status":201,"contentType":"application/json","location":"/charges/ch_1","body":"eyJpZCI6ImNoXzEifQ=="}}}
-//	{"crc":"...","rec":{"op":"del","key":{...}}}
+//	{"crc":"1c2d3e4f","rec":{"op":"format","v":2,"gen":"9f3c0a7e51d2b846","prev":"04be71c9a3f5d028"}}
+//	{"crc":"8a9b0c1d","rec":{"op":"put","key":{"tenant":"acme","principal":"user:42","flow":"payments.charge","key":"..."},"fp":"...","state":"running","owner":"...","leaseUntil":"2026-01-02T03:04:35Z",...},"chain":"1c2d3e4f"}
+//	{"crc":"5e6f7a8b","rec":{"op":"put",...,"state":"completed","response":{"status":201,"contentType":"application/json","location":"/charges/ch_1","body":"eyJpZCI6ImNoXzEifQ=="}},"chain":"8a9b0c1d"}
+//	{"crc":"...","rec":{"op":"del","key":{...}},"chain":"5e6f7a8b"}
 //
-// The checksum covers the exact bytes between `"rec":` and the final `}`;
-// the line is always written as the 8 hex digits first, so a reader checks it
-// without re-encoding. Ops:
+// The checksum covers the exact bytes between `"rec":` and the final `}`
+// (the payload, and the chain field after it); the line is always written
+// as the 8 hex digits first, so a reader checks it without re-encoding.
+// The records are chained: each one names the checksum of the record
+// written before it, and its own checksum covers that name, so a line is
+// intact on its own and in its place only after the line it was written
+// after. Lines reordered, removed from the middle or duplicated (a sort, a
+// bad merge or copy, an edit) keep their checksums and even the file's
+// size and record count, and would replay another history — the claim of
+// an answered key after its completion runs the flow again; the chain is
+// what tells (see Crash safety). A compacted file starts a new chain at its
+// format record. Ops:
 //
-//	format  first record of every file; v is the format version (1), gen
-//	        the file's generation and prev the one it was compacted from
-//	        (see Damage; an older oke wrote neither, and ignores them)
+//	format  first record of every file, not chained; v is the format
+//	        version (2: chained; 1: an older oke's, unchained), gen the
+//	        file's generation and prev the one it was compacted from (see
+//	        Damage; an older oke wrote neither)
 //	put     the whole row as it now is (claim, takeover, renew, complete)
 //	del     the row is gone (release, sweep)
 //
@@ -59,12 +70,21 @@
 // would have invalid bytes replaced by U+FFFD). Records are written and read by a small
 // hand-written codec (codec.go) for speed; encoding/json is the reference it
 // is fuzzed against, and reads anything the fast path does not recognise, so
-// a line edited by hand still loads if it is valid JSON with a matching CRC.
+// a line edited by hand still loads if it is valid JSON with a matching CRC
+// — and the lines after it chained anew, each naming the new CRC of the one
+// before: in practice a chained log is not edited by hand.
 //
-// journal.json has the same frame (a CRC-32C, then the payload) around
-// journal records:
+// A log of format version 1, written by an older oke (unchained, its frame
+// otherwise the same), is read as it is; Open rewrites it once as version
+// 2, chained, as a compaction does (OpenReadOnly leaves it as it is). What
+// was reordered in it before that cannot be told. An older oke refuses a
+// version 2 log (it names the version): to go back to one, restore a copy
+// of the folder from before.
 //
-//	{"crc":"...","rec":{"op":"format","v":1,"gen":"..."}}
+// journal.json has the same frame (a CRC-32C, the payload, the chain)
+// around journal records (the chain fields are left out below):
+//
+//	{"crc":"...","rec":{"op":"format","v":2,"gen":"..."}}
 //	{"crc":"...","rec":{"op":"run","id":"run_1","flow":"payments.refund","input":"eyJjaGFyZ2VJZCI6ImNoXzEifQ==","status":"running","owner":"...","leaseUntil":"...","attempts":1,"next":1,...}}
 //	{"crc":"...","rec":{"op":"step","id":"run_1","seq":1,"name":"refund id","out":"IjliMmYuLi4i","attempts":1,"startedAt":"...","finishedAt":"...","at":"..."}}
 //	{"crc":"...","rec":{"op":"lease","id":"run_1","owner":"...","leaseUntil":"...","attempts":2,"next":2,"at":"..."}}
@@ -121,7 +141,14 @@
 // Open refuses the file with a *CorruptError naming the file and line, rather
 // than silently drop the good records after it. So is an intact journal
 // record that breaks a rule of the ones before it (a step out of order, a
-// record for a run that does not exist).
+// record for a run that does not exist), and, anywhere in a log, an intact
+// record out of place: one not chained after the record before it (no torn
+// write leaves that; lines were reordered, removed or duplicated), or
+// without a chain field. Its error names the file, the line and its byte
+// offset, and says what to do: put the lines back as they were written, or
+// restore the file from a backup, or move the folder away to start empty.
+// In a chained log, removing a damaged line by hand is no way out: the
+// next line is chained after it.
 // A failed write is truncated away at once, so an I/O error does not leave a
 // torn record in the middle either (see Failed writes).
 //
@@ -178,9 +205,8 @@
 //
 // A folder made by an older oke has no CHECKPOINT and logs without a
 // generation: Open rewrites each such log once (a compaction) and then
-// writes the folder's first checkpoint; from then on it is checked. An older
-// oke still reads the logs (it ignores gen and prev) but does not keep
-// CHECKPOINT: after running one on the folder, delete CHECKPOINT.
+// writes the folder's first checkpoint; from then on it is checked. Such
+// an older oke refuses the rewritten logs (format version 2, see Format).
 //
 // # Durability
 //
@@ -361,7 +387,15 @@
 //     so a clock step moves leases and TTLs with it.
 //   - A damaged middle of a log, or a log that lost fsynced records, needs a
 //     person: restore it, move it aside, or delete CHECKPOINT to accept the
-//     loss. Open never guesses.
+//     loss. Open never guesses. A record out of place in a chained log
+//     (reordered, removed or duplicated lines) cannot be accepted as it is:
+//     restore it or start empty; no tool re-chains a log.
+//   - The chain tells a line out of place, not lines cut off at the end at
+//     a line boundary (a truncation): that is CHECKPOINT's check, only for
+//     what was fsynced. It is a CRC, not a MAC: it detects accidents, not
+//     someone who rewrites the file and its checksums on purpose. A version
+//     1 log (an older oke's) is not checked for order before Open rewrites
+//     it chained.
 //   - The damage check is only as good as CHECKPOINT: deleting both a log
 //     and CHECKPOINT looks like a new folder; an OS crash can leave the
 //     checkpoint older than the logs (what was fsynced since is then not

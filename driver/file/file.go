@@ -143,15 +143,16 @@ func openLocked(dir string, cfg config, unlock func() error, ro bool) (_ *Driver
 	if err := syncDir(dir); err != nil {
 		return nil, fmt.Errorf("oke file driver: fsync folder %s: %w", dir, err)
 	}
-	// A log an older oke wrote has no generation: rewrite it once, before
-	// the folder gets its first checkpoint. A log whose fsync failed in the
-	// last process may hold pages that never reached the disk: rewrite it
-	// from what was read.
+	// A log an older oke wrote has no generation, or unchained records
+	// (format version 1): rewrite it once, chained, before the folder gets
+	// its first checkpoint (or the checkpoint records the new generation).
+	// A log whose fsync failed in the last process may hold pages that
+	// never reached the disk: rewrite it from what was read.
 	for i, l := range []*logFile{&d.logFile, &d.jr.logFile} {
 		why := "written by an older oke"
 		if e := ck.want(i); e != nil && e.suspect {
 			why = "an fsync of it failed in the last process"
-		} else if l.gen != "" {
+		} else if l.gen != "" && l.chained {
 			continue
 		}
 		mu := &d.mu
@@ -200,14 +201,14 @@ func (d *Driver) usable(ctx context.Context) error {
 // write appends recs to the log in one write and returns its sequence number.
 // mu held. On error nothing was appended (or the driver is stopped).
 func (d *Driver) write(recs ...*record) (uint64, error) {
-	buf := d.buf[:0]
+	buf, chain := d.buf[:0], d.last
 	for _, r := range recs {
 		var err error
-		if buf, err = appendRecord(buf, r); err != nil {
+		if buf, err = appendRecord(buf, r, &chain); err != nil {
 			return 0, err
 		}
 	}
-	return d.appendLines(buf, len(recs))
+	return d.appendLines(buf, len(recs), d.last, chain)
 }
 
 // Claim implements driver.Driver.

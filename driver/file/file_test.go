@@ -302,15 +302,15 @@ func TestCorruptMiddleIsAnError(t *testing.T) {
 func TestNewerFormatIsAnError(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	line, err := appendRecord(nil, &record{Op: opFormat, V: 2})
+	line, err := appendRecord(nil, &record{Op: opFormat, V: formatVersion + 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, logName), line, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(dir); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "version 2") {
-		t.Fatalf("Open of a version 2 log: err = %v, want an error naming the version", err)
+	if _, err := Open(dir); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("version %d", formatVersion+1)) {
+		t.Fatalf("Open of a newer version's log: err = %v, want an error naming the version", err)
 	}
 }
 

@@ -378,17 +378,17 @@ func (j *journal) usable(ctx context.Context) error {
 // write appends recs in one write and returns its sequence number and the
 // size of the first record's line. mu held. On error nothing was appended.
 func (j *journal) write(recs ...*jrecord) (seq uint64, size int, err error) {
-	buf := j.buf[:0]
+	buf, chain := j.buf[:0], j.last
 	for i, r := range recs {
 		n := len(buf)
-		if buf, err = appendJRecord(buf, r); err != nil {
+		if buf, err = appendJRecord(buf, r, &chain); err != nil {
 			return 0, 0, err
 		}
 		if i == 0 {
 			size = len(buf) - n
 		}
 	}
-	seq, err = j.appendLines(buf, len(recs))
+	seq, err = j.appendLines(buf, len(recs), j.last, chain)
 	return seq, size, err
 }
 
@@ -458,10 +458,10 @@ func (j *journal) compactLocked() error {
 		claimBytes       = make([]int64, len(ids))
 		signalBytes      = make([]int64, len(ids))
 	)
-	err := j.rewrite(func(format []byte, add func(line []byte) error) error {
+	err := j.rewrite(func(format []byte, chain *uint32, add func(line []byte) error) error {
 		put := func(rec *jrecord) (int64, error) {
 			var err error
-			if buf, err = appendJRecord(buf[:0], rec); err != nil {
+			if buf, err = appendJRecord(buf[:0], rec, chain); err != nil {
 				return 0, err
 			}
 			liveRecs++

@@ -12,7 +12,8 @@ import (
 // journal.json records. Each line has the same frame as idempotency.json (a
 // CRC-32C and the payload, see log.go); the payload is one jrecord. Ops:
 //
-//	format  first record; v is the format version (1)
+//	format  first record; v is the format version (2: chained, see log.go;
+//	        1: an older oke's, unchained)
 //	run     a run's whole state: written by CreateRun, and by compaction
 //	lease   AcquireRun, RenewRun: status running, owner, leaseUntil,
 //	        attempts, next (the run's NextAttempts)
@@ -105,7 +106,7 @@ func jformatRecord(gen, prev string) *jrecord {
 
 // journalFormatLine is the line of jformatRecord(gen, prev).
 func journalFormatLine(gen, prev string) []byte {
-	line, _ := appendJRecord(nil, jformatRecord(gen, prev)) // cannot fail: no times
+	line, _ := appendJRecord(nil, jformatRecord(gen, prev), nil) // cannot fail: no times
 	return line
 }
 
@@ -143,14 +144,15 @@ func stepRecord(id string, s *driver.Step, at time.Time) *jrecord {
 		Attempts: s.Attempts, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt, At: at}
 }
 
-// appendJRecord appends rec's line to dst.
-func appendJRecord(dst []byte, rec *jrecord) ([]byte, error) {
+// appendJRecord appends rec's line to dst, chained after *chain as
+// appendRecord does (nil: unchained, a format record).
+func appendJRecord(dst []byte, rec *jrecord, chain *uint32) ([]byte, error) {
 	p, err := json.Marshal(rec)
 	if err != nil {
 		return dst, fmt.Errorf("oke file driver: encode journal record: %w", err)
 	}
 	start := len(dst)
-	return endLine(append(beginLine(dst), p...), start), nil
+	return endLine(append(beginLine(dst), p...), start, chain), nil
 }
 
 func parseRunStatus(s string) (driver.RunStatus, error) {
@@ -171,10 +173,10 @@ func (j *journal) replayRecord(payload []byte, size int) error {
 		return fmt.Errorf("checksum matches but the record does not decode: %v", err)
 	}
 	if rec.Op == jopFormat {
-		if rec.V != formatVersion {
-			return fmt.Errorf("format version %d; this oke reads version %d (written by a newer oke?)", rec.V, formatVersion)
+		if !readsVersion(rec.V) {
+			return fmt.Errorf("format version %d; this oke reads versions 1 and %d (written by a newer oke?)", rec.V, formatVersion)
 		}
-		j.gen, j.prev = rec.Gen, rec.Prev
+		j.gen, j.prev, j.chained = rec.Gen, rec.Prev, rec.V >= 2
 		return nil
 	}
 	if rec.Op == jopClaim {

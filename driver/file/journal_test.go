@@ -383,7 +383,8 @@ func TestJournalRecordThatBreaksARuleIsAnError(t *testing.T) {
 	d := open(t, dir)
 	mustCreateRun(t, d, runOf("run-1", "w1"), time.Hour)
 	closeDriver(t, d)
-	line, err := appendJRecord(nil, stepRecord("run-1", &driver.Step{Seq: 2, Name: "x"}, now()))
+	chain := lastCRC(t, filepath.Join(dir, journalName))
+	line, err := appendJRecord(nil, stepRecord("run-1", &driver.Step{Seq: 2, Name: "x"}, now()), &chain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,7 +509,8 @@ func TestSaveStepIsOneDurableAppend(t *testing.T) {
 			d.jr.commit.mu.Unlock()
 			s := stepOf(i, seq)
 			mustSaveStep(t, d, id, "w", s)
-			line, err := appendJRecord(nil, stepRecord(id, &s, now()))
+			var chain uint32
+			line, err := appendJRecord(nil, stepRecord(id, &s, now()), &chain)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -686,7 +688,7 @@ func TestJournalFileSitsBesideTheRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.HasPrefix(data, []byte(`{"crc":"`)) || !bytes.Contains(data, []byte(`"rec":{"op":"format","v":1,"gen":"`)) ||
+	if !bytes.HasPrefix(data, []byte(`{"crc":"`)) || !bytes.Contains(data, []byte(`"rec":{"op":"format","v":2,"gen":"`)) ||
 		!bytes.Contains(data, []byte(`"op":"run","id":"run-1"`)) {
 		t.Errorf("journal.json does not hold the expected records:\n%s", data)
 	}
@@ -741,7 +743,7 @@ func TestJournalReadsAnOlderOkesStepStarts(t *testing.T) {
 		return &jrecord{Op: jopLease, ID: id, Owner: "old", LeaseUntil: at.Add(time.Second), Attempts: attempts,
 			Next: next, At: at}
 	}
-	recs := []*jrecord{jformatRecord("", ""), // an older oke's: no generation
+	recs := []*jrecord{{Op: jopFormat, V: 1}, // an older oke's: no generation, unchained
 		// Step 1 saved, step 2 begun by two executions (a takeover between).
 		run("run-live"), start("run-live", 1, 1), step("run-live", 1), start("run-live", 2, 1),
 		lease("run-live", 2, 0), start("run-live", 2, 2),
@@ -756,7 +758,7 @@ func TestJournalReadsAnOlderOkesStepStarts(t *testing.T) {
 	var buf []byte
 	for _, r := range recs {
 		var err error
-		if buf, err = appendJRecord(buf, r); err != nil {
+		if buf, err = appendJRecord(buf, r, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

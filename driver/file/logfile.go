@@ -38,6 +38,8 @@ type logFile struct {
 	records     int      // records in f, live and dead
 	seq         uint64   // sequence number of the last write
 	gen, prev   string   // f's generation, and the one it was compacted from (its format record)
+	chained     bool     // f's records are chained (format version 2; see log.go)
+	last        uint32   // checksum of f's last record: what the next one is chained after
 	retryAt     int      // after a failed compaction, records count to try again at
 	compactions int
 	heals       int       // repairs after a failed write or fsync
@@ -209,7 +211,7 @@ func (l *logFile) load(apply func(payload []byte, size int) error) (err error) {
 	if want != nil {
 		at = []int64{want.cur.size, want.next.size}
 	}
-	sc, err := scanLog(f, l.path, apply, at)
+	sc, err := scanLog(f, l.path, apply, at, &l.chained)
 	if err != nil {
 		if _, ok := errors.AsType[*CorruptError](err); ok {
 			return err
@@ -219,7 +221,7 @@ func (l *logFile) load(apply func(payload []byte, size int) error) (err error) {
 	if err := l.checkLoss(want, true, sc); err != nil {
 		return err
 	}
-	l.size, l.records = sc.size, sc.records
+	l.size, l.records, l.last = sc.size, sc.records, sc.last
 	if l.ro {
 		l.f = f
 		return nil
@@ -238,6 +240,7 @@ func (l *logFile) load(apply func(payload []byte, size int) error) (err error) {
 			return fmt.Errorf("oke file driver: write %s: %w", l.path, err)
 		}
 		l.size, l.records, l.gen, l.prev = int64(len(line)), 1, gen, ""
+		l.chained, l.last = true, lineCRC(line)
 	}
 	// What an earlier process wrote may still be only in the page cache;
 	// make it durable before serving it (and before CHECKPOINT says so).
@@ -315,11 +318,12 @@ func (l *logFile) checkLoss(want *ckEntry, exists bool, sc scanned) error {
 	return nil
 }
 
-// appendLines writes buf, which holds n whole record lines, at the end of
-// the log in one write(2) and returns the write's sequence number. On error
-// nothing was appended, and the error is driver.ErrUnavailable. The owner's
-// mutex held.
-func (l *logFile) appendLines(buf []byte, n int) (uint64, error) {
+// appendLines writes buf, which holds n whole record lines chained after
+// the checksum after (l.last when they were encoded), at the end of the log
+// in one write(2) and returns the write's sequence number; last is the
+// checksum of buf's last line. On error nothing was appended, and the error
+// is driver.ErrUnavailable. The owner's mutex held.
+func (l *logFile) appendLines(buf []byte, n int, after, last uint32) (uint64, error) {
 	if l.ro {
 		return 0, errReadOnlyWrite
 	}
@@ -327,6 +331,10 @@ func (l *logFile) appendLines(buf []byte, n int) (uint64, error) {
 		if err := l.heal(false); err != nil {
 			return 0, err
 		}
+	}
+	if l.last != after {
+		// The heal rewrote the log: its last record is another line now.
+		last = rechain(buf, l.last)
 	}
 	var err error
 	if l.hooks == nil {
@@ -347,6 +355,7 @@ func (l *logFile) appendLines(buf []byte, n int) (uint64, error) {
 	}
 	l.size += int64(len(buf))
 	l.records += n
+	l.last = last
 	l.seq++
 	l.setTail()
 	if cap(buf) <= maxKeptBuf {
@@ -359,7 +368,8 @@ func (l *logFile) appendLines(buf []byte, n int) (uint64, error) {
 
 // rewrite replaces the log with a new generation holding the records fill
 // writes (fill calls add with each whole line, format — the new
-// generation's format record — first): it writes them to the compaction
+// generation's format record — first, then lines chained from *chain, which
+// starts as format's checksum and must end as the last line's): it writes them to the compaction
 // file, fsyncs it, records the new generation in CHECKPOINT (fsynced), renames
 // the file over the log, fsyncs the folder and records in CHECKPOINT that the
 // new generation is the log. A crash at any point leaves the old log or the
@@ -367,7 +377,7 @@ func (l *logFile) appendLines(buf []byte, n int) (uint64, error) {
 // rewrite also heals the log: everything written so far is durable in a file
 // whose pages were all written and fsynced anew. The owner's mutex held, so
 // nothing is written meanwhile.
-func (l *logFile) rewrite(fill func(format []byte, add func(line []byte) error) error) error {
+func (l *logFile) rewrite(fill func(format []byte, chain *uint32, add func(line []byte) error) error) error {
 	if l.ro {
 		return errReadOnlyWrite
 	}
@@ -399,7 +409,9 @@ func (l *logFile) rewrite(fill func(format []byte, add func(line []byte) error) 
 		return err
 	}
 	gen := newGen()
-	if err := fill(l.format(gen, l.gen), add); err != nil {
+	format := l.format(gen, l.gen)
+	last := lineCRC(format)
+	if err := fill(format, &last, add); err != nil {
 		return l.unavailable("compact", err)
 	}
 	if err := w.Flush(); err != nil {
@@ -427,6 +439,7 @@ func (l *logFile) rewrite(fill func(format []byte, add func(line []byte) error) 
 	swapped = true
 	old := l.f
 	l.f, l.size, l.records, l.gen, l.prev = f, size, records, gen, l.gen
+	l.chained, l.last = true, last
 	l.file.Store(f)
 	l.setTail()
 	_ = old.Close()
@@ -483,10 +496,11 @@ func (l *logFile) closeLog() error {
 
 // scanned is where a scan of a log ended.
 type scanned struct {
-	records int   // intact records, live and dead (the format record too)
-	size    int64 // bytes of intact records; a torn tail starts here
-	end     int64 // bytes in the file
-	torn    bool  // bytes after size must be truncated
+	records int    // intact records, live and dead (the format record too)
+	size    int64  // bytes of intact records; a torn tail starts here
+	last    uint32 // checksum of the last intact record
+	end     int64  // bytes in the file
+	torn    bool   // bytes after size must be truncated
 	// Where the torn tail starts: its first line (1-based) and offset.
 	badLine int
 	badOff  int64
@@ -499,9 +513,12 @@ type scanned struct {
 // the size of its line. A damaged tail (lines after the last intact record
 // that are damaged, and a last line without its newline) is reported in torn;
 // a damaged line followed by an intact record, or a record apply refuses, is
-// a *CorruptError. For each offset in at (at most two), it counts the intact
-// records before it, if one ends there.
-func scanLog(r io.Reader, path string, apply func(payload []byte, size int) error, at []int64) (scanned, error) {
+// a *CorruptError. So is, once *chained is set (by apply, from the format
+// record), an intact record that is not chained after the one before it: no
+// torn write leaves that, only lines reordered, removed or duplicated. For
+// each offset in at (at most two), it counts the intact records before it,
+// if one ends there.
+func scanLog(r io.Reader, path string, apply func(payload []byte, size int) error, at []int64, chained *bool) (scanned, error) {
 	st := scanned{countAt: [2]int{-1, -1}}
 	for i, a := range at {
 		if a == 0 {
@@ -532,7 +549,7 @@ func scanLog(r io.Reader, path string, apply func(payload []byte, size int) erro
 			}
 			break
 		}
-		payload, perr := checkLine(line[:len(line)-1])
+		payload, crc, perr := checkLine(line[:len(line)-1])
 		if perr != nil {
 			if bad == nil {
 				bad = &CorruptError{Path: path, Line: lineNo, Offset: start, Reason: perr.Error()}
@@ -540,11 +557,32 @@ func scanLog(r io.Reader, path string, apply func(payload []byte, size int) erro
 			continue
 		}
 		if bad != nil {
+			if *chained {
+				bad.fix = fixChained
+			}
 			return st, bad
 		}
-		if err := apply(payload, len(line)); err != nil {
-			return st, &CorruptError{Path: path, Line: lineNo, Offset: start, Reason: err.Error()}
+		if *chained && st.records > 0 {
+			p, after, ok := splitChain(payload)
+			switch {
+			case !ok:
+				return st, &CorruptError{Path: path, Line: lineNo, Offset: start, fix: fixChained, Reason: "the record has no chain field, " +
+					"which every record after the first of this log has (a line of another log, or of an older oke, was put here)"}
+			case after != st.last:
+				return st, &CorruptError{Path: path, Line: lineNo, Offset: start, fix: fixChained, Reason: fmt.Sprintf(
+					"the record is out of place: it was written after the record with checksum %08x, but follows "+
+						"the one with checksum %08x (line %d); lines were reordered, removed or duplicated", after, st.last, lineNo-1)}
+			}
+			payload = p
 		}
+		if err := apply(payload, len(line)); err != nil {
+			ce := &CorruptError{Path: path, Line: lineNo, Offset: start, Reason: err.Error()}
+			if *chained && st.records > 0 {
+				ce.fix = fixChained
+			}
+			return st, ce
+		}
+		st.last = crc
 		st.records++
 		st.size = off
 		for i, a := range at {

@@ -164,11 +164,11 @@ func TestOpenReadOnlyOfAnOlderOkesFolder(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	line, err := appendRecord(nil, putRecord(&driver.Row{Key: key(1), Fingerprint: "fp", State: driver.Running,
-		Owner: "o", LeaseUntil: now().Add(time.Minute), ExpiresAt: now().Add(time.Hour), CreatedAt: now()}))
+		Owner: "o", LeaseUntil: now().Add(time.Minute), ExpiresAt: now().Add(time.Hour), CreatedAt: now()}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(dir, logName), append(rowsFormatLine("", ""), line...))
+	writeFile(t, filepath.Join(dir, logName), append(olderFormatLine(false), line...))
 	before := listing(t, dir)
 	d, err := OpenReadOnly(dir)
 	if err != nil {

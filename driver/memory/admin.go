@@ -12,10 +12,11 @@ import (
 // The operator's primitives: the optional interfaces the admin surface and
 // the CLI use to delete and find rows and to cancel runs.
 var (
-	_ driver.RowDeleter   = (*Driver)(nil)
-	_ driver.RowFinder    = (*Driver)(nil)
-	_ driver.RunCanceller = (*Driver)(nil)
-	_ driver.RunResumer   = (*Driver)(nil)
+	_ driver.RowDeleter     = (*Driver)(nil)
+	_ driver.IdleRowDeleter = (*Driver)(nil)
+	_ driver.RowFinder      = (*Driver)(nil)
+	_ driver.RunCanceller   = (*Driver)(nil)
+	_ driver.RunResumer     = (*Driver)(nil)
 )
 
 // Delete implements driver.RowDeleter.
@@ -30,6 +31,24 @@ func (d *Driver) Delete(ctx context.Context, key driver.Key) error {
 	}
 	delete(d.rows, key)
 	return nil
+}
+
+// DeleteIdle implements driver.IdleRowDeleter.
+func (d *Driver) DeleteIdle(ctx context.Context, key driver.Key) (driver.Row, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.check(ctx); err != nil {
+		return driver.Row{}, false, err
+	}
+	r, ok := d.rows[key]
+	if !ok {
+		return driver.Row{}, false, driver.ErrNotFound
+	}
+	if r.State == driver.Running && d.now().Before(r.LeaseUntil) {
+		return copyRow(r), true, nil
+	}
+	delete(d.rows, key)
+	return driver.Row{}, false, nil
 }
 
 // FindRows implements driver.RowFinder.

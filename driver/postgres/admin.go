@@ -13,10 +13,11 @@ import (
 // The operator's primitives: the optional interfaces the admin surface and
 // the CLI use to delete and find rows and to cancel runs.
 var (
-	_ driver.RowDeleter   = (*Driver)(nil)
-	_ driver.RowFinder    = (*Driver)(nil)
-	_ driver.RunCanceller = (*Driver)(nil)
-	_ driver.RunResumer   = (*Driver)(nil)
+	_ driver.RowDeleter     = (*Driver)(nil)
+	_ driver.IdleRowDeleter = (*Driver)(nil)
+	_ driver.RowFinder      = (*Driver)(nil)
+	_ driver.RunCanceller   = (*Driver)(nil)
+	_ driver.RunResumer     = (*Driver)(nil)
 )
 
 // Delete implements driver.RowDeleter: one DELETE by primary key.
@@ -33,6 +34,41 @@ func (d *Driver) Delete(ctx context.Context, key driver.Key) error {
 		return fmt.Errorf("postgres: delete row: %w", driver.ErrNotFound)
 	}
 	return nil
+}
+
+// DeleteIdle implements driver.IdleRowDeleter: one DELETE whose WHERE
+// leaves a row a live lease holds (on the server's now()); a concurrent
+// claim's update of the row makes it wait and decide on the new version.
+// When it deleted nothing, a look-up says why (no row, or held); a row that
+// lapsed in between is tried again, a few times.
+func (d *Driver) DeleteIdle(ctx context.Context, key driver.Key) (driver.Row, bool, error) {
+	if err := d.check(); err != nil {
+		return driver.Row{}, false, err
+	}
+	for attempt := 1; ; attempt++ {
+		if attempt > 5 {
+			return driver.Row{}, false, fmt.Errorf("postgres: delete idle row: it changed under each of 5 tries; try again: %w", driver.ErrUnavailable)
+		}
+		tag, err := d.pool.Exec(ctx, d.sql(`DELETE FROM {s}.oke_idempotency WHERE `+keyWhere+`
+			AND NOT (state = 1 AND lease_until > now())`), key.Tenant, key.Principal, key.Flow, key.Key)
+		if err != nil {
+			return driver.Row{}, false, d.wrap("delete idle row", err)
+		}
+		if tag.RowsAffected() == 1 {
+			return driver.Row{}, false, nil
+		}
+		var s rowScan
+		var held bool
+		err = d.pool.QueryRow(ctx, d.sql(`SELECT `+rowCols+`, (state = 1 AND lease_until > now()) FROM {s}.oke_idempotency WHERE `+keyWhere),
+			key.Tenant, key.Principal, key.Flow, key.Key).Scan(append(s.dest(), &held)...)
+		if err != nil {
+			return driver.Row{}, false, d.wrap("delete idle row", err)
+		}
+		if held {
+			r, _ := s.row()
+			return r, true, nil
+		}
+	}
 }
 
 // FindRows implements driver.RowFinder. With the whole scope given it reads

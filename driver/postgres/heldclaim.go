@@ -50,7 +50,15 @@ import (
 // holds the request's lock of this fingerprint (the same request, running)
 // or not (another payload under the key), read in one snapshot of pg_locks
 // (oke_lock_holder). The holder took its request's lock before the key's,
-// so there is no moment at which it holds the key's without its request's.
+// so there is no moment at which it holds the key's without its request's:
+// the holder's payload is known from the moment it holds the key. When no
+// row decided, the driver reads the row once more, with a snapshot taken
+// after the locks were read: a holder that committed between the first
+// look's snapshot and its read of pg_locks has let its lock go (or another
+// request holds it for a moment, to find the row and refuse), and its row
+// is visible by then (Postgres makes a commit visible before it releases
+// the transaction's locks), so the row, not the locks, decides: 422 for
+// another payload, never a 409 while the answer is knowable (issue 21).
 //
 // A free key — the common case — costs two lock calls, one index probe and
 // a setting ahead of the flow's statement, in the same round trip; and a
@@ -60,8 +68,15 @@ import (
 // No row is written until the completion, which stores the response as the
 // row (insertCompletedSQL, or replaceCompletedSQL over the row the lookup
 // found) in the flow's transaction. One commit per request instead of two,
-// and no lease: the lock lasts exactly as long as the transaction, so a
-// request cut off leaves nothing to wait out.
+// and no row to renew: the lock lasts exactly as long as the transaction,
+// so a request cut off leaves nothing to wait out. The lease still bounds
+// it: the lookup sets the transaction's idle_in_transaction_session_timeout
+// to the claim's lease (heldLeaseSQL), so a holder that sends nothing for
+// a lease — its process paused, its flow stuck between statements — has
+// its session ended by the server, its writes rolled back and the key let
+// go (issue 21). Every statement the flow sends starts the count again, as
+// a renewal would. Its late completion then fails (SQLSTATE 25P03, or a
+// closed connection): nothing of it committed.
 //
 // The lookup must not take the key's lock itself: a lock taken after a
 // statement's snapshot does not cover what the snapshot missed (a holder
@@ -88,9 +103,22 @@ const heldLockSQL = `SELECT CASE WHEN pg_try_advisory_xact_lock($1) THEN 1
 // heldLookupSQL reads the key's row, if any, and the server's clock, and
 // sets oke.held_claim, for the rest of the transaction, to 1 when a claim
 // with fingerprint $5 may go ahead (no row, or one it may replace), else 0.
+// It also sets the transaction's idle_in_transaction_session_timeout to
+// the claim's lease ($6, in milliseconds), unless the session's is shorter
+// already: a holder that sends nothing for a whole lease — its process
+// paused, or its flow stuck between two statements — has its session ended
+// by the server, which rolls the transaction back and lets the key go.
 var heldLookupSQL = `SELECT ` + prefixed("o") + `, now(),
-	set_config('oke.held_claim', coalesce(o.idem_key IS NULL OR (` + mayReplaceSQL("o", "$5") + `), false)::int::text, true)
+	set_config('oke.held_claim', coalesce(o.idem_key IS NULL OR (` + mayReplaceSQL("o", "$5") + `), false)::int::text, true),
+	` + heldLeaseSQL + `
 	FROM (VALUES (1)) AS one LEFT JOIN {s}.oke_idempotency o ON ` + keyWhere
+
+// heldLeaseSQL sets idle_in_transaction_session_timeout, for the rest of the
+// transaction, to $6 milliseconds, unless it is set to less already.
+const heldLeaseSQL = `set_config('idle_in_transaction_session_timeout',
+		CASE WHEN current_setting('idle_in_transaction_session_timeout')::interval = interval '0'
+			OR current_setting('idle_in_transaction_session_timeout')::interval > $6::bigint * interval '1 millisecond'
+		THEN $6::bigint::text ELSE current_setting('idle_in_transaction_session_timeout') END, true)`
 
 // heldGuardSQL fails (oke_claim_refused) unless the lookup found the key
 // free. Should the lookup not have run, the setting is not there (an error
@@ -141,6 +169,12 @@ var replaceCompletedSQL = `WITH u AS (INSERT INTO {s}.oke_idempotency AS t
 		resp_location = excluded.resp_location, resp_body = excluded.resp_body
 	WHERE ` + mayReplaceSQL("t", "excluded.fingerprint") + `
 	RETURNING 1) SELECT 1 / count(*) FROM u`
+
+// heldLeaseMillis is lease in whole milliseconds, at least one (zero would
+// turn the timeout off).
+func heldLeaseMillis(lease time.Duration) int64 {
+	return max(1, lease.Milliseconds())
+}
 
 // heldClaim is a claim the connection's open transaction holds.
 type heldClaim struct {
@@ -206,7 +240,7 @@ func (p *claimPrelude) sendHeld(ctx context.Context, pipe *pgpipe.Pipeline, req 
 	kl := lockKey(k)
 	err := pipe.Send(ctx,
 		pgpipe.Statement{SQL: d.sql(heldLockSQL), Args: []any{kl, requestLockKey(k, req.Fingerprint)}},
-		pgpipe.Statement{SQL: d.sql(heldLookupSQL), Args: []any{k.Tenant, k.Principal, k.Flow, k.Key, req.Fingerprint}},
+		pgpipe.Statement{SQL: d.sql(heldLookupSQL), Args: []any{k.Tenant, k.Principal, k.Flow, k.Key, req.Fingerprint, heldLeaseMillis(req.Lease)}},
 		pgpipe.Statement{SQL: d.sql(heldGuardSQL)},
 	)
 	if errors.Is(err, pgpipe.ErrNotSent) {
@@ -283,18 +317,39 @@ func (p *claimPrelude) refused(ctx context.Context, pipe *pgpipe.Pipeline, req d
 		int64(kc), int64(ko), int64(rc), int64(ro)).Scan(append(s.dest(), &now, &holder)...); err != nil {
 		return p.claimFailed(d.wrap("claim", err))
 	}
-	res := driver.ClaimResult{Now: now, Busy: true, BusySame: holder != holderOther}
 	if seen, existed := s.row(); existed {
 		if ok, _ := driver.MayReplace(&seen, req.Fingerprint, now); !ok {
 			// The row decides, whoever holds the lock.
-			res = driver.ClaimResult{Row: seen, Now: now}
+			return p.refusal(driver.ClaimResult{Row: seen, Now: now})
 		}
 	}
-	// Otherwise another transaction holds the key, or let it go since
-	// (its row, or none, a claim may replace: it rolled back): the same
-	// request may try again.
-	return p.refusal(res)
+	// No row decided when the statement's snapshot was taken, and the
+	// locks were read after it: a holder that committed in between has
+	// let its lock go, or handed it to a request that will find its row
+	// and refuse — the locks then say nothing of the payload the key
+	// stores. Its row is visible before its locks go (Postgres ends a
+	// transaction's visibility, then releases its locks), so a snapshot
+	// taken now sees it: read the row again, and only when no row decides
+	// still do the locks.
+	var again rowScan
+	if err := conn.QueryRow(ctx, d.sql(heldRowSQL), k.Tenant, k.Principal, k.Flow, k.Key).Scan(append(again.dest(), &now)...); err != nil {
+		return p.claimFailed(d.wrap("claim", err))
+	}
+	if seen, existed := again.row(); existed {
+		if ok, _ := driver.MayReplace(&seen, req.Fingerprint, now); !ok {
+			return p.refusal(driver.ClaimResult{Row: seen, Now: now})
+		}
+	}
+	// Another transaction holds the key (holderOther: with another
+	// payload, 422), or let it go since, rolled back or leaving a row a
+	// claim may replace: the same request may try again (409).
+	return p.refusal(driver.ClaimResult{Now: now, Busy: true, BusySame: holder != holderOther})
 }
+
+// heldRowSQL reads the key's row, if any, and the server's clock: the
+// second look of refused.
+var heldRowSQL = `SELECT ` + prefixed("o") + `, now()
+	FROM (VALUES (1)) AS one LEFT JOIN {s}.oke_idempotency o ON ` + keyWhere
 
 // refusal tells t the result res of a claim that did not go ahead, and
 // returns the refusal t gives.
@@ -332,8 +387,8 @@ func readLookup(pipe *pgpipe.Pipeline, m *pgtype.Map) (row driver.Row, existed b
 		}
 		read = true
 		fds, vals := rr.FieldDescriptions(), rr.Values()
-		if len(vals) != rowDests+2 {
-			err = fmt.Errorf("the lookup returned %d columns, want %d", len(vals), rowDests+2)
+		if len(vals) != rowDests+3 {
+			err = fmt.Errorf("the lookup returned %d columns, want %d", len(vals), rowDests+3)
 			continue
 		}
 		if err = m.Scan(fds[rowDests].DataTypeOID, fds[rowDests].Format, vals[rowDests], &now); err != nil {

@@ -3,12 +3,19 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/okengine/oke"
 	"github.com/okengine/oke/driver"
@@ -25,6 +32,22 @@ const heldPool = 4
 // is set.
 func heldApp(t *testing.T, gate func(key int) <-chan struct{}) (*oke.App, *postgres.Driver) {
 	t.Helper()
+	return heldAppWith(t, heldConfig{claim: oke.ClaimInTx, gate: gate})
+}
+
+// heldConfig is what heldAppWith varies: the flow's claim mode, the app's
+// lease (zero: the default) and the gate its flow waits for after its
+// INSERT.
+type heldConfig struct {
+	claim oke.ClaimStrategy
+	lease time.Duration
+	gate  func(key int) <-chan struct{}
+}
+
+// heldAppWith is heldApp with the claim mode and lease of c.
+func heldAppWith(t *testing.T, c heldConfig) (*oke.App, *postgres.Driver) {
+	t.Helper()
+	gate := c.gate
 	url, _ := server(t)
 	schema := fmt.Sprintf("oke_test_%d_%d", os.Getpid(), schemaSeq.Add(1))
 	dropSchemaAtEnd(t, schema)
@@ -33,10 +56,10 @@ func heldApp(t *testing.T, gate func(key int) <-chan struct{}) (*oke.App, *postg
 		t.Fatal(err)
 	}
 	table := chargesTable(t, d)
-	app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1})
+	app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1, Lease: c.lease})
 	type in struct{ Key, Amount int64 }
 	app.Handle(oke.POST("/charges"), oke.NewFlow("held.charge",
-		oke.Options{Idempotency: oke.Idempotency{Mode: oke.ModeRequired, Claim: oke.ClaimInTx}},
+		oke.Options{Idempotency: oke.Idempotency{Mode: oke.ModeRequired, Claim: c.claim}},
 		func(ctx context.Context, in in, fx *oke.Fx) (oke.Response[map[string]int64], error) {
 			id, err := txCharge(ctx, fx, table, in.Amount)
 			if err != nil {
@@ -188,4 +211,315 @@ func TestHeldClaimOtherPayloadWhileRunningIs422(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// A different payload is 422, never 409, whenever the key's holder is
+// known (spec 004: different fingerprint → 422), in every claim mode, also
+// while the holder commits: for each of 60 keys, 20 requests with one
+// payload and 20 with another race with nothing holding the winner back,
+// so that the losers meet it running, committing and committed; the race
+// is run 5 times (twice with the claim made first, one statement that
+// returns the row). The winner's payload answers 201 (live once, replayed
+// after) or 409 while it runs; the other payload answers 422, always. The
+// holder takes its request's lock (key and fingerprint) in the statement
+// that takes the key's, so a request that finds the key taken can tell the
+// holder's payload from its own — if it reads the key's row after it
+// looked at the locks: a holder that committed in between let its lock go
+// after its row became visible.
+func TestRacingPayloadsAre422NotConflict(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []struct {
+		name   string
+		claim  oke.ClaimStrategy
+		rounds int
+	}{{"held in the transaction", oke.ClaimInTx, 5}, {"claimed first", oke.ClaimFirst, 2}} {
+		t.Run(mode.name, func(t *testing.T) {
+			app, _ := heldAppWith(t, heldConfig{claim: mode.claim})
+			const keys, per = 60, 20
+			rounds := mode.rounds
+			// Keys race a few at a time, all of a key's requests together.
+			const together = 3
+			var wrong, conflicts atomic.Int64
+			for round := range rounds {
+				sem := make(chan struct{}, together)
+				var wg sync.WaitGroup
+				for k := range keys {
+					wg.Add(1)
+					sem <- struct{}{}
+					go func() {
+						defer wg.Done()
+						defer func() { <-sem }()
+						key := fmt.Sprintf("raced-%d-%d-%s", round, k, strings.Repeat("k", 16))
+						type answer struct {
+							amount, code int
+							replayed     bool
+						}
+						answers := make([]answer, 2*per)
+						start := make(chan struct{})
+						var reqs sync.WaitGroup
+						for i := range 2 * per {
+							reqs.Add(1)
+							go func() {
+								defer reqs.Done()
+								<-start
+								amount := 1 + i%2 // two payloads
+								w := postCharge(t, app, key, k, amount)
+								answers[i] = answer{amount, w.Code, w.Header().Get("Idempotent-Replayed") == "true"}
+							}()
+						}
+						close(start)
+						reqs.Wait()
+						winner := 0
+						for _, a := range answers {
+							if a.code == http.StatusCreated && !a.replayed {
+								if winner != 0 {
+									t.Errorf("key %s: two requests ran: %v", key, answers)
+									return
+								}
+								winner = a.amount
+							}
+						}
+						if winner == 0 {
+							t.Errorf("key %s: no request ran: %v", key, answers)
+							return
+						}
+						for _, a := range answers {
+							switch {
+							case a.amount == winner && (a.code == http.StatusCreated || a.code == http.StatusConflict):
+								if a.code == http.StatusConflict {
+									conflicts.Add(1)
+								}
+							case a.amount != winner && a.code == http.StatusUnprocessableEntity:
+							default:
+								wrong.Add(1)
+								t.Errorf("key %s: payload %d answered %d (replayed %v) when payload %d ran", key, a.amount, a.code, a.replayed, winner)
+							}
+						}
+					}()
+				}
+				wg.Wait()
+			}
+			t.Logf("%d wrong answers; %d conflicts (409) for the winner's payload", wrong.Load(), conflicts.Load())
+		})
+	}
+}
+
+// A claim held in the transaction lasts no longer than the lease while its
+// holder sends nothing (issue 21): a holder paused inside its transaction —
+// here its flow waits after its INSERT, with a lease of 2 s — has its
+// session ended by the server (idle_in_transaction_session_timeout), which
+// rolls its INSERT back and lets the key go. A retry with the key, after
+// Retry-After as a client does, then runs (spec 004: after the lease a
+// non-durable flow runs again); the paused holder, once it goes on, cannot
+// commit: it answers 503 or the retry's response, never its own. One charge
+// is written.
+func TestHeldClaimLapsesWithItsLease(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	reached, resume := make(chan struct{}), make(chan struct{})
+	app, d := heldAppWith(t, heldConfig{claim: oke.ClaimInTx, lease: 2 * time.Second, gate: func(int) <-chan struct{} {
+		if calls.Add(1) == 1 {
+			close(reached)
+			return resume
+		}
+		done := make(chan struct{})
+		close(done)
+		return done
+	}})
+	var wake sync.Once
+	letGo := func() { wake.Do(func() { close(resume) }) }
+	t.Cleanup(letGo) // a failed test lets the holder finish before the app closes
+	const key = "paused-holder-key-000001"
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() { first <- postCharge(t, app, key, 1, 100) }()
+	<-reached // the holder wrote its charge and holds the key
+
+	var second *httptest.ResponseRecorder
+	var codes []int
+	for attempt := 0; ; attempt++ {
+		second = postCharge(t, app, key, 1, 100)
+		codes = append(codes, second.Code)
+		if second.Code != http.StatusConflict && second.Code != http.StatusServiceUnavailable {
+			break
+		}
+		if attempt == 30 {
+			t.Fatalf("the key is still taken after %d retries (answers %v): the paused holder keeps it past its lease", attempt, codes)
+		}
+		ra, _ := strconv.Atoi(second.Header().Get("Retry-After"))
+		time.Sleep(time.Duration(max(ra, 1)) * time.Second)
+	}
+	if second.Code != http.StatusCreated || second.Header().Get("Idempotent-Replayed") == "true" {
+		t.Fatalf("the retry after the lease: %d (replayed %q) %s, want 201 live", second.Code, second.Header().Get("Idempotent-Replayed"), second.Body)
+	}
+
+	letGo() // the holder wakes up and tries to commit
+	late := <-first
+	if late.Code == http.StatusCreated && late.Header().Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the paused holder answered its own 201 after its lease: %s", late.Body)
+	} else if late.Code == http.StatusCreated && late.Body.String() != second.Body.String() {
+		t.Errorf("the paused holder replayed %s, want the retry's response %s", late.Body, second.Body)
+	}
+	t.Logf("the paused holder answered %d %s", late.Code, late.Body)
+	var n int
+	if err := d.Pool().QueryRow(t.Context(), `SELECT count(*) FROM `+pgx.Identifier{d.Schema(), "charges"}.Sanitize()).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("%d charges written, want 1", n)
+	}
+	if again := postCharge(t, app, key, 1, 100); again.Code != http.StatusCreated || again.Body.String() != second.Body.String() {
+		t.Errorf("a later retry: %d %s, want the retry's response replayed: %s", again.Code, again.Body, second.Body)
+	}
+}
+
+// A COMMIT the server refuses changed nothing, so the key is free to run
+// again (issue 21; spec 004 "Failures": a failure before any effect deletes
+// the row), in both claim modes: a charge whose deferred foreign key fails
+// at COMMIT answers 503 Unavailable, stored nowhere (with the claim made
+// first, its row is deleted rather than left to lapse, which answered 409
+// until the lease ended); the retry with the same key, once the reference
+// exists, runs and answers 201; one charge is written.
+func TestCommitTheServerRefusedFreesTheKey(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []struct {
+		name  string
+		claim oke.ClaimStrategy
+		// unique: the deferred constraint is a unique one (23505, which
+		// a completion's own unique violation must not be taken for)
+		unique bool
+	}{
+		{"held in the transaction", oke.ClaimInTx, false},
+		{"claimed first", oke.ClaimFirst, false},
+		{"held in the transaction, deferred unique", oke.ClaimInTx, true},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			url, _ := server(t)
+			schema := fmt.Sprintf("oke_test_%d_%d", os.Getpid(), schemaSeq.Add(1))
+			dropSchemaAtEnd(t, schema)
+			d := openDriver(t, url, testPool, postgres.WithSchema(schema))
+			if err := d.Migrate(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			books := pgx.Identifier{schema, "books"}.Sanitize()
+			charges := pgx.Identifier{schema, "charges"}.Sanitize()
+			for _, q := range []string{
+				`CREATE TABLE ` + books + ` (id bigint PRIMARY KEY)`,
+				`CREATE TABLE ` + charges + ` (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+					book bigint NOT NULL REFERENCES ` + books + ` DEFERRABLE INITIALLY DEFERRED)`,
+			} {
+				if _, err := d.Pool().Exec(t.Context(), q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			insert := `INSERT INTO ` + charges + ` (book) VALUES (1) RETURNING id`
+			if mode.unique {
+				// The book exists; a second charge of it breaks a
+				// deferred unique constraint until the first is gone.
+				for _, q := range []string{
+					`INSERT INTO ` + books + ` (id) VALUES (1)`,
+					`ALTER TABLE ` + charges + ` ADD UNIQUE (book) DEFERRABLE INITIALLY DEFERRED`,
+					`INSERT INTO ` + charges + ` (book) VALUES (1)`,
+				} {
+					if _, err := d.Pool().Exec(t.Context(), q); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			app := oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			t.Cleanup(func() { app.Close(context.Background()) })
+			app.Handle(oke.POST("/charges"), oke.NewFlow("refused.charge",
+				oke.Options{Idempotency: oke.Idempotency{Mode: oke.ModeRequired, Claim: mode.claim}},
+				func(ctx context.Context, in struct{ Key, Amount int64 }, fx *oke.Fx) (oke.Response[map[string]int64], error) {
+					tx, err := fx.Tx(ctx)
+					if err != nil {
+						return oke.Response[map[string]int64]{}, err
+					}
+					var id int64
+					if err := tx.QueryRow(ctx, insert).Scan(&id); err != nil {
+						return oke.Response[map[string]int64]{}, err
+					}
+					return oke.Created(map[string]int64{"id": id}, ""), nil
+				}))
+			if err := app.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			const key = "refused-commit-key-00001"
+			first := postCharge(t, app, key, 1, 100)
+			if first.Code != http.StatusServiceUnavailable || !strings.Contains(first.Body.String(), `"Unavailable"`) {
+				t.Fatalf("a COMMIT the server refused: %d %s, want 503 Unavailable", first.Code, first.Body)
+			}
+			fix := `INSERT INTO ` + books + ` (id) VALUES (1)`
+			if mode.unique {
+				fix = `DELETE FROM ` + charges
+			}
+			if _, err := d.Pool().Exec(t.Context(), fix); err != nil {
+				t.Fatal(err)
+			}
+			second := postCharge(t, app, key, 1, 100)
+			if second.Code != http.StatusCreated || second.Header().Get("Idempotent-Replayed") == "true" {
+				t.Fatalf("the retry with the same key: %d (replayed %q) %s, want 201 live", second.Code, second.Header().Get("Idempotent-Replayed"), second.Body)
+			}
+			if third := postCharge(t, app, key, 1, 100); third.Code != http.StatusCreated || third.Body.String() != second.Body.String() {
+				t.Errorf("a later retry: %d %s, want %s replayed", third.Code, third.Body, second.Body)
+			}
+			var n int
+			if err := d.Pool().QueryRow(t.Context(), `SELECT count(*) FROM `+charges).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 1 {
+				t.Errorf("%d charges, want 1", n)
+			}
+		})
+	}
+}
+
+// A request that waits (Prefer: wait) on a key whose holder is paused
+// inside its transaction gets to run once the holder lost the key with its
+// lease, within its wait: the holder wrote no row for the wait to read, so
+// the wait claims again a lease at a time. Here the lease is 2 s and the
+// wait 30 s: the waiting request answers 201, live, with
+// Preference-Applied: wait=30; the paused holder, once it goes on, does not
+// commit; one charge is written.
+func TestHeldClaimLapsesWhileARequestWaits(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	reached, resume := make(chan struct{}), make(chan struct{})
+	app, d := heldAppWith(t, heldConfig{claim: oke.ClaimInTx, lease: 2 * time.Second, gate: func(int) <-chan struct{} {
+		if calls.Add(1) == 1 {
+			close(reached)
+			return resume
+		}
+		done := make(chan struct{})
+		close(done)
+		return done
+	}})
+	var wake sync.Once
+	letGo := func() { wake.Do(func() { close(resume) }) }
+	t.Cleanup(letGo)
+	const key = "paused-holder-key-000002"
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() { first <- postCharge(t, app, key, 1, 100) }()
+	<-reached
+
+	r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/charges", strings.NewReader(`{"Key":1,"Amount":100}`))
+	r.Header.Set("Idempotency-Key", key)
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Prefer", "wait=30")
+	waited := httptest.NewRecorder()
+	app.ServeHTTP(waited, r)
+	if waited.Code != http.StatusCreated || waited.Header().Get("Idempotent-Replayed") == "true" ||
+		waited.Header().Get("Preference-Applied") != "wait=30" {
+		t.Fatalf("the waiting request: %d %v %s, want 201 live with Preference-Applied: wait=30", waited.Code, waited.Header(), waited.Body)
+	}
+	letGo()
+	if late := <-first; late.Code == http.StatusCreated && late.Header().Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the paused holder answered its own 201 after its lease: %s", late.Body)
+	}
+	var n int
+	if err := d.Pool().QueryRow(t.Context(), `SELECT count(*) FROM `+pgx.Identifier{d.Schema(), "charges"}.Sanitize()).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("%d charges written, want 1", n)
+	}
 }

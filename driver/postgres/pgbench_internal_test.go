@@ -84,7 +84,7 @@ func pgbenchHeld() string {
 	for _, q := range []string{heldLockSQL, heldLookupSQL, heldGuardSQL} {
 		q = strings.ReplaceAll(q, "{s}", "oke")
 		subs := []struct{ param, v string }{
-			{"$5", ":fp"}, {"$4", ":key"}, {"$3", ":flow"}, {"$2", ":principal"}, {"$1", ":tenant"},
+			{"$6", "30000"}, {"$5", ":fp"}, {"$4", ":key"}, {"$3", ":flow"}, {"$2", ":principal"}, {"$1", ":tenant"},
 		}
 		if q == strings.ReplaceAll(heldLockSQL, "{s}", "oke") {
 			subs = []struct{ param, v string }{{"$2", "(-(:key)::bigint)"}, {"$1", ":key"}}

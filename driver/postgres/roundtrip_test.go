@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -40,6 +41,7 @@ import (
 // trips (see above), and the statements pgx sends, per context marker.
 type roundTrips struct {
 	writes  atomic.Int64
+	upkeep  atomic.Int64 // writes that only kept pgx's statement cache (see countingConn)
 	queries atomic.Int64 // statements run (pgx QueryTracer), marked contexts only
 	sqls    atomic.Pointer[[]string]
 }
@@ -92,20 +94,66 @@ func (rt *roundTrips) take() (writes, queries int64, sqls []string) {
 	return rt.writes.Swap(0), rt.queries.Swap(0), sqls
 }
 
-// countingConn counts writes to the server.
+// countingConn counts writes to the server, except those that only keep
+// pgx's statement cache: re-preparing a statement this connection prepared
+// before, and deallocating statements. pgx drops a statement from its cache
+// whenever a use of it fails (a test's failing INSERT, or the server's
+// "cached plan must not change result type", which a shared server can
+// raise when other clients' DDL floods its invalidation queue) and then
+// deallocates and prepares it again: a cost of the cache, not of the
+// operation being counted. They are counted apart, in rt.upkeep.
 type countingConn struct {
 	net.Conn
-	rt *roundTrips
+	rt       *roundTrips
+	prepared map[string]bool // statements Parse'd on this connection
 }
 
-func (c countingConn) Write(b []byte) (int, error) {
-	// database/sql pings a connection it hands out after more than a
-	// second idle (pgx stdlib's ResetSession): on a slow machine that falls
-	// between two requests, and is no cost of either.
-	if !isPing(b) {
+func (c *countingConn) Write(b []byte) (int, error) {
+	switch {
+	case isPing(b):
+		// database/sql pings a connection it hands out after more than a
+		// second idle (pgx stdlib's ResetSession): on a slow machine that
+		// falls between two requests, and is no cost of either.
+	case c.isUpkeep(b):
+		c.rt.upkeep.Add(1)
+	default:
 		c.rt.writes.Add(1)
 	}
 	return c.Conn.Write(b)
+}
+
+// isUpkeep reports whether the write b only re-prepares statements this
+// connection prepared before or deallocates statements (Parse, Describe,
+// Close, Sync and Flush messages), and notes the statements b prepares.
+func (c *countingConn) isUpkeep(b []byte) bool {
+	upkeep, kept := true, false // kept: a Parse or a Close was seen
+	for len(b) >= 5 {
+		typ, n := b[0], int(binary.BigEndian.Uint32(b[1:5]))
+		if n < 4 || 1+n > len(b) {
+			return false // not a whole message: count it
+		}
+		body := b[5 : 1+n]
+		switch typ {
+		case 'P': // Parse: name, query, parameter types
+			kept = true
+			if name, rest, ok := bytes.Cut(body, []byte{0}); ok && len(name) > 0 {
+				query, _, _ := bytes.Cut(rest, []byte{0})
+				if !c.prepared[string(query)] {
+					upkeep = false
+					c.prepared[string(query)] = true
+				}
+			} else {
+				upkeep = false // an unnamed statement is prepared for each use
+			}
+		case 'C':
+			kept = true
+		case 'D', 'S', 'H':
+		default:
+			upkeep = false
+		}
+		b = b[1+n:]
+	}
+	return upkeep && kept && len(b) == 0
 }
 
 // isPing reports whether b is pgconn's Ping: a simple Query of "-- ping".
@@ -134,7 +182,7 @@ func roundTripDriver(t *testing.T) (*postgres.Driver, *roundTrips) {
 		if err != nil {
 			return nil, err
 		}
-		return countingConn{Conn: c, rt: rt}, nil
+		return &countingConn{Conn: c, rt: rt, prepared: map[string]bool{}}, nil
 	}
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	if err != nil {
@@ -361,5 +409,36 @@ func TestCommitStepIsOneRoundTripAndRollsBackWhenRefused(t *testing.T) {
 	}
 	if _, err := commit("o", 3); err != nil || !written(3) {
 		t.Errorf("CommitStep of step 3 after the refusals: %v, written %v", err, written(3))
+	}
+}
+
+// TestCountingLeavesOutStatementCacheUpkeep: a statement whose use failed is
+// deallocated and prepared again at its next use (pgx drops it from its
+// cache); those two round trips are the cache's, and the counts above leave
+// them out, while a statement's first preparation on a connection counts.
+func TestCountingLeavesOutStatementCacheUpkeep(t *testing.T) {
+	t.Parallel()
+	d, rt := roundTripDriver(t)
+	ctx := t.Context()
+	const q = `SELECT $1::int + 0`
+	var n int
+	rt.take()
+	rt.upkeep.Swap(0)
+	if err := d.Pool().QueryRow(ctx, q, 1).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if writes, _, _ := rt.take(); writes != 2 || rt.upkeep.Swap(0) != 0 {
+		t.Fatalf("first use: %d round trips, want 2 (prepare, execute) and no upkeep", writes)
+	}
+	if err := d.Pool().QueryRow(ctx, q, "not a number").Scan(&n); err == nil {
+		t.Fatal("a text that is no int was taken for one")
+	}
+	rt.take()
+	if err := d.Pool().QueryRow(ctx, q, 2).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("after a failed use: %d, %v", n, err)
+	}
+	writes, _, _ := rt.take()
+	if upkeep := rt.upkeep.Swap(0); writes != 1 || upkeep != 2 {
+		t.Fatalf("after a failed use: %d round trips and %d of upkeep, want 1 (execute) and 2 (deallocate, prepare again)", writes, upkeep)
 	}
 }

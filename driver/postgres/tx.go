@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -169,11 +170,18 @@ func (d *Driver) commitWithAll(ctx context.Context, conn *sql.Conn, op string, d
 				refused = driver.ErrNotOwner
 			case "2201F": // not the next step
 				refused = driver.ErrStepOrder
-			case "23505": // a unique violation
-				refused = dup
+			case "23505": // a unique violation of oke's own rows
+				// (a flow's deferred unique constraint failing at
+				// COMMIT is the flow's: not committed, below)
+				if pgErr.SchemaName == d.schema && strings.HasPrefix(pgErr.TableName, "oke_") {
+					refused = dup
+				}
 			}
 		}
 		if refused == nil {
+			if notCommitted(first) {
+				return fmt.Errorf("%w: %w", driver.ErrNotCommitted, d.wrap(op, first))
+			}
 			return d.wrap(op, first)
 		}
 		if _, err := pc.Conn.Conn().Exec(ctx, "ROLLBACK"); err != nil {
@@ -181,6 +189,33 @@ func (d *Driver) commitWithAll(ctx context.Context, conn *sql.Conn, op string, d
 		}
 		return fmt.Errorf("postgres: %s: %w", op, refused)
 	})
+}
+
+// notCommitted reports whether err, the first error of a pipeline that
+// ends with a COMMIT, proves that the transaction did not commit: the
+// server answered with an ERROR — for the COMMIT itself (a deferred
+// constraint, a serialization failure, a full disk), which rolled the
+// transaction back, or for a statement before it, behind which the server
+// skipped the COMMIT — or ended the session because the transaction sat
+// idle past its timeout (25P03: a claim held past its lease,
+// heldclaim.go), which rolled it back. A FATAL or PANIC otherwise, a lost
+// connection or a timeout may have come after the commit.
+func notCommitted(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	severity := pgErr.SeverityUnlocalized
+	if severity == "" {
+		severity = pgErr.Severity
+	}
+	switch severity {
+	case "ERROR":
+		return true
+	case "FATAL":
+		return pgErr.Code == "25P03" // idle_in_transaction_session_timeout
+	}
+	return false
 }
 
 // Unavailable implements driver.TxDriver with the driver's one error

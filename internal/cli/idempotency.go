@@ -18,7 +18,7 @@ func idempotencyUsage(w io.Writer) {
 
   oke idempotency ls     [-addr URL | -data DIR] [-limit N] [-json]
   oke idempotency show   [-addr URL | -data DIR] [-tenant T] [-principal P] [-flow F] [-reveal] [-json] KEY
-  oke idempotency delete [-addr URL | -data DIR] [-tenant T] [-principal P] [-flow F] [-all] [-json] KEY
+  oke idempotency delete [-addr URL | -data DIR] [-tenant T] [-principal P] [-flow F] [-all] [-force] [-json] KEY
   oke idempotency sweep  [-addr URL | -data DIR] [-batch N] [-json]
 
 Shows and manages the Idempotency-Key rows: one per key in its scope
@@ -32,7 +32,12 @@ Shows and manages the Idempotency-Key rows: one per key in its scope
           hold personal data), and then of one row (narrow to one scope)
   delete  deletes the row of a key, so the next request with it runs as
           new. When the key has rows in several scopes, narrow to one with
-          -tenant, -principal and -flow, or pass -all to delete them all
+          -tenant, -principal and -flow, or pass -all to delete them all.
+          A row still in flight (running, its holder's lease not over) is
+          refused: deleting it would let a second execution start beside
+          the first. -force deletes it anyway (the holder can no longer
+          store its response, but keeps running): only for a holder you
+          know is gone or stuck
   sweep   deletes every expired row, in batches (-batch rows each, one
           store call per batch, so the store is never held for longer),
           with a progress line on a terminal; prints how many
@@ -261,15 +266,17 @@ func scopes(rows []admin.RowView) string {
 
 func idempotencyDelete(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
 	var (
-		t   target
-		k   driver.Key
-		all bool
-		js  bool
+		t     target
+		k     driver.Key
+		all   bool
+		force bool
+		js    bool
 	)
-	fs := newFlags(name, "[-addr URL | -data DIR] [-tenant T] [-principal P] [-flow F] [-all] [-json] KEY",
-		"Deletes the row of an Idempotency-Key: the next request with the key runs as new (a running one's holder can no longer store its response).", stderr, &t)
+	fs := newFlags(name, "[-addr URL | -data DIR] [-tenant T] [-principal P] [-flow F] [-all] [-force] [-json] KEY",
+		"Deletes the row of an Idempotency-Key: the next request with the key runs as new. A row still in flight (running, its lease not over) is refused unless -force.", stderr, &t)
 	scopeFlags(fs, &k)
 	fs.BoolVar(&all, "all", false, "delete the key's rows in every scope that matches, not only one")
+	fs.BoolVar(&force, "force", false, "delete a row even while a request still holds it (its holder is fenced out but keeps running, and the next request with the key runs beside it): only for a holder you know is gone or stuck")
 	fs.BoolVar(&js, "json", false, "print the deleted rows' scopes as JSON")
 	pos, code, ok := parse(fs, args, 1, stderr)
 	if !ok {
@@ -291,19 +298,33 @@ func idempotencyDelete(ctx context.Context, name string, args []string, stdout, 
 	case len(rows) > 1 && !all:
 		return fail(stderr, name, &usageError{fmt.Errorf("the key %q has %d rows: narrow it to one with -tenant, -principal and -flow (%s), or pass -all to delete them all", k.Key, len(rows), scopes(rows))})
 	}
-	var deleted []admin.RowView
+	deleted := []admin.RowView{}
+	refused := 0
 	for _, r := range rows {
-		if err := src.deleteRow(ctx, driver.Key{Tenant: r.Tenant, Principal: r.Principal, Flow: r.Flow, Key: r.Key}); err != nil && !errors.Is(err, errNoRow) {
+		err := src.deleteRow(ctx, driver.Key{Tenant: r.Tenant, Principal: r.Principal, Flow: r.Flow, Key: r.Key}, force)
+		switch {
+		case errors.Is(err, admin.ErrRowInProgress):
+			// Refused: say so and go on with the other rows.
+			refused++
+			fmt.Fprintf(stderr, "%s: not deleted: %v (pass -force to delete it anyway)\n", name, err)
+			continue
+		case err != nil && !errors.Is(err, errNoRow):
 			return fail(stderr, name, err)
 		}
 		r.Response, r.BodyHidden = nil, false
 		deleted = append(deleted, r)
 	}
 	if js {
-		return printJSON(stdout, stderr, name, map[string]any{"deleted": deleted})
+		if code := printJSON(stdout, stderr, name, map[string]any{"deleted": deleted}); code != 0 {
+			return code
+		}
+	} else {
+		for _, r := range deleted {
+			fmt.Fprintf(stdout, "deleted the row of %q (tenant %q, principal %q, flow %s)\n", r.Key, r.Tenant, r.Principal, r.Flow)
+		}
 	}
-	for _, r := range deleted {
-		fmt.Fprintf(stdout, "deleted the row of %q (tenant %q, principal %q, flow %s)\n", r.Key, r.Tenant, r.Principal, r.Flow)
+	if refused > 0 {
+		return 1
 	}
 	return 0
 }

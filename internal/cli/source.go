@@ -43,7 +43,9 @@ type source interface {
 	findRows(ctx context.Context, key driver.Key) ([]admin.RowView, error)
 	// getRow returns one row, its stored body only when reveal is set.
 	getRow(ctx context.Context, key driver.Key, reveal bool) (admin.RowView, error)
-	deleteRow(ctx context.Context, key driver.Key) error
+	// deleteRow deletes one row; a row still in flight only with force
+	// (admin.DeleteRow's rule), else an error that is admin.ErrRowInProgress.
+	deleteRow(ctx context.Context, key driver.Key, force bool) error
 	// sweepBatch deletes up to n expired rows in one batch.
 	sweepBatch(ctx context.Context, n int) (int, error)
 	close() error
@@ -181,6 +183,9 @@ func (s *httpSource) callBody(ctx context.Context, method, path string, in, out 
 		if env.Error.Code == "NotFound" && strings.HasPrefix(path, "/idempotency/row") {
 			return fmt.Errorf("%w: %s", errNoRow, env.Error.Message)
 		}
+		if env.Error.Code == "RowInProgress" {
+			return fmt.Errorf("%w: %s", admin.ErrRowInProgress, env.Error.Message)
+		}
 		if resp.StatusCode == http.StatusUnauthorized {
 			fix := "pass the app's admin token with -token or $OKE_ADMIN_TOKEN (the demo logs the one it draws at start as \"admin token: …\", or takes -admin-token)"
 			if s.token != "" {
@@ -285,9 +290,13 @@ func (s *httpSource) getRow(ctx context.Context, key driver.Key, reveal bool) (a
 	return out.Row, err
 }
 
-func (s *httpSource) deleteRow(ctx context.Context, key driver.Key) error {
+func (s *httpSource) deleteRow(ctx context.Context, key driver.Key, force bool) error {
 	var out struct{}
-	return s.call(ctx, "DELETE", "/idempotency/row?"+keyQuery(key).Encode(), &out)
+	q := keyQuery(key)
+	if force {
+		q.Set("force", "1")
+	}
+	return s.call(ctx, "DELETE", "/idempotency/row?"+q.Encode(), &out)
 }
 
 func (s *httpSource) sweepBatch(ctx context.Context, n int) (int, error) {
@@ -485,8 +494,8 @@ func (s *dataSource) getRow(ctx context.Context, key driver.Key, reveal bool) (a
 	return admin.ViewRowHidden(row, time.Now()), nil
 }
 
-func (s *dataSource) deleteRow(ctx context.Context, key driver.Key) error {
-	err := s.d.Delete(ctx, key)
+func (s *dataSource) deleteRow(ctx context.Context, key driver.Key, force bool) error {
+	err := admin.DeleteRow(ctx, s.d, key, force, time.Now())
 	if errors.Is(err, driver.ErrNotFound) {
 		return fmt.Errorf("%w in %s", errNoRow, s.dir)
 	}

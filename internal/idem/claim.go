@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/deadline"
 	"github.com/okengine/oke/internal/lease"
 	"github.com/okengine/oke/internal/token"
 )
@@ -70,9 +71,19 @@ type Engine struct {
 	OnError func(key driver.Key, op string, err error)
 	// Leases renews the claims' leases; its owner closes it.
 	Leases *lease.Pool
+	// StoreTimeout bounds each driver call the engine makes (a claim, a
+	// read of a row, a completion, a release): a call that takes longer
+	// fails (deadline.ErrTimeout, which is driver.ErrUnavailable). Zero or
+	// less: no bound but the caller's context.
+	StoreTimeout time.Duration
 	// replayed: the keys of claims held in a transaction that this
 	// process answered from their stored response (replayed.go).
 	replayed replayedKeys
+}
+
+// bound bounds one driver call on ctx by StoreTimeout (deadline.Bound).
+func (e *Engine) bound(ctx context.Context) (context.Context, func(error) error) {
+	return deadline.Bound(ctx, e.StoreTimeout)
 }
 
 func (e *Engine) lease() time.Duration {
@@ -88,10 +99,11 @@ func (e *Engine) lease() time.Duration {
 func (e *Engine) Begin(ctx context.Context, key driver.Key, fp string, ttl time.Duration, runID string) (Decision, error) {
 	owner := token.Owner()
 	lease := e.lease()
-	res, err := e.Driver.Claim(ctx, driver.ClaimRequest{
+	cctx, end := e.bound(ctx)
+	res, err := e.Driver.Claim(cctx, driver.ClaimRequest{
 		Key: key, Fingerprint: fp, Owner: owner, Lease: lease, TTL: ttl, RunID: runID,
 	})
-	if err != nil {
+	if err = end(err); err != nil {
 		return Decision{}, fmt.Errorf("claim idempotency key: %w", err)
 	}
 	return e.decide(key, owner, lease, ttl, fp, res), nil
@@ -156,7 +168,9 @@ func (e *Engine) Stored(ctx context.Context, key driver.Key, fp string, margin t
 // the same rules as Begin (ok true); no row, or one that does not stand, is
 // ok false.
 func (e *Engine) fromRow(ctx context.Context, key driver.Key, fp string, stands func(row driver.Row, now time.Time) bool) (d Decision, ok bool, err error) {
-	row, err := e.Driver.Get(ctx, key)
+	gctx, end := e.bound(ctx)
+	row, err := e.Driver.Get(gctx, key)
+	err = end(err)
 	if errors.Is(err, driver.ErrNotFound) {
 		return Decision{}, false, nil
 	}
@@ -253,8 +267,11 @@ func (c *Claim) Complete(ctx context.Context, resp driver.Response) error {
 		if attempt > 0 {
 			time.Sleep(time.Duration(attempt) * 50 * time.Millisecond)
 		}
-		err = c.e.Driver.Complete(ctx, c.Key, c.owner, resp, c.ttl)
-		if err == nil || !errors.Is(err, driver.ErrUnavailable) {
+		cctx, end := c.e.bound(ctx)
+		err = end(c.e.Driver.Complete(cctx, c.Key, c.owner, resp, c.ttl))
+		// A store that did not answer in time is not asked again: the
+		// answer would only come later still.
+		if err == nil || !errors.Is(err, driver.ErrUnavailable) || errors.Is(err, deadline.ErrTimeout) {
 			break
 		}
 	}
@@ -287,7 +304,8 @@ func (c *Claim) CommitRun(ctx context.Context, conn *sql.Conn, resp driver.Respo
 		return errors.New("store a durable run in a transaction: the driver cannot")
 	}
 	key := c.Key
-	err := d.CommitRun(context.WithoutCancel(ctx), conn, &key, c.owner, resp, c.ttl, run, steps)
+	cctx, end := c.e.bound(context.WithoutCancel(ctx))
+	err := end(d.CommitRun(cctx, conn, &key, c.owner, resp, c.ttl, run, steps))
 	if err != nil {
 		err = fmt.Errorf("store the durable run and its response in the flow's transaction: %w", err)
 		c.report("complete", err)
@@ -303,7 +321,8 @@ func (c *Claim) CommitComplete(ctx context.Context, conn *sql.Conn, resp driver.
 	if !ok {
 		return errors.New("store idempotent response in a transaction: the driver keeps no SQL rows")
 	}
-	err := d.CommitComplete(context.WithoutCancel(ctx), conn, c.Key, c.owner, resp, c.ttl)
+	cctx, end := c.e.bound(context.WithoutCancel(ctx))
+	err := end(d.CommitComplete(cctx, conn, c.Key, c.owner, resp, c.ttl))
 	if err != nil {
 		err = fmt.Errorf("store idempotent response in the flow's transaction: %w", err)
 		c.report("complete", err)
@@ -314,9 +333,11 @@ func (c *Claim) CommitComplete(ctx context.Context, conn *sql.Conn, resp driver.
 // reclaim makes again, as a claim of its own, a claim that was held by a
 // transaction that ended: the next effect on it needs its row.
 func (c *Claim) reclaim(ctx context.Context) error {
-	res, err := c.e.Driver.Claim(ctx, driver.ClaimRequest{
+	cctx, end := c.e.bound(ctx)
+	res, err := c.e.Driver.Claim(cctx, driver.ClaimRequest{
 		Key: c.Key, Fingerprint: c.Row.Fingerprint, Owner: c.owner, Lease: c.lease, TTL: c.ttl,
 	})
+	err = end(err)
 	switch {
 	case err != nil:
 		return fmt.Errorf("claim idempotency key again: %w", err)
@@ -335,7 +356,8 @@ func (c *Claim) Release(ctx context.Context) error {
 		return nil
 	}
 	c.stop()
-	err := c.e.Driver.Release(context.WithoutCancel(ctx), c.Key, c.owner)
+	rctx, end := c.e.bound(context.WithoutCancel(ctx))
+	err := end(c.e.Driver.Release(rctx, c.Key, c.owner))
 	if err != nil {
 		err = fmt.Errorf("release idempotency key: %w", err)
 		c.report("release", err)
@@ -348,7 +370,8 @@ func (c *Claim) Release(ctx context.Context) error {
 // request with the key takes it over.
 func (c *Claim) Yield(ctx context.Context, lease time.Duration) {
 	c.stop()
-	if err := c.e.Driver.Renew(context.WithoutCancel(ctx), c.Key, c.owner, lease); err != nil {
+	rctx, end := c.e.bound(context.WithoutCancel(ctx))
+	if err := end(c.e.Driver.Renew(rctx, c.Key, c.owner, lease)); err != nil {
 		c.report("yield", err)
 	}
 }

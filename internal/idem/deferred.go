@@ -141,8 +141,9 @@ func (d *Deferred) Decide() (Decision, error) {
 	case unmade:
 		d.state, d.start, d.alone = sent, time.Now(), true
 		d.mu.Unlock()
-		res, err := d.e.Driver.Claim(d.ctx, d.req)
-		d.Done(res, err)
+		ctx, end := d.e.bound(d.ctx)
+		res, err := d.e.Driver.Claim(ctx, d.req)
+		d.Done(res, end(err))
 	case sent:
 		d.mu.Unlock()
 		<-d.done

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/deadline"
 	"github.com/okengine/oke/internal/lease"
 )
 
@@ -53,11 +54,16 @@ func (e *MismatchError) Error() string { return e.Message }
 // Exec is one execution (one pick-up) of a run. Steps are taken in order;
 // a run's steps must not be called concurrently.
 type Exec struct {
-	J      driver.Journal
-	Run    driver.Run
-	Owner  string
-	Lease  time.Duration
-	report Reporter
+	J     driver.Journal
+	Run   driver.Run
+	Owner string
+	Lease time.Duration
+	// StoreTimeout bounds each store call the execution makes itself (a
+	// save in the caller's transaction, a signal's take; the journal's own
+	// calls are bounded by the journal given, deadline.Journal). Zero or
+	// less: no bound.
+	StoreTimeout time.Duration
+	report       Reporter
 
 	mu        sync.Mutex
 	saved     []driver.Step
@@ -324,7 +330,10 @@ func (x *Exec) SaveIn(ctx context.Context, p Pending, result, failure []byte, sa
 			return err
 		}
 	}
-	err := save(ctx, x.Run.ID, x.Owner, step)
+	// The save outlives the step's cancellation (its timeout must not cut
+	// the commit of a step that returned) but not the store's deadline.
+	sctx, end := deadline.Bound(context.WithoutCancel(ctx), x.StoreTimeout)
+	err := end(save(sctx, x.Run.ID, x.Owner, step))
 	if x.par != nil {
 		x.par.settled(p.Seq, err == nil)
 	}

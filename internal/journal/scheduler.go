@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/deadline"
 )
 
 // Scheduler picks up a journal's due runs and executes them, a bounded
@@ -36,6 +37,9 @@ type Scheduler struct {
 	// for its runs (Stop's caller's deadline).
 	Run func(ctx context.Context, id string)
 	Log *slog.Logger
+	// StoreTimeout bounds each look-up of due runs (deadline.Bound); zero
+	// or less: no bound.
+	StoreTimeout time.Duration
 
 	sem   chan struct{}
 	nudge chan struct{}
@@ -153,7 +157,9 @@ func (s *Scheduler) armWake(ctx context.Context, n driver.Notifier, timer *time.
 		timer.Stop()
 		return
 	}
-	wait, ok, err := n.NextDue(ctx, s.Flows)
+	nctx, end := deadline.Bound(ctx, s.StoreTimeout)
+	wait, ok, err := n.NextDue(nctx, s.Flows)
+	err = end(err)
 	if err != nil {
 		s.Log.Error("oke: look up the next wake time", "err", err)
 	}
@@ -178,7 +184,9 @@ func (s *Scheduler) pickUp(ctx context.Context) (more bool) {
 	if len(s.Flows) == 0 {
 		return false
 	}
-	ids, err := s.J.DueRuns(ctx, s.Flows, free)
+	dctx, end := deadline.Bound(ctx, s.StoreTimeout)
+	ids, err := s.J.DueRuns(dctx, s.Flows, free)
+	err = end(err)
 	if err != nil {
 		s.Log.Error("oke: list due runs", "err", err)
 		return false

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/deadline"
 )
 
 // signalWait is the saved result of a wait's first step: what it waits for,
@@ -58,7 +59,9 @@ func (x *Exec) AwaitSignal(ctx context.Context, s driver.Signaler, name, signal 
 	finished := x.elapsed()
 	step := driver.Step{Seq: p.Seq, Name: p.Name, Attempts: p.Attempts,
 		StartedAt: x.at(p.started), FinishedAt: x.at(finished)}
-	sig, ok, err := s.TakeSignal(ctx, x.Run.ID, x.Owner, signal, step)
+	tctx, end := deadline.Bound(ctx, x.StoreTimeout)
+	sig, ok, err := s.TakeSignal(tctx, x.Run.ID, x.Owner, signal, step)
+	err = end(err)
 	if err != nil {
 		return nil, false, x.fail(err)
 	}

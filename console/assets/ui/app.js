@@ -627,6 +627,33 @@
     }
   }
 
+  // deleteButton deletes a row. A row still in flight (409 RowInProgress)
+  // is not deleted: the button then turns into a second, explicit one that
+  // says what forcing does, and only a click on it sends force=1.
+  function deleteButton(r, tr, notice) {
+    let force = false;
+    const button = el("button", { class: "danger", "data-action": "delete", text: "Delete" });
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      try {
+        const u = new URLSearchParams({ tenant: r.tenant, principal: r.principal, flow: r.flow, key: r.key });
+        if (force) u.set("force", "1");
+        await api("DELETE", "idempotency/row?" + u.toString());
+        tr.remove();
+        notice.replaceChildren(el("div", { class: "notice", "data-deleted": r.key }, "Deleted the row of ", el("span", { class: "mono", text: r.key }), ": the next request with this key runs as new."));
+      } catch (e) {
+        button.disabled = false;
+        notice.replaceChildren(errorBox(e));
+        if (e.code === "RowInProgress" && !force) {
+          force = true;
+          button.dataset.action = "force-delete";
+          button.textContent = "Force delete: a second execution may start beside the running one";
+        }
+      }
+    });
+    return button;
+  }
+
   function rowEl(r, notice) {
     const state = r.expired ? "expired" : r.state;
     const id = rowId(r);
@@ -662,18 +689,7 @@
       el("td", { text: r.expired ? "0" : fmtMs(r.ttlLeftMs) }),
       el("td", {}, r.runId ? el("a", { class: "mono", href: "#/runs/" + encodeURIComponent(r.runId), text: r.runId }) : "–"),
       bodyCell,
-      el("td", {}, el("button", { class: "danger", "data-action": "delete", text: "Delete", onclick: async (ev) => {
-        ev.target.disabled = true;
-        try {
-          const u = new URLSearchParams({ tenant: r.tenant, principal: r.principal, flow: r.flow, key: r.key });
-          await api("DELETE", "idempotency/row?" + u.toString());
-          tr.remove();
-          notice.replaceChildren(el("div", { class: "notice", "data-deleted": r.key }, "Deleted the row of ", el("span", { class: "mono", text: r.key }), ": the next request with this key runs as new."));
-        } catch (e) {
-          ev.target.disabled = false;
-          notice.replaceChildren(errorBox(e));
-        }
-      } })));
+      el("td", {}, deleteButton(r, tr, notice)));
     return tr;
   }
 

@@ -243,7 +243,7 @@ func init() {
 		},
 		{
 			Name:        "payments.getRefund",
-			Source:      "examples/payments/app/refunds.go:192",
+			Source:      "examples/payments/app/refunds.go:202",
 			Digest:      "sha256:6f2d8fe1f7e4e66f2c16b355fc26c186b5a9bc0b3b79564685045576588a366c",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -253,7 +253,7 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/refunds.go:196 s.readRefund → examples/payments/app/refunds.go:181 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
+				oke.EffectRead: {"examples/payments/app/refunds.go:206 s.readRefund → examples/payments/app/refunds.go:191 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
 			},
 		},
 		{
@@ -287,8 +287,8 @@ func init() {
 		},
 		{
 			Name:        "payments.refund",
-			Source:      "examples/payments/app/refunds.go:73",
-			Digest:      "sha256:d9013aa05e3d657e55f9872743276d618186c1ff34eff0ef056569dc10184f5b",
+			Source:      "examples/payments/app/refunds.go:74",
+			Digest:      "sha256:c1a37d183a71a8ec821c3a744c990457ddf78bae92093996d3c4c954e66456e0",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -298,10 +298,10 @@ func init() {
 			Effects: []oke.Effect{oke.EffectRead, oke.EffectWrite, oke.EffectEmit, oke.EffectFetch},
 			Steps:   []string{"look up the charge", "refund id", "call the provider", "write the refund", "emit refund.created"},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead:  {"examples/payments/app/refunds.go:78 oke.Step \"look up the charge\" → examples/payments/app/refunds.go:83 fx.Store(s.rdb).QueryRow SELECT c.id, c.amount, c.currency, c.created_at, (SELECT r.id FROM …", "examples/payments/app/refunds.go:121 oke.Step \"write the refund\" → examples/payments/app/refunds.go:128 s.readRefund → examples/payments/app/refunds.go:181 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
-				oke.EffectWrite: {"examples/payments/app/refunds.go:121 oke.Step \"write the refund\" → examples/payments/app/refunds.go:123 st.Exec INSERT INTO refunds (id, charge_id, amount, provider_id) VALUES ($1, $2, …"},
-				oke.EffectEmit:  {"examples/payments/app/refunds.go:137 oke.Step \"emit refund.created\" → examples/payments/app/refunds.go:138 fx.Emit \"refund.created\""},
-				oke.EffectFetch: {"examples/payments/app/refunds.go:114 oke.Step \"call the provider\" → examples/payments/app/refunds.go:115 s.callProvider → examples/payments/app/refunds.go:158 fx.Fetch"},
+				oke.EffectRead:  {"examples/payments/app/refunds.go:79 oke.Step \"look up the charge\" → examples/payments/app/refunds.go:84 fx.Store(s.rdb).QueryRow SELECT c.id, c.amount, c.currency, c.created_at, (SELECT r.id FROM …", "examples/payments/app/refunds.go:122 oke.Step \"write the refund\" → examples/payments/app/refunds.go:129 s.readRefund → examples/payments/app/refunds.go:191 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
+				oke.EffectWrite: {"examples/payments/app/refunds.go:122 oke.Step \"write the refund\" → examples/payments/app/refunds.go:124 st.Exec INSERT INTO refunds (id, charge_id, amount, provider_id) VALUES ($1, $2, …"},
+				oke.EffectEmit:  {"examples/payments/app/refunds.go:138 oke.Step \"emit refund.created\" → examples/payments/app/refunds.go:139 fx.Emit \"refund.created\""},
+				oke.EffectFetch: {"examples/payments/app/refunds.go:115 oke.Step \"call the provider\" → examples/payments/app/refunds.go:116 s.callProvider → examples/payments/app/refunds.go:168 fx.Fetch"},
 			},
 		},
 		{

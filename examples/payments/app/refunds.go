@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/okengine/oke"
 )
@@ -114,7 +115,7 @@ func (s *Server) refundFlow() *oke.Flow[RefundIn, Refund] {
 		prov, err := oke.Step(ctx, "call the provider", func(ctx context.Context) (ProviderRefund, error) {
 			return s.callProvider(ctx, fx, ProviderRefundIn{ChargeID: charge.ID, Amount: charge.Amount,
 				Currency: charge.Currency, Reference: id})
-		})
+		}, oke.Retry(providerRetry))
 		if err != nil {
 			return oke.Response[Refund]{}, err
 		}
@@ -142,6 +143,15 @@ func (s *Server) refundFlow() *oke.Flow[RefundIn, Refund] {
 		return oke.Created(refund, "/refunds/"+refund.ID), nil
 	})
 }
+
+// providerRetry is the provider call's retry policy: a provider that
+// answers 5xx for a few seconds (a restart, its own database failing over)
+// must not fail a refund for good, as the default's three attempts within
+// a second would. The first waits are spent in the request; from about 1.6 s
+// on the run parks and the scheduler retries it, for about 50 s in all (the
+// request answers 204 with Oke-Run-Id once it parks: Prefer: wait or
+// GET /refunds/{id} gives the refund).
+var providerRetry = oke.RetryPolicy{MaxAttempts: 9, MaxBackoff: 20 * time.Second}
 
 // callProvider asks the provider to refund, with fx.Fetch: inside a step it
 // carries the step's stable Idempotency-Key.

@@ -1,0 +1,61 @@
+// Package deadline bounds oke's calls to its store: every claim, lookup,
+// completion, journal write and the flow's transaction's BEGIN and COMMIT
+// as oke issues them. A store that stops answering (a hung server, a
+// stalled disk) then fails each call after the app's StoreTimeout instead
+// of holding the request, and its goroutine, for as long as the store
+// hangs; the caller answers an honest 503.
+package deadline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/okengine/oke/driver"
+)
+
+// ErrTimeout is what a store call that did not answer within its deadline
+// fails with (wrapped with the call's own error). It is also
+// driver.ErrUnavailable: whether the call took effect is unknown, and
+// callers fail closed as for any store failure.
+var ErrTimeout = &timeoutError{}
+
+type timeoutError struct{}
+
+func (*timeoutError) Error() string        { return "the store did not answer in time" }
+func (*timeoutError) Is(target error) bool { return target == driver.ErrUnavailable }
+
+// Bound returns ctx with a deadline d from now (none when d is zero or
+// less), and end, which the caller must call with the call's error once the
+// call returned: it releases the deadline's timer and returns the error,
+// marked ErrTimeout when the deadline, not the caller's ctx, ended the call.
+//
+//	ctx, end := deadline.Bound(ctx, timeout)
+//	row, err := d.Get(ctx, key)
+//	err = end(err)
+func Bound(ctx context.Context, d time.Duration) (context.Context, func(error) error) {
+	if d <= 0 {
+		return ctx, func(err error) error { return err }
+	}
+	bctx, cancel := context.WithTimeout(ctx, d)
+	return bctx, func(err error) error {
+		cancel()
+		return mark(ctx, bctx, d, err)
+	}
+}
+
+func mark(ctx, bctx context.Context, d time.Duration, err error) error {
+	if err == nil || ctx.Err() != nil || !errors.Is(bctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	return markTimeout(d, err)
+}
+
+// markTimeout marks err, which a call's deadline d ended, ErrTimeout.
+func markTimeout(d time.Duration, err error) error {
+	if err == nil || errors.Is(err, ErrTimeout) {
+		return err
+	}
+	return fmt.Errorf("%w (%v): %w", ErrTimeout, d, err)
+}
