@@ -239,10 +239,10 @@ func jsonError(err error) *Error {
 			field = "(body)"
 		}
 		return &Error{Status: 400, Code: CodeInvalidInput,
-			Message: fmt.Sprintf("Field %q: want %s, got JSON %s.", field, typ.Type, typ.Value), Err: err}
+			Message: fmt.Sprintf("Field %s: want %s, got JSON %s.", Quote(field), typ.Type, typ.Value), Err: err}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return &Error{Status: 400, Code: CodeUnknownField,
-			Message: fmt.Sprintf("The request body has an unknown field %s.", strings.TrimPrefix(err.Error(), "json: unknown field ")), Err: err}
+			Message: fmt.Sprintf("The request body has an unknown field %s.", Quote(unquoted(strings.TrimPrefix(err.Error(), "json: unknown field ")))), Err: err}
 	}
 	return &Error{Status: 400, Code: CodeMalformedJSON,
 		Message: fmt.Sprintf("The request body could not be decoded: %v.", err), Err: err}
@@ -346,4 +346,12 @@ func setFromString(v reflect.Value, s string) error {
 		return fmt.Errorf("cannot be set from the URL")
 	}
 	return nil
+}
+
+// unquoted is s without its Go quotes, or s when it is not a quoted string.
+func unquoted(s string) string {
+	if u, err := strconv.Unquote(s); err == nil {
+		return u
+	}
+	return s
 }

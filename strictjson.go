@@ -193,7 +193,7 @@ func (s *strictScanner) check(violation string) {
 // where names the value at the scan's path, for messages.
 func (s *strictScanner) where() string {
 	if p := s.pathString(nil); p != "" {
-		return fmt.Sprintf("The field %q", p)
+		return "The field " + Quote(p)
 	}
 	return "The request body"
 }
@@ -296,7 +296,7 @@ func (s *strictScanner) object(t reflect.Type) {
 		}
 		if dup {
 			s.err = &Error{Status: 400, Code: CodeDuplicateField,
-				Message: fmt.Sprintf("The request body has the field %q more than once; send each field once.", s.pathString(key))}
+				Message: fmt.Sprintf("The request body has the field %s more than once; send each field once.", Quote(s.pathString(key)))}
 			return
 		}
 		var (
@@ -326,7 +326,7 @@ func (s *strictScanner) object(t reflect.Type) {
 				}
 			} else if name, ok := fields.folded(key); ok && !fields.selfDecoding {
 				s.err = &Error{Status: 400, Code: CodeUnknownField,
-					Message: fmt.Sprintf("The request body has a field %q that matches %q only when case is ignored; field names are case-sensitive.", s.pathString(key), s.pathString([]byte(name)))}
+					Message: fmt.Sprintf("The request body has a field %s that matches %s only when case is ignored; field names are case-sensitive.", Quote(s.pathString(key)), Quote(s.pathString([]byte(name))))}
 				return
 			}
 		default:
@@ -438,7 +438,7 @@ func (s *strictScanner) str() ([]byte, bool) {
 func (s *strictScanner) badString(at int) ([]byte, bool) {
 	where := "a string"
 	if p := s.pathString(nil); p != "" {
-		where = fmt.Sprintf("the field %q", p)
+		where = "the field " + Quote(p)
 	}
 	s.err = &Error{Status: 400, Code: CodeMalformedJSON,
 		Message: fmt.Sprintf("The request body has invalid UTF-8 in %s (at byte %d); send text as UTF-8.", where, at)}

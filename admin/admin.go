@@ -203,7 +203,7 @@ func serveAsset(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("file")
 	b, err := fs.ReadFile(console.Assets, name)
 	if err != nil {
-		httpx.WriteEnvelope(w, http.StatusNotFound, "NotFound", fmt.Sprintf("The console has no file %q.", name), 0)
+		httpx.WriteEnvelope(w, http.StatusNotFound, "NotFound", fmt.Sprintf("The console has no file %s.", httpx.Quote(name)), 0)
 		return
 	}
 	ct := mime.TypeByExtension(path.Ext(name))

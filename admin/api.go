@@ -60,7 +60,7 @@ func limitParam(r *http.Request, def, max int) (int, *oke.Error) {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 || n > max {
-		return 0, badRequest("limit must be a whole number from 1 to %d, got %q.", max, s)
+		return 0, badRequest("limit must be a whole number from 1 to %d, got %s.", max, oke.Quote(s))
 	}
 	return n, nil
 }
@@ -77,7 +77,7 @@ func runFilter(r *http.Request) (driver.RunFilter, *oke.Error) {
 		for _, p := range strings.Split(s, ",") {
 			st, ok := parseStatus(strings.TrimSpace(p))
 			if !ok {
-				return f, badRequest("status must be running, sleeping, completed, failed or dead (or several, comma-separated), got %q.", p)
+				return f, badRequest("status must be running, sleeping, completed, failed or dead (or several, comma-separated), got %s.", oke.Quote(p))
 			}
 			f.Status = append(f.Status, st)
 		}
@@ -86,7 +86,7 @@ func runFilter(r *http.Request) (driver.RunFilter, *oke.Error) {
 		if s := q.Get(name); s != "" {
 			t, err := time.Parse(time.RFC3339Nano, s)
 			if err != nil {
-				return f, badRequest("%s must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q.", name, s)
+				return f, badRequest("%s must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got %s.", name, oke.Quote(s))
 			}
 			*dst = t
 		}
@@ -96,7 +96,7 @@ func runFilter(r *http.Request) (driver.RunFilter, *oke.Error) {
 	case "desc":
 		f.Desc = true
 	default:
-		return f, badRequest("order must be asc or desc, got %q.", q.Get("order"))
+		return f, badRequest("order must be asc or desc, got %s.", oke.Quote(q.Get("order")))
 	}
 	return f, nil
 }
@@ -166,7 +166,7 @@ func (a *api) getRun(w http.ResponseWriter, r *http.Request) {
 func (a *api) runView(ctx context.Context, id string) (RunView, *oke.Error) {
 	run, steps, err := a.j.GetRun(ctx, id)
 	if errors.Is(err, driver.ErrNotFound) {
-		return RunView{}, oke.ErrNotFound.WithMessage("No run has id %q.", id)
+		return RunView{}, oke.ErrNotFound.WithMessage("No run has id %s.", oke.Quote(id))
 	}
 	if err != nil {
 		return RunView{}, storeError(err)
@@ -191,7 +191,7 @@ func (a *api) replay(w http.ResponseWriter, r *http.Request) {
 	if s := r.URL.Query().Get("fromStep"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
-			oke.WriteError(w, badRequest("fromStep must be a step number, counting from 1, got %q.", s))
+			oke.WriteError(w, badRequest("fromStep must be a step number, counting from 1, got %s.", oke.Quote(s)))
 			return
 		}
 		from = n
@@ -209,7 +209,7 @@ func (a *api) replayOne(ctx context.Context, id string, from int) (string, *oke.
 	newID, err := a.app.ReplayFrom(ctx, id, from)
 	switch {
 	case errors.Is(err, driver.ErrNotFound):
-		return "", oke.ErrNotFound.WithMessage("No run has id %q.", id)
+		return "", oke.ErrNotFound.WithMessage("No run has id %s.", oke.Quote(id))
 	case errors.Is(err, oke.ErrBadStep):
 		return "", &oke.Error{Status: http.StatusBadRequest, Code: "BadStep", Message: err.Error()}
 	case errors.Is(err, oke.ErrNotDurable):
@@ -234,7 +234,7 @@ func (a *api) cancelOne(ctx context.Context, id string) (driver.Run, *oke.Error)
 	run, err := a.app.Cancel(ctx, id)
 	switch {
 	case errors.Is(err, driver.ErrNotFound):
-		return run, oke.ErrNotFound.WithMessage("No run has id %q.", id)
+		return run, oke.ErrNotFound.WithMessage("No run has id %s.", oke.Quote(id))
 	case errors.Is(err, oke.ErrRunRunning):
 		return run, &oke.Error{Status: http.StatusConflict, Code: "RunRunning",
 			Message: fmt.Sprintf("Run %s is running now; cancel it again when it parks (sleeps, waits for a retry, or its lease lapses).", id)}
@@ -264,7 +264,7 @@ func (a *api) resumeOne(ctx context.Context, id string) (driver.Run, *oke.Error)
 	run, err := a.app.Resume(ctx, id)
 	switch {
 	case errors.Is(err, driver.ErrNotFound):
-		return run, oke.ErrNotFound.WithMessage("No run has id %q.", id)
+		return run, oke.ErrNotFound.WithMessage("No run has id %s.", oke.Quote(id))
 	case errors.Is(err, driver.ErrRunNotDead):
 		return run, &oke.Error{Status: http.StatusConflict, Code: "RunNotDead",
 			Message: fmt.Sprintf("Run %s is not dead-lettered; only a dead run can be resumed.", id)}
@@ -526,7 +526,7 @@ func (a *api) sweep(w http.ResponseWriter, r *http.Request) {
 	if s := r.URL.Query().Get("batch"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 100000 {
-			oke.WriteError(w, badRequest("batch must be a whole number from 1 to 100000, got %q.", s))
+			oke.WriteError(w, badRequest("batch must be a whole number from 1 to 100000, got %s.", oke.Quote(s)))
 			return
 		}
 		batch = n
@@ -535,7 +535,7 @@ func (a *api) sweep(w http.ResponseWriter, r *http.Request) {
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
-			oke.WriteError(w, badRequest("limit must be a whole number of rows, at least 1, got %q.", s))
+			oke.WriteError(w, badRequest("limit must be a whole number of rows, at least 1, got %s.", oke.Quote(s)))
 			return
 		}
 		limit = n

@@ -350,7 +350,7 @@ input,button{font:inherit;padding:.5rem .6rem;width:100%;box-sizing:border-box;m
 button{background:#1b1f24;color:#fff;border:0;border-radius:4px;cursor:pointer}
 .err{color:#b3261e}</style></head>
 <body><h1>oke</h1><p>This is the admin console of an oke app. Enter its admin token
-(the demo logs it at start as <code>admin token: …</code>).</p>
+(the demo writes the one it draws to <code>.oke/admin-token</code>).</p>
 {{if .Error}}<p class="err" role="alert">{{.Error}}</p>{{end}}
 <form method="post" action="{{.Action}}">
 <label>Admin token <input type="password" name="token" autocomplete="current-password" required data-input="admin-token" autofocus></label>

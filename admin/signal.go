@@ -114,7 +114,7 @@ func signalError(err error, id string) *oke.Error {
 	case errors.Is(err, oke.ErrCannotSignal):
 		return &oke.Error{Status: http.StatusNotImplemented, Code: "CannotSignal", Message: err.Error()}
 	case errors.Is(err, oke.ErrSignalNoRun):
-		return oke.ErrNotFound.WithMessage("No run has id %q.", id)
+		return oke.ErrNotFound.WithMessage("No run has id %s.", oke.Quote(id))
 	case errors.As(err, &e):
 		return e.WithMessage("%s", fmt.Sprintf("Run %s: %s", id, e.Message))
 	}

@@ -34,7 +34,7 @@ func runSchedules(ctx context.Context, name string, args []string, stdout, stder
 	fs.SetOutput(stderr)
 	fs.StringVar(&addr, "addr", "", "ask the running app at this `URL` (its admin API, at "+AdminPath+"/ unless the URL has a path); the default is "+DefaultAddr)
 	token = os.Getenv("OKE_ADMIN_TOKEN")
-	secretflag.Var(fs, &token, "token", "the app's admin `token`, sent as Authorization: Bearer (default $OKE_ADMIN_TOKEN; the demo logs the one it draws as \"admin token: …\")")
+	secretflag.Var(fs, &token, "token", "the app's admin `token`, sent as Authorization: Bearer (default $OKE_ADMIN_TOKEN; the demo writes the one it draws to admin-token in its -data folder)")
 	fs.BoolVar(&js, "json", false, "print the schedules as JSON (the admin API's shape)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: %s [-addr URL] [-token TOKEN] [-json]\n\n%s\n\nFlags:\n", name, schedulesAbout)

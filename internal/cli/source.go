@@ -83,7 +83,7 @@ func (t *target) register(fs interface {
 }) {
 	fs.StringVar(&t.addr, "addr", "", "ask the running app at this `URL` (its admin API, at "+AdminPath+"/ unless the URL has a path); the default is "+DefaultAddr)
 	t.token = os.Getenv("OKE_ADMIN_TOKEN")
-	secretflag.Var(fs, &t.token, "token", "the app's admin `token`, sent as Authorization: Bearer (default $OKE_ADMIN_TOKEN; the demo logs the one it draws as \"admin token: …\")")
+	secretflag.Var(fs, &t.token, "token", "the app's admin `token`, sent as Authorization: Bearer (default $OKE_ADMIN_TOKEN; the demo writes the one it draws to admin-token in its -data folder)")
 	fs.StringVar(&t.data, "data", "", "open this data folder (`DIR`) with the file driver instead; only while no app holds it")
 }
 
@@ -187,7 +187,7 @@ func (s *httpSource) callBody(ctx context.Context, method, path string, in, out 
 			return fmt.Errorf("%w: %s", admin.ErrRowInProgress, env.Error.Message)
 		}
 		if resp.StatusCode == http.StatusUnauthorized {
-			fix := "pass the app's admin token with -token or $OKE_ADMIN_TOKEN (the demo logs the one it draws at start as \"admin token: …\", or takes -admin-token)"
+			fix := "pass the app's admin token with -token or $OKE_ADMIN_TOKEN (the demo writes the one it draws at start to admin-token in its -data folder, or takes -admin-token-file)"
 			if s.token != "" {
 				fix = "the token given (-token or $OKE_ADMIN_TOKEN) is not the app's admin token"
 			}

@@ -32,10 +32,11 @@ type envelope struct {
 	} `json:"error"`
 }
 
-// Envelope is the JSON error envelope {"error":{"code":…,"message":…}}.
+// Envelope is the JSON error envelope {"error":{"code":…,"message":…}}. A
+// message longer than MaxMessage is cut.
 func Envelope(code, message string) []byte {
 	var e envelope
-	e.Error.Code, e.Error.Message = code, message
+	e.Error.Code, e.Error.Message = code, capMessage(message)
 	b, err := Marshal(e)
 	if err != nil { // cannot happen: two strings
 		return []byte(`{"error":{"code":"InternalError","message":"encode error"}}` + "\n")
@@ -85,10 +86,10 @@ func NotFound(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 	if len(allow) > 0 {
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		WriteEnvelope(w, http.StatusMethodNotAllowed, "MethodNotAllowed",
-			fmt.Sprintf("%s is not allowed here; use %s.", r.Method, strings.Join(allow, " or ")), 0)
+			fmt.Sprintf("%s is not allowed here; use %s.", Cut(r.Method), strings.Join(allow, " or ")), 0)
 		return
 	}
-	WriteEnvelope(w, http.StatusNotFound, "NotFound", fmt.Sprintf("No route matches %s %s.", r.Method, r.URL.Path), 0)
+	WriteEnvelope(w, http.StatusNotFound, "NotFound", fmt.Sprintf("No route matches %s %s.", Cut(r.Method), Cut(r.URL.Path)), 0)
 }
 
 // IsJSON reports whether the media type ct is JSON (application/json or

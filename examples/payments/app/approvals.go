@@ -141,7 +141,7 @@ var ErrRequestDecided = oke.Fail(http.StatusConflict, "RequestDecided", "This re
 // requestNotFound is the 404 for a refund request the caller's tenant does
 // not have (or that does not exist: the same answer).
 func requestNotFound(id string) *oke.Error {
-	return oke.ErrNotFound.WithMessage("No refund request has id %q.", id)
+	return oke.ErrNotFound.WithMessage("No refund request has id %s.", oke.Quote(id))
 }
 
 // approveFlow is payments.approveRefund: it sends the signal "approval" to

@@ -158,7 +158,7 @@ func (s *Server) getFlow() *oke.Flow[GetIn, Charge] {
 			return oke.Response[Charge]{}, chargeNotFound(in.ID)
 		}
 		if err != nil {
-			return oke.Response[Charge]{}, fmt.Errorf("get charge %q: %w", in.ID, err)
+			return oke.Response[Charge]{}, fmt.Errorf("get charge %s: %w", oke.Quote(in.ID), err)
 		}
 		return oke.OK(c), nil
 	})
@@ -167,7 +167,7 @@ func (s *Server) getFlow() *oke.Flow[GetIn, Charge] {
 // chargeNotFound is the 404 for a charge the caller's tenant does not have:
 // one that does not exist and another tenant's get the same answer.
 func chargeNotFound(id string) *oke.Error {
-	return oke.ErrNotFound.WithMessage("No charge has id %q.", id)
+	return oke.ErrNotFound.WithMessage("No charge has id %s.", oke.Quote(id))
 }
 
 // QuoteIn is the body of POST /quotes: a charge to price.

@@ -47,8 +47,11 @@
 // -read-timeout (30s), so a stalled body is cut off; an ordinary answer
 // must be written within -write-timeout (2m) — streams and /events are
 // exempt, as oke moves their write deadline along with each write; an
-// idle keep-alive connection is closed after -idle-timeout (2m); headers
-// are at most -max-header-bytes (64 KiB).
+// idle keep-alive connection is closed after -idle-timeout (30s); headers
+// are at most -max-header-bytes (64 KiB). Server.Listener caps the open
+// connections at -max-conns (4096): at the cap a new one takes the place
+// of the longest-idle one, so a flood of idle keep-alive connections
+// cannot shut out new clients (internal/connlimit).
 //
 // # Durable flows
 //

@@ -80,10 +80,11 @@ func openEnv(t *testing.T, cfg app.Config) (e *env, close func()) {
 	return &env{t: t, srv: s, url: hs.URL, dir: cfg.DataDir}, close
 }
 
-// serve serves s with httptest, on the http.Server Run would use (its
-// connection bounds; closing it ends s's live feeds).
+// serve serves s with httptest, on the http.Server and listener Run would
+// use (its connection bounds and cap; closing it ends s's live feeds).
 func serve(s *app.Server) *httptest.Server {
 	hs := httptest.NewUnstartedServer(nil)
+	hs.Listener = s.Listener(hs.Listener)
 	hs.Config = s.HTTPServer()
 	hs.Start()
 	return hs

@@ -27,11 +27,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.ClaimFirst, "claim-first", c.ClaimFirst, "claim every Idempotency-Key before its flow runs (oke.Config.ClaimFirst), never in the flow's transaction: to compare the two")
 	fs.BoolVar(&c.Unprotected, "unprotected", c.Unprotected, "benchmarks only: also bind POST "+UnprotectedChargesPath+", the charge handler with Idempotency-Key handling off, to measure its cost side by side")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long (`duration`) a graceful shutdown waits for running requests")
-	secretflag.Var(fs, &c.AdminToken, "admin-token", "the `token` the admin API and console under /_oke/ require (Authorization: Bearer TOKEN, or the console's login); default $OKE_ADMIN_TOKEN, else a random one, logged at start")
+	fs.StringVar(&c.AdminTokenFile, "admin-token-file", c.AdminTokenFile, "read the admin token from this `file` (one line; preferred: unlike -admin-token it does not show in ps); it wins over -admin-token and $OKE_ADMIN_TOKEN")
+	secretflag.Var(fs, &c.AdminToken, "admin-token", "the `token` the admin API and console under /_oke/ require (Authorization: Bearer TOKEN, or the console's login); default $OKE_ADMIN_TOKEN, else a random one written to "+TokenFileName+" in -data (its path is logged, never the token)")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "how long (`duration`) a client may take to send a request's headers")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "how long (`duration`) a client may take to send a whole request, headers and body; a stalled body is cut off")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "how long (`duration`) an ordinary request may take, from its headers to the end of its answer (streams and /events are exempt: each of their writes gets this long)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "how long (`duration`) a keep-alive connection may wait for its next request")
+	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "the most `connections` held open at once; at the cap a new one takes the place of the longest-idle keep-alive one, and is closed at once only when all are busy (lowered to fit the open-file limit: 256 less, or half of it)")
 	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", c.MaxHeaderBytes, "the largest request headers (`bytes`) accepted (431 past it)")
 	fs.StringVar(&c.SweepCron, "sweep-cron", c.SweepCron, "the `schedule` of demo.sweep, the nightly sweep of expired Idempotency-Key rows (a cron spec in UTC, e.g. \"0 3 * * *\", @hourly, @every 10m; off: none)")
 }
@@ -81,6 +83,11 @@ Flags:
 		fs.Usage()
 		return &UsageError{err}
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "admin-token" {
+			fmt.Fprintf(stderr, "%s: warning: -admin-token on the command line shows in ps to every user of this machine; prefer -admin-token-file or $OKE_ADMIN_TOKEN\n", name)
+		}
+	})
 	return Run(ctx, cfg, stderr)
 }
 
@@ -104,16 +111,20 @@ func Run(ctx context.Context, cfg Config, stderr io.Writer) error {
 		s.Close(context.Background())
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
+	ln = s.Listener(ln)
 	srv := s.HTTPServer()
 	where := fmt.Sprintf("driver %s, data %s", cfg.Driver, cfg.DataDir)
 	if cfg.Postgres != "" {
 		where = "driver postgres, data in Postgres"
 	}
-	fmt.Fprintf(stderr, "payments: listening on http://%s (%s, lease %s)\n", ln.Addr(), where, cfg.Lease)
-	if s.tokenDrawn {
-		// Neither -admin-token nor OKE_ADMIN_TOKEN: the drawn token is
-		// the only way in, so say it (once; it is not logged otherwise).
-		fmt.Fprintf(stderr, "admin token: %s\n", s.AdminToken())
+	_, maxConns := s.Conns()
+	fmt.Fprintf(stderr, "payments: listening on http://%s (%s, lease %s, at most %d connections, idle ones kept %s)\n",
+		ln.Addr(), where, cfg.Lease, maxConns, cfg.IdleTimeout)
+	if s.tokenFile != "" {
+		// No token given: the drawn one is the only way in, so say where
+		// it is (never the token: logs are read by more people than the
+		// data folder's owner).
+		fmt.Fprintf(stderr, "admin token: in %s (drawn at start; set one with -admin-token-file or $OKE_ADMIN_TOKEN)\n", s.tokenFile)
 	}
 
 	errc := make(chan error, 1)

@@ -55,6 +55,7 @@ func TestMainFlags(t *testing.T) {
 		{"-read-timeout 0 fails", []string{"-read-timeout", "0s"}, 1, nil, "-read-timeout must be positive"},
 		{"-write-timeout 0 fails", []string{"-write-timeout", "0s"}, 1, nil, "-write-timeout must be positive"},
 		{"-idle-timeout must be a duration", []string{"-idle-timeout", "120"}, 2, nil, "invalid value"},
+		{"-max-conns 0 fails", []string{"-max-conns", "0"}, 1, nil, "-max-conns must be at least 1"},
 		{"-max-header-bytes under 4096 fails", []string{"-max-header-bytes", "100"}, 1, nil, "-max-header-bytes must be at least 4096"},
 	}
 	for _, tc := range cases {

@@ -13,7 +13,7 @@ func init() {
 		{
 			Name:        "bench.chargeUnprotected",
 			Source:      "examples/payments/app/charges.go:80",
-			Digest:      "sha256:ceb4f37274dea691a4a2fc45a66d54995f6e5ada863070d35ae1cfbbcd269cc4",
+			Digest:      "sha256:7a54d948efb3e6bce5249e151a21e0f5f94c306614678897cfc8b09ff9088b55",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "off", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -27,7 +27,7 @@ func init() {
 		{
 			Name:        "demo.events",
 			Source:      "examples/payments/app/events.go:26",
-			Digest:      "sha256:0309b128dcecfacdf69645275936e1b67a78f27ec36dd75dcb1b3b3bca063084",
+			Digest:      "sha256:92186e349c84fff75ef782203464df1b7fd5194f6e9b646807f656e0fd185d22",
 			Shape:       "live",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -50,7 +50,7 @@ func init() {
 		{
 			Name:        "demo.fail",
 			Source:      "examples/payments/app/demo.go:107",
-			Digest:      "sha256:98a83e1fbdd5660472466703c48b30acf6f754c40c234fa87639e2879003645b",
+			Digest:      "sha256:d8972b4d6277133d6218d493a3a5b67c15819a3be2fbc667a8d9dfc5c89635ba",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -64,7 +64,7 @@ func init() {
 		{
 			Name:        "demo.note",
 			Source:      "examples/payments/app/demo.go:78",
-			Digest:      "sha256:e342ae0555a7ce6a61d5a5048917d84d7692d0e9a1d83528972823a295c0fefd",
+			Digest:      "sha256:5b0bed220475f0617b727876912703fb151c025b3046aedc1502bca73c67a121",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "2s", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -95,7 +95,7 @@ func init() {
 		{
 			Name:        "demo.pipelineLog",
 			Source:      "examples/payments/app/durable.go:107",
-			Digest:      "sha256:8c3e48267d80af02a18c095734678f6d74f1323ddfa9cd251242d9cbc4f44d15",
+			Digest:      "sha256:7755ea7d73b6f2edfc52b727c202057a9ad5cee78ff42c239847a56f1ec4bdd4",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -110,7 +110,7 @@ func init() {
 		{
 			Name:        "demo.remind",
 			Source:      "examples/payments/app/durable.go:166",
-			Digest:      "sha256:4c01df68a29d7fde193f307be01e8fcb9d4843d81dc5cc293479fac8baf3e934",
+			Digest:      "sha256:3f70e89322811b4a6333c7474f0d301834a58dc0210d17051ef9509a7c6164f5",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -127,7 +127,7 @@ func init() {
 		{
 			Name:        "demo.reminders",
 			Source:      "examples/payments/app/durable.go:221",
-			Digest:      "sha256:bd2e63f9e75a88b7b44ae01d62d992648475f58351c31301f622fa7af099a8f8",
+			Digest:      "sha256:b84796857f7014b9e43a2badf5e0e0a5924a975e60a2bb8406a1086c19a7135d",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -142,7 +142,7 @@ func init() {
 		{
 			Name:        "demo.slow",
 			Source:      "examples/payments/app/demo.go:28",
-			Digest:      "sha256:3ddeed6658fb10a3faa8adbd7f953d9e3316ad05805b0a627a7a60732c8ee76a",
+			Digest:      "sha256:c0260d09fa77ab2da6cd7afd1e7766e470373df04f8a3656da6486ac0edd904d",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -156,7 +156,7 @@ func init() {
 		{
 			Name:        "demo.sweep",
 			Source:      "examples/payments/app/sweep.go:28",
-			Digest:      "sha256:f5a775c39bfc65d3b42697da457248da068a6ce341584a49a29a99867c6bfdcf",
+			Digest:      "sha256:fe9cc7274476b1e50efd3759b3621efbb5b6262855357a074d04f38eb661c27c",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -173,7 +173,7 @@ func init() {
 		{
 			Name:        "demo.webhook",
 			Source:      "examples/payments/app/demo.go:212",
-			Digest:      "sha256:93683983ddee7a89c999661c5074896134eca043d80ff377b28a536bcec41783",
+			Digest:      "sha256:24c45058be7e84e579bea863ef05342d5d31eeef0a6f458a33f8de56ee41d9fc",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -200,7 +200,7 @@ func init() {
 		{
 			Name:        "payments.approveRefund",
 			Source:      "examples/payments/app/approvals.go:155",
-			Digest:      "sha256:95e6cbe5f8cab13fbb7ef6baaee62a14266a6c861318fb45e9887e2d8fdeb448",
+			Digest:      "sha256:e8b90d27056ad3397fa1e44fe51fa3b85b727ef69515d529e25c724c50972174",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -214,7 +214,7 @@ func init() {
 		{
 			Name:        "payments.charge",
 			Source:      "examples/payments/app/charges.go:66",
-			Digest:      "sha256:9b9eaf53f5a718bfc33d7add17cccd729ed8d914b3da7941893252414c70f540",
+			Digest:      "sha256:e54205d5fa707d6b0b70f53d321ff63296e4245fbbd2617c2d00feabd331e465",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "required", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -229,7 +229,7 @@ func init() {
 		{
 			Name:        "payments.get",
 			Source:      "examples/payments/app/charges.go:148",
-			Digest:      "sha256:0fde7dae64c6641044e3e29aa3715a8cf77e5569e333fd4993db8993f3d12d6f",
+			Digest:      "sha256:9539245410c34c8af49ee6cd4da390c1e27c66d4db98a39adcb45c2159e174c8",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -244,7 +244,7 @@ func init() {
 		{
 			Name:        "payments.getRefund",
 			Source:      "examples/payments/app/refunds.go:202",
-			Digest:      "sha256:6f2d8fe1f7e4e66f2c16b355fc26c186b5a9bc0b3b79564685045576588a366c",
+			Digest:      "sha256:966b2c7274d58a3523b72ca8bd104c81a1d10a62493104b5304486ec44e5f3d4",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -259,7 +259,7 @@ func init() {
 		{
 			Name:        "payments.list",
 			Source:      "examples/payments/app/charges.go:111",
-			Digest:      "sha256:5eaeb598a0fffa74ba51b609c67c22234ab794b66d6b742ac9d2a48dc06e9ec3",
+			Digest:      "sha256:c623af51eb58c3228bb1421b0a3b940dea31b379907ac9790494b12dac6dbe39",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -274,7 +274,7 @@ func init() {
 		{
 			Name:        "payments.quote",
 			Source:      "examples/payments/app/charges.go:190",
-			Digest:      "sha256:bf5214496c50d4c28316df61cbc6dfdd0ce525ff8df9d918d09e13661ff4245f",
+			Digest:      "sha256:6fc1250b3edb483a8b8df976f575cbea553a7b800d83bc125a4e42d743e39efe",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -288,7 +288,7 @@ func init() {
 		{
 			Name:        "payments.refund",
 			Source:      "examples/payments/app/refunds.go:74",
-			Digest:      "sha256:c1a37d183a71a8ec821c3a744c990457ddf78bae92093996d3c4c954e66456e0",
+			Digest:      "sha256:706cba06b0394441e277b487ecb864bceb35c17ee52c856d792373fd83456a0f",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -307,7 +307,7 @@ func init() {
 		{
 			Name:        "payments.refundApproval",
 			Source:      "examples/payments/app/approvals.go:79",
-			Digest:      "sha256:648a03a6060c471c2b7e6a62de86d35a5807bdb42c108f590da2cf1240579c45",
+			Digest:      "sha256:a58cdb1a43cbb60520d36f1192239da619f2e75bf01299f7c9e98b70c8612c07",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -324,7 +324,7 @@ func init() {
 		{
 			Name:        "payments.refundRequest",
 			Source:      "examples/payments/app/approvals.go:45",
-			Digest:      "sha256:7654b4e487208107657b4bcfe795a52253f456bc251e152730802628259b6609",
+			Digest:      "sha256:5f79272259662dc9663d97d5a124ab3e74d2006c0bf2798b3cbc4dda60c04606",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{

@@ -60,7 +60,7 @@ type ProviderRefundList struct {
 func (s *Server) provider() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != ProviderPath {
-			oke.WriteError(w, oke.ErrNotFound.WithMessage("No route matches %s %s.", r.Method, r.URL.Path))
+			oke.WriteError(w, oke.ErrNotFound.WithMessage("No route matches %s %s.", oke.Quote(r.Method), oke.Quote(r.URL.Path)))
 			return
 		}
 		switch r.Method {

@@ -205,7 +205,7 @@ func (s *Server) getRefundFlow() *oke.Flow[GetIn, Refund] {
 	}, func(ctx context.Context, in GetIn, fx *oke.Fx) (oke.Response[Refund], error) {
 		r, err := s.readRefund(ctx, fx.Store(s.rdb), in.ID, fx.Identity().Tenant)
 		if errors.Is(err, sql.ErrNoRows) {
-			return oke.Response[Refund]{}, oke.ErrNotFound.WithMessage("No refund has id %q.", in.ID)
+			return oke.Response[Refund]{}, oke.ErrNotFound.WithMessage("No refund has id %s.", oke.Quote(in.ID))
 		}
 		if err != nil {
 			return oke.Response[Refund]{}, fmt.Errorf("get refund %q: %w", in.ID, err)

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/okengine/oke"
@@ -19,6 +21,7 @@ import (
 	"github.com/okengine/oke/driver/file"
 	"github.com/okengine/oke/driver/memory"
 	"github.com/okengine/oke/driver/postgres"
+	"github.com/okengine/oke/internal/connlimit"
 )
 
 // Config configures the demo. The zero value is not usable: start from
@@ -62,6 +65,14 @@ type Config struct {
 	// IdleTimeout is how long a keep-alive connection may wait for its
 	// next request (http.Server.IdleTimeout).
 	IdleTimeout time.Duration
+	// MaxConns caps the connections the server holds open at once
+	// (internal/connlimit on the listener Server.Listener wraps). At the
+	// cap a new connection takes the place of the longest-idle keep-alive
+	// one (else of the oldest that has sent nothing yet); only when every
+	// connection is running a request is the new one closed at once. Open
+	// lowers it, with a warning, to fit the process's open-file limit:
+	// FDHeadroom less, or half of it when that is more.
+	MaxConns int
 	// MaxHeaderBytes bounds a request's headers (http.Server.MaxHeaderBytes;
 	// a larger request gets 431).
 	MaxHeaderBytes int
@@ -99,9 +110,18 @@ type Config struct {
 	SweepCron string
 	// AdminToken guards the admin API and console under /_oke/ (oke.
 	// AdminToken): requests need "Authorization: Bearer <token>" or the
-	// console's session cookie. Empty means a random token drawn at Open
-	// (Run logs it as "admin token: <token>"); see Server.AdminToken.
+	// console's session cookie. Empty (and no AdminTokenFile) means a
+	// random token drawn at Open and written to TokenFileName in DataDir,
+	// readable by its owner only (Run logs the file's path, never the
+	// token); see Server.AdminToken.
 	AdminToken string
+	// AdminTokenFile, when set, names a file that holds the admin token
+	// (one line; a trailing newline is dropped): it takes precedence over
+	// AdminToken. Unlike a token on the command line, it does not show in
+	// ps. Open fails, naming -admin-token-file, when the file is missing,
+	// empty or holds more than one line, and warns when every user may
+	// read it.
+	AdminTokenFile string
 }
 
 // DefaultConfig is the configuration of the flags' defaults.
@@ -119,10 +139,23 @@ func DefaultConfig() Config {
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      2 * time.Minute,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       DefaultIdleTimeout,
 		MaxHeaderBytes:    64 << 10,
+		MaxConns:          DefaultMaxConns,
 	}
 }
+
+// The defaults of -idle-timeout and -max-conns: an idle keep-alive
+// connection costs a file descriptor and some memory, so it is kept half a
+// minute, and 4096 of them (about 40 MB) at most.
+const (
+	DefaultIdleTimeout = 30 * time.Second
+	DefaultMaxConns    = 4096
+)
+
+// FDHeadroom is how many of the process's file descriptors MaxConns leaves
+// for everything else: the databases' files and connections, logs.
+const FDHeadroom = 256
 
 func (c Config) validate() error {
 	if c.Lease <= 0 {
@@ -146,6 +179,9 @@ func (c Config) validate() error {
 		if t.d <= 0 {
 			return fmt.Errorf("%s must be positive, got %s (connections need a bound)", t.flag, t.d)
 		}
+	}
+	if c.MaxConns < 1 {
+		return fmt.Errorf("-max-conns must be at least 1, got %d", c.MaxConns)
 	}
 	if c.MaxHeaderBytes < 4<<10 {
 		return fmt.Errorf("-max-header-bytes must be at least 4096, got %d", c.MaxHeaderBytes)
@@ -181,7 +217,9 @@ type Server struct {
 
 	providerURL string // where payments.refund calls the provider
 	adminToken  string // the admin token (cfg.AdminToken, or drawn at Open)
-	tokenDrawn  bool   // adminToken was drawn at Open: Run logs it
+	tokenFile   string // where the token drawn at Open was written ("" if given): Run logs it
+	conns       *connlimit.Limiter
+	capLogged   atomic.Int64 // when atConnCap last logged (Unix ns)
 
 	quit      chan struct{} // closed when the server begins shutting down
 	quitOnce  sync.Once
@@ -201,10 +239,13 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, quit: make(chan struct{}), providerURL: providerURL(cfg), adminToken: cfg.AdminToken}
-	if s.adminToken == "" {
-		s.adminToken, s.tokenDrawn = rand.Text(), true
+	s := &Server{cfg: cfg, log: log, quit: make(chan struct{}), providerURL: providerURL(cfg)}
+	var err error
+	if s.adminToken, err = givenAdminToken(cfg, log); err != nil {
+		return nil, err
 	}
+	s.conns = connlimit.New(connCap(cfg.MaxConns, log))
+	s.conns.AtCap = s.atConnCap
 	drv, err := openDriver(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -213,6 +254,17 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if s.db, s.rdb, s.dialect, err = openDB(ctx, cfg, log); err != nil {
 		drv.Close()
 		return nil, err
+	}
+	if s.adminToken == "" {
+		// Drawn only now that the data folder is ours (the file driver
+		// locks it): a second demo refused on it does not overwrite the
+		// first's token file.
+		s.adminToken = rand.Text()
+		if s.tokenFile, err = writeTokenFile(cfg.DataDir, s.adminToken); err != nil {
+			s.closeDB()
+			drv.Close()
+			return nil, err
+		}
 	}
 	okeCfg := oke.Config{Driver: drv, Gate: Gate, Lease: cfg.Lease, Logger: log, DB: s.db,
 		HTTPClient: httpClient(s.provider()), PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay,
@@ -230,6 +282,32 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// atConnCap logs, at most once a minute, that connections arrive at the
+// cap (-max-conns), with the counts so far.
+func (s *Server) atConnCap(bool) {
+	now := time.Now().UnixNano()
+	last := s.capLogged.Load()
+	if now-last < int64(time.Minute) || !s.capLogged.CompareAndSwap(last, now) {
+		return
+	}
+	st := s.conns.Stats()
+	s.log.Warn("payments: at the connection cap (-max-conns): idle connections are closed to let new ones in, and new ones refused while all are busy",
+		"max_conns", s.conns.Max(), "open", st.Open, "idle", st.Idle, "evicted_total", st.Evicted, "refused_total", st.Refused)
+}
+
+// connCap is the connection cap: want, or less when the process's open-file
+// limit leaves no room for want connections and FDHeadroom other files.
+func connCap(want int, log *slog.Logger) int {
+	limit, ok := connlimit.FDLimit()
+	if !ok || want <= limit-FDHeadroom {
+		return want
+	}
+	lowered := max(limit-FDHeadroom, limit/2, 1)
+	log.Warn("payments: -max-conns lowered to fit the open-file limit (raise it with ulimit -n)",
+		"max_conns", want, "open_file_limit", limit, "lowered_to", lowered)
+	return lowered
 }
 
 // openDriver opens the idempotency store cfg asks for. The Postgres driver
@@ -320,10 +398,11 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // HTTPServer returns the http.Server that serves s, with the connection
 // bounds of its Config: ReadHeaderTimeout, ReadTimeout (a stalled body is
 // cut off), WriteTimeout (streams and the live feed are exempt: oke keeps
-// their deadline moving), IdleTimeout and MaxHeaderBytes. Shutting it down
-// ends the live feeds (Server.Shutdown), so that http.Server.Shutdown does
-// not wait for them. Run serves with it; so may a test, through
-// httptest.Server.Config.
+// their deadline moving), IdleTimeout and MaxHeaderBytes; serve it on
+// Server.Listener's listener for MaxConns. Shutting it down ends the live
+// feeds (Server.Shutdown), so that http.Server.Shutdown does not wait for
+// them. Run serves with it; so may a test, through httptest.Server.Config
+// (and httptest.Server.Listener = s.Listener(…)).
 func (s *Server) HTTPServer() *http.Server {
 	srv := &http.Server{
 		Addr:              s.cfg.Addr,
@@ -333,17 +412,27 @@ func (s *Server) HTTPServer() *http.Server {
 		WriteTimeout:      s.cfg.WriteTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
+		ConnState:         s.conns.ConnState,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	srv.RegisterOnShutdown(s.Shutdown)
 	return srv
 }
 
+// Listener wraps ln with the connection cap (Config.MaxConns): serve
+// HTTPServer's server on it. The cap counts every listener s wrapped,
+// together.
+func (s *Server) Listener(ln net.Listener) net.Listener { return s.conns.Listener(ln) }
+
+// Conns returns how many connections the server holds open (of those
+// accepted through Listener), and the cap.
+func (s *Server) Conns() (open, max int) { return s.conns.Stats().Open, s.conns.Max() }
+
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.app.ServeHTTP(w, r) }
 
 // AdminToken is the token the admin API and console under /_oke/ accept:
-// Config.AdminToken, or the one drawn at Open.
+// Config.AdminTokenFile's, Config.AdminToken, or the one drawn at Open.
 func (s *Server) AdminToken() string { return s.adminToken }
 
 // App returns the oke app.
