@@ -136,8 +136,11 @@ type Config struct {
 	// asked to wait: 409 IdempotencyInProgress with Retry-After, and no
 	// Preference-Applied (RFC 7240 lets a server ignore a preference), so
 	// a client retries after Retry-After; it counts in
-	// oke_idempotency_wait_refused_total. Zero means 32 per key and 1024
-	// in all; negative holds no request (Prefer: wait is ignored).
+	// oke_idempotency_wait_refused_total. Zero means 32 per key, and in
+	// all a quarter of MaxInFlight (256 by default: a held request takes a
+	// place of MaxInFlight too, and waiting must not take them all), or
+	// 1024 when MaxInFlight is unbounded; negative holds no request
+	// (Prefer: wait is ignored).
 	MaxWaitersPerKey int
 	MaxWaiters       int
 	// MaxConcurrentRuns bounds how many runs the scheduler executes at

@@ -188,7 +188,10 @@ const (
 // (Postgres: two minutes), and a key may stay waited for longer.
 const waitReannounce = 30 * time.Second
 
-// The default caps of Prefer: wait (Config.MaxWaitersPerKey, MaxWaiters).
+// The default caps of Prefer: wait (Config.MaxWaitersPerKey, MaxWaiters):
+// MaxWaiters is a quarter of Config.MaxInFlight, whose places the held
+// requests take too (so waiting cannot take them all), or defaultMaxWaiters
+// when that is unbounded.
 const (
 	defaultMaxWaitersPerKey = 32
 	defaultMaxWaiters       = 1024
@@ -250,6 +253,9 @@ func (a *App) waitCaps() (perKey, total int) {
 	}
 	if total == 0 {
 		total = defaultMaxWaiters
+		if n := a.cfg.MaxInFlight; n > 0 {
+			total = max(1, n/4)
+		}
 	}
 	return perKey, total
 }

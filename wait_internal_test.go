@@ -78,16 +78,18 @@ func TestPreferWaitCaps(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		perKey, total int
+		inFlight      int // Config.MaxInFlight
 		k             int // requests held
 	}{
-		{"per key", 3, 0, 3},
-		{"in all", 0, 2, 2},
-		{"none", -1, 0, 0},
+		{"per key", 3, 0, 0, 3},
+		{"in all", 0, 2, 0, 2},
+		{"by default a quarter of MaxInFlight", 0, 0, 8, 2},
+		{"none", -1, 0, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			release, started := make(chan struct{}), make(chan struct{})
 			app := New(Config{SweepInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				MaxWaitersPerKey: tc.perKey, MaxWaiters: tc.total})
+				MaxWaitersPerKey: tc.perKey, MaxWaiters: tc.total, MaxInFlight: tc.inFlight})
 			app.Handle(POST("/slow"), NewFlow("t.capped", Options{},
 				func(ctx context.Context, in struct{}, fx *Fx) (Response[int], error) {
 					fx.Raw(ctx, "write", func(context.Context) error { return nil })
