@@ -117,10 +117,32 @@ type Config struct {
 	// without reading its key's row when nothing tells it the row changed
 	// (a completion in this process, or the driver's notification of one in
 	// another: driver.KeyWaiter, Postgres). The reads start at 20 ms and
-	// double up to it. Zero means 250 ms, or 1 s while the driver's
-	// notifications are heard; negative means the row is read only when
+	// double up to it. Zero means 250 ms, or 5 s while the driver's
+	// notifications are heard (the poll is then a safety net for a lost
+	// notification); negative means the row is read only when
 	// told (the request still ends when its wait is up).
+	//
+	// The reads are per key, not per request: all the requests held for
+	// one key share one watcher, which announces the wait to the driver
+	// once, reads the row once when told it changed, and hands the answer
+	// to all of them. On a driver that reads many rows at once
+	// (driver.RowsGetter: Postgres) a key is read on its own only until
+	// the interval reaches this bound; then one statement every interval
+	// reads the rows of all the keys the app waits for.
 	WaitPollInterval time.Duration
+	// MaxWaitersPerKey bounds how many requests Prefer: wait holds at once
+	// for one key, and MaxWaiters how many it holds in all (for keys in
+	// progress and for parked durable runs, together). A request past either is answered at once as if it had not
+	// asked to wait: 409 IdempotencyInProgress with Retry-After, and no
+	// Preference-Applied (RFC 7240 lets a server ignore a preference), so
+	// a client retries after Retry-After; it counts in
+	// oke_idempotency_wait_refused_total. Zero means 32 per key, and in
+	// all a quarter of MaxInFlight (256 by default: a held request takes a
+	// place of MaxInFlight too, and waiting must not take them all), or
+	// 1024 when MaxInFlight is unbounded; negative holds no request
+	// (Prefer: wait is ignored).
+	MaxWaitersPerKey int
+	MaxWaiters       int
 	// MaxConcurrentRuns bounds how many runs the scheduler executes at
 	// once. Zero means 16.
 	MaxConcurrentRuns int
@@ -190,6 +212,8 @@ type App struct {
 	busy    atomic.Int64
 	sched   journal.Scheduler
 	done    completions      // wakes requests that wait for a key (Prefer: wait)
+	waits   keyWaits         // the requests held by Prefer: wait, by key (wait.go)
+	paces   paces            // the flows' recent durations, for Retry-After (retryafter.go)
 	waiter  driver.KeyWaiter // the driver's notifications of keys completed elsewhere, if it has them
 	unhear  func()           // stops the driver's HearWaiters; nil until Start
 	leases  *lease.Pool      // renews claims' and runs' leases; closed by Close
@@ -202,10 +226,9 @@ type App struct {
 	metrics *metrics
 	clock   cron.Clock // the schedules' (Cron); nil until Start: the real clock
 
-	// Results by key (results.go): ended wakes the waiters for a run's end;
-	// runWaiters counts the requests held for one, at most maxRunWaiters.
-	ended      runEnds
-	runWaiters atomic.Int64
+	// Results by key (results.go): ended wakes the waiters for a run's end
+	// (the requests held for one count in waits).
+	ended runEnds
 	// signalWaits: run ID → the signal a wait of it parked for, from
 	// AwaitSignal until finish parks the run (signal.go).
 	signalWaits sync.Map

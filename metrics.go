@@ -37,6 +37,7 @@ type metrics struct {
 	down       *prometheus.CounterVec
 	waiting    *prometheus.GaugeVec
 	wakeups    *prometheus.CounterVec
+	refused    *prometheus.CounterVec
 	fallbacks  *prometheus.CounterVec
 	shed       *prometheus.CounterVec
 }
@@ -81,8 +82,12 @@ func newMetrics() *metrics {
 	}, []string{"flow"})
 	m.wakeups = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "oke_idempotency_wait_wakeups_total",
-		Help: "Times a request held by Prefer: wait woke to read its key's row, by cause: local (a completion in this process), notify (the driver's notification of another instance's completion, or of its listener reconnecting), poll (the fallback timer).",
+		Help: "Times the watcher of a key that requests are held for by Prefer: wait (one per key, for all of them) woke to read the key's row, by cause: local (a completion in this process), notify (the driver's notification of another instance's completion, or of its listener reconnecting), poll (the fallback timer).",
 	}, []string{"flow", "by"})
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oke_idempotency_wait_refused_total",
+		Help: "Requests with Prefer: wait for a key in progress answered at once (409, no Preference-Applied) because the app held as many as Config.MaxWaitersPerKey for the key or Config.MaxWaiters in all.",
+	}, []string{"flow"})
 	m.fallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "oke_durable_coalesce_fallbacks_total",
 		Help: "Keyed requests of a coalesced durable flow (its steps in one transaction) that left it and ran again the usual way: a step failed, an effect outside the transaction, or no statement at all.",
@@ -91,7 +96,7 @@ func newMetrics() *metrics {
 		Name: "oke_requests_shed_total",
 		Help: "Requests answered 503 StoreUnavailable at once, not run, because Config.MaxInFlight requests were in progress.",
 	}, []string{"flow"})
-	m.reg.MustRegister(m.executions, m.outcomes, m.claim, m.notStored, m.down, m.waiting, m.wakeups, m.fallbacks, m.shed,
+	m.reg.MustRegister(m.executions, m.outcomes, m.claim, m.notStored, m.down, m.waiting, m.wakeups, m.refused, m.fallbacks, m.shed,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -107,6 +112,8 @@ type flowMetrics struct {
 	downVec    *prometheus.CounterVec
 	waiting    prometheus.Gauge
 	wakeups    map[string]prometheus.Counter // by cause
+	// waitRefused: requests with Prefer: wait not held (the caps).
+	waitRefused prometheus.Counter
 	// coalesceFallbacks: requests of a coalesced run that ran again the
 	// usual way.
 	coalesceFallbacks prometheus.Counter
@@ -124,15 +131,16 @@ func (fm *flowMetrics) unavailable(code string) prometheus.Counter {
 
 func (m *metrics) forFlow(name string) *flowMetrics {
 	fm := &flowMetrics{
-		executions: m.executions.WithLabelValues(name),
-		outcomes:   make(map[string]prometheus.Counter, len(outcomeNames)),
-		claim:      m.claim.WithLabelValues(name),
-		notStored:  m.notStored.WithLabelValues(name),
-		down:       make(map[string]prometheus.Counter, len(unavailableCodes)),
-		downVec:    m.down,
-		waiting:    m.waiting.WithLabelValues(name),
-		wakeups:    make(map[string]prometheus.Counter, len(wakeCauses)),
-		name:       name,
+		executions:  m.executions.WithLabelValues(name),
+		outcomes:    make(map[string]prometheus.Counter, len(outcomeNames)),
+		claim:       m.claim.WithLabelValues(name),
+		notStored:   m.notStored.WithLabelValues(name),
+		down:        make(map[string]prometheus.Counter, len(unavailableCodes)),
+		downVec:     m.down,
+		waiting:     m.waiting.WithLabelValues(name),
+		wakeups:     make(map[string]prometheus.Counter, len(wakeCauses)),
+		waitRefused: m.refused.WithLabelValues(name),
+		name:        name,
 
 		coalesceFallbacks: m.fallbacks.WithLabelValues(name),
 		shed:              m.shed.WithLabelValues(name),

@@ -43,11 +43,11 @@ import (
 // to get that response; App.AwaitRun waits for it from Go.
 const HeaderRunID = "Oke-Run-Id"
 
-// maxRunWaiters bounds the requests of one app held waiting for a parked
-// run's end at once. A request past it is answered at once, as without
-// Prefer: wait (no Preference-Applied), so a client falls back to retrying
-// after a backoff.
-const maxRunWaiters = 1024
+// The requests held waiting for a parked run count against the caps of
+// Prefer: wait (Config.MaxWaitersPerKey, MaxWaiters; wait.go), with those
+// held for keys in progress. A request past them is answered at once, as
+// without Prefer: wait (no Preference-Applied), so a client falls back to
+// retrying after a backoff.
 
 // RunResult is the final response of a journal run: what the request that
 // started it would have answered had it not parked.
@@ -249,7 +249,9 @@ func (a *App) answerParked(f *flow, k keyed, dec idem.Decision, wait time.Durati
 		return
 	}
 	if k.wait > 0 && !run.Status.Finished() && wait > 0 {
-		if n := a.runWaiters.Add(1); n <= maxRunWaiters {
+		if release, ok := a.holdForRun(k.key); !ok {
+			f.metrics.waitRefused.Inc()
+		} else {
 			w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(k.wait/time.Second)))
 			f.metrics.waiting.Inc()
 			deadline := time.NewTimer(wait)
@@ -258,8 +260,8 @@ func (a *App) answerParked(f *flow, k keyed, dec idem.Decision, wait time.Durati
 			}
 			deadline.Stop()
 			f.metrics.waiting.Dec()
+			release()
 		}
-		a.runWaiters.Add(-1)
 	}
 	if run.Status.Finished() && run.Result != nil {
 		if k.wait > 0 {

@@ -296,6 +296,7 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 	if !a.answerClaim(f, dec, err, w) {
 		return
 	}
+	defer a.timeRun(f)() // its pace, for Retry-After (retryafter.go)
 	claim := dec.Claim
 	if !f.opts.Durable {
 		res, fx, runErr := a.runUnary(ctx, f, in, id)
@@ -359,7 +360,7 @@ func (a *App) answerClaim(f *flow, dec idem.Decision, err error, w http.Response
 		return false
 	case idem.InProgress:
 		m.outcomes[OutcomeInProgress].Inc()
-		w.Header().Set("Retry-After", idem.RetryAfterHeader(dec.RetryAfter))
+		w.Header().Set("Retry-After", idem.RetryAfterHeader(a.retryAfter(f, dec)))
 		writeEnvelope(w, ErrIdempotencyInProgress)
 		return false
 	case idem.Reused:
@@ -382,6 +383,7 @@ func (a *App) answerClaim(f *flow, dec idem.Decision, err error, w http.Response
 // by a read of the key's row).
 func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, k keyed, d *idem.Deferred, w http.ResponseWriter) {
 	fx := &Fx{app: a, flow: f, identity: id, claim: d}
+	end := a.timeRun(f) // its pace, if the key is its own (retryafter.go)
 	res, _, runErr := a.callUnary(ctx, f, in, fx)
 	dec, err := d.Decide()
 	f.metrics.claim.Observe(d.Took().Seconds())
@@ -401,6 +403,7 @@ func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, k
 		fx.takeTx().Rollback()
 		return
 	}
+	defer end()
 	f.metrics.executions.Inc() // the function ran with its key
 	a.finishUnary(ctx, f, dec.Claim, res, fx, runErr, w)
 }

@@ -170,66 +170,348 @@ func (c *waiters[K]) done(key K) {
 	}
 }
 
-// waitPoll bounds how long a waiting request goes without reading the row
+// waitPoll bounds how long a waited key goes without its row being read
 // (Config.WaitPollInterval): the first reads come quickly, then every
 // waitPollMax, or waitPollHeard while the driver's notifications of
 // completions in other processes are heard (the poll is then only the
-// fallback, for a notification lost).
+// safety net, for a notification lost). The reads are the key's, not each
+// request's: one watcher reads the row for every request held for it.
 const (
 	waitPollMin   = 20 * time.Millisecond
 	waitPollMax   = 250 * time.Millisecond
-	waitPollHeard = time.Second
+	waitPollHeard = 5 * time.Second
 )
 
+// waitReannounce is how often a key's watcher announces its wait to the
+// driver again (driver.KeyWaiter.WaitFor) while requests keep being held
+// for it: the other instances forget a wait they heard after a while
+// (Postgres: two minutes), and a key may stay waited for longer.
+const waitReannounce = 30 * time.Second
+
+// The default caps of Prefer: wait (Config.MaxWaitersPerKey, MaxWaiters):
+// MaxWaiters is a quarter of Config.MaxInFlight, whose places the held
+// requests take too (so waiting cannot take them all), or defaultMaxWaiters
+// when that is unbounded.
+const (
+	defaultMaxWaitersPerKey = 32
+	defaultMaxWaiters       = 1024
+)
+
+// keyWaits holds the requests of an app held by Prefer: wait for a key in
+// progress, grouped by key (and fingerprint): each group has one watcher, a
+// goroutine that announces the wait to the driver once, reads the key's row
+// when told it changed (a completion here, the driver's notification of one
+// elsewhere) or by a slow poll, and hands the answer to all of the group's
+// requests at once. A request past the caps is not held.
+//
+// On a driver that reads many rows at once (driver.RowsGetter: Postgres),
+// a watcher polls only early on (a completion may race the announcement of
+// the wait); after that, one sweep of the app reads the rows of every
+// waited key in one statement, every waitPollMax.
+type keyWaits struct {
+	mu     sync.Mutex
+	groups map[waitID]*waitGroup
+	// runHeld counts the requests held for a parked durable run, by key
+	// (results.go: each waits on its own).
+	runHeld map[driver.Key]int
+	held    int        // requests held, over all groups and runHeld
+	sweep   *waitSweep // the app's sweep, while groups exist; nil without a RowsGetter
+}
+
+// waitSweep is the goroutine of keyWaits' sweep.
+type waitSweep struct {
+	cancel context.CancelFunc
+	exited chan struct{}
+}
+
+// waitID names a group: the key, and the fingerprint its requests carry
+// (requests with another one are answered 422 without waiting).
+type waitID struct {
+	key driver.Key
+	fp  string
+}
+
+// waitGroup is the requests held for one key.
+type waitGroup struct {
+	f *flow
+	n int // requests held in it; under keyWaits.mu
+	// dec is the latest decision read from the row (under keyWaits.mu);
+	// ready is closed once it answers the requests (a replay, or 422).
+	dec    idem.Decision
+	ready  chan struct{}
+	final  bool
+	cancel context.CancelFunc // stops the watcher
+	exited chan struct{}      // closed when the watcher has returned
+}
+
+// waitCaps are the app's caps on requests held by Prefer: wait, per key and
+// in all; zero or less holds none.
+func (a *App) waitCaps() (perKey, total int) {
+	perKey, total = a.cfg.MaxWaitersPerKey, a.cfg.MaxWaiters
+	if perKey == 0 {
+		perKey = defaultMaxWaitersPerKey
+	}
+	if total == 0 {
+		total = defaultMaxWaiters
+		if n := a.cfg.MaxInFlight; n > 0 {
+			total = max(1, n/4)
+		}
+	}
+	return perKey, total
+}
+
+// join adds a request whose claim decided dec to the group of id, starting
+// its watcher if it has none. ok is false, and the request is not held,
+// when the group or the app holds as many requests as the caps allow.
+func (a *App) join(f *flow, id waitID, dec idem.Decision) (g *waitGroup, ok bool) {
+	perKey, total := a.waitCaps()
+	w := &a.waits
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g = w.groups[id]
+	if w.held >= total || (g != nil && g.n >= perKey) || perKey <= 0 {
+		return nil, false
+	}
+	w.held++
+	if g != nil {
+		g.n++
+		if !g.final {
+			g.dec = dec // this request's read is the newer one
+		}
+		return g, true
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g = &waitGroup{f: f, n: 1, dec: dec, ready: make(chan struct{}), cancel: cancel, exited: make(chan struct{})}
+	if w.groups == nil {
+		w.groups = make(map[waitID]*waitGroup)
+	}
+	w.groups[id] = g
+	go a.watchKey(ctx, f, id, g)
+	if rg, ok := a.cfg.Driver.(driver.RowsGetter); ok && w.sweep == nil && a.waitPollMax() > 0 {
+		sctx, cancel := context.WithCancel(context.Background())
+		w.sweep = &waitSweep{cancel: cancel, exited: make(chan struct{})}
+		go a.sweepWaits(sctx, w.sweep, rg)
+	}
+	return g, true
+}
+
+// holdForRun counts a request held for the parked durable run of key
+// (results by key) against the caps; ok is false past them. release ends
+// it.
+func (a *App) holdForRun(key driver.Key) (release func(), ok bool) {
+	perKey, total := a.waitCaps()
+	w := &a.waits
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if perKey <= 0 || w.held >= total || w.runHeld[key] >= perKey {
+		return nil, false
+	}
+	if w.runHeld == nil {
+		w.runHeld = make(map[driver.Key]int)
+	}
+	w.held++
+	w.runHeld[key]++
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.held--
+		if w.runHeld[key]--; w.runHeld[key] <= 0 {
+			delete(w.runHeld, key)
+		}
+	}, true
+}
+
+// leave removes a request from group g; the last one to leave stops the
+// watcher and waits for it, so that no watcher outlives its requests.
+func (a *App) leave(id waitID, g *waitGroup) {
+	w := &a.waits
+	w.mu.Lock()
+	w.held--
+	g.n--
+	last := g.n == 0
+	if last && w.groups[id] == g {
+		delete(w.groups, id)
+	}
+	sweep := w.sweep
+	if len(w.groups) > 0 {
+		sweep = nil
+	}
+	if sweep != nil {
+		w.sweep = nil
+	}
+	w.mu.Unlock()
+	if last {
+		g.cancel()
+		<-g.exited
+	}
+	if sweep != nil {
+		sweep.cancel()
+		<-sweep.exited
+	}
+}
+
+// sweepWaits is the app's sweep of the waited keys (keyWaits): every
+// waitPollMax, one read of all their rows (rg), and each group whose row
+// answers it is settled, until ctx ends.
+func (a *App) sweepWaits(ctx context.Context, s *waitSweep, rg driver.RowsGetter) {
+	defer close(s.exited)
+	var (
+		ids []waitID
+		gs  []*waitGroup
+	)
+	for {
+		t := time.NewTimer(a.waitPollMax())
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		case <-a.stop:
+		}
+		t.Stop()
+		if ctx.Err() != nil || a.closing.Load() {
+			return
+		}
+		ids, gs = ids[:0], gs[:0]
+		a.waits.mu.Lock()
+		for id, g := range a.waits.groups {
+			if !g.final {
+				ids, gs = append(ids, id), append(gs, g)
+			}
+		}
+		a.waits.mu.Unlock()
+		keys := make([]driver.Key, 0, len(ids))
+		seen := make(map[driver.Key]bool, len(ids))
+		for _, id := range ids {
+			if !seen[id.key] {
+				seen[id.key] = true
+				keys = append(keys, id.key)
+			}
+		}
+		bctx, end := a.bound(ctx) // Config.StoreTimeout, as every store call
+		rows, err := rg.GetRows(bctx, keys)
+		if err = end(err); err != nil {
+			continue // unreadable: keep waiting, read again next time
+		}
+		byKey := make(map[driver.Key]driver.Row, len(rows))
+		for _, r := range rows {
+			byKey[r.Key] = r
+		}
+		now := time.Now()
+		for i, id := range ids {
+			gs[i].f.metrics.wakeups[wakePoll].Inc()
+			if row, ok := byKey[id.key]; ok {
+				if dec, ok := a.engine.Decide(id.key, id.fp, row, now); ok {
+					a.settle(gs[i], dec)
+				}
+			}
+		}
+	}
+}
+
+// decision is the latest decision group g read.
+func (a *App) decision(g *waitGroup) idem.Decision {
+	a.waits.mu.Lock()
+	defer a.waits.mu.Unlock()
+	return g.dec
+}
+
+// settle records a decision read for group g, and answers its requests
+// when it is final; it reports whether it was.
+func (a *App) settle(g *waitGroup, dec idem.Decision) bool {
+	final := dec.Outcome == idem.Replay || dec.Outcome == idem.Reused
+	a.waits.mu.Lock()
+	defer a.waits.mu.Unlock()
+	if g.final {
+		return true
+	}
+	g.dec = dec // still running: its latest Retry-After
+	if final {
+		g.final = true
+		close(g.ready)
+	}
+	return final
+}
+
 // awaitKey holds a request whose key is in progress (dec) for up to wait,
-// reading the key's row when this process completes it, when the driver
-// notifies a completion in another process (driver.KeyWaiter), and every
-// few hundred milliseconds otherwise. It returns the decision to answer:
-// the replay once the row is completed, 422 if the key went to another
-// request, else dec (409) when the time is up or the client left. held
-// reports whether it held the request at all.
+// in the key's group (keyWaits): it returns the decision to answer — the
+// replay once the row is completed, 422 if the key went to another request,
+// else the latest 409 when the time is up, the client left or the app
+// closes. held reports whether it held the request at all: not when it did
+// not ask to wait, and not past the caps (Config.MaxWaitersPerKey,
+// MaxWaiters), where it gets at once what it would without Prefer: wait.
 func (a *App) awaitKey(ctx context.Context, f *flow, key driver.Key, fp string, wait time.Duration, dec idem.Decision) (idem.Decision, bool) {
 	if wait <= 0 || dec.Outcome != idem.InProgress {
 		return dec, false
 	}
+	id := waitID{key: key, fp: fp}
+	g, ok := a.join(f, id, dec)
+	if !ok {
+		f.metrics.waitRefused.Inc()
+		return dec, false
+	}
+	defer a.leave(id, g)
 	f.metrics.waiting.Inc()
 	defer f.metrics.waiting.Dec()
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	// read reads the row; done is set when it answers the request.
-	read := func() (done bool) {
-		now, ok, err := a.engine.Current(context.WithoutCancel(ctx), key, fp)
+	select {
+	case <-g.ready:
+	case <-deadline.C:
+	case <-ctx.Done():
+	case <-a.stop: // the app closes: answer now, do not hold Close up
+	}
+	return a.decision(g), true
+}
+
+// watchKey is the watcher of group g (keyWaits) until ctx ends: it reads
+// the key's row when this process completes it, when the driver notifies a
+// completion in another process (driver.KeyWaiter: one announcement of the
+// wait for the whole group, one notification for all its requests), and
+// by a poll that starts quick and slows to the safety net; and it settles
+// the group once the row answers it.
+func (a *App) watchKey(ctx context.Context, f *flow, id waitID, g *waitGroup) {
+	defer close(g.exited)
+	read := func() bool {
+		now, ok, err := a.engine.Current(ctx, id.key, id.fp)
 		if err != nil || !ok {
 			return false // unreadable, or no row yet (a claim held by a transaction): keep waiting
 		}
-		if now.Outcome == idem.Replay || now.Outcome == idem.Reused {
-			dec = now
-			return true
-		}
-		dec = now // still running: its latest Retry-After
-		return false
+		return a.settle(g, now)
 	}
-	var remote <-chan struct{} // nil (never ready) without a KeyWaiter
+	var (
+		remote  <-chan struct{} // nil (never ready) without a KeyWaiter
+		unwait  = func() {}
+		renew   <-chan time.Time
+		renewal *time.Ticker
+	)
+	defer func() { unwait() }()
 	if a.waiter != nil {
-		c, stop := a.waiter.WaitFor(ctx, key)
-		defer stop()
-		remote = c
-		// The key may have completed between the claim and the
-		// announcement of the wait, unnotified: look once now.
-		if read() {
-			return dec, true
-		}
+		remote, unwait = a.announce(ctx, id.key)
+		renewal = time.NewTicker(waitReannounce)
+		defer renewal.Stop()
+		renew = renewal.C
 	}
 	poll := min(waitPollMin, a.waitPollMax())
+	by := "" // what woke the watcher; "" the first time
 	for {
-		changed, stop := a.done.watch(key)
+		// Watch before reading: a completion here between the read and
+		// the select is not missed.
+		changed, stop := a.done.watch(id.key)
+		if by != "" {
+			f.metrics.wakeups[by].Inc()
+		}
+		// The first read also covers a completion between the request's
+		// claim and the announcement of the wait, which went unnotified.
+		if read() {
+			stop()
+			return
+		}
 		var tick <-chan time.Time // nil (never ready) when not polling
 		var t *time.Timer
 		if poll > 0 {
 			t = time.NewTimer(poll)
 			tick = t.C
 		}
-		by := ""
+		by = ""
 		select {
 		case <-changed:
 			by = wakeLocal
@@ -237,29 +519,45 @@ func (a *App) awaitKey(ctx context.Context, f *flow, key driver.Key, fp string, 
 			by = wakeNotify
 		case <-tick:
 			by = wakePoll
-		case <-deadline.C:
+		case <-renew:
+			// Announce again before dropping the old announcement, so
+			// that the wait is never unannounced; then read, as for a
+			// poll (a completion may have raced the announcement).
+			c, un := a.announce(ctx, id.key)
+			unwait()
+			remote, unwait = c, un
+			by = wakePoll
+		case <-g.ready: // settled by the app's sweep
 		case <-ctx.Done():
-		case <-a.stop: // the app closes: answer now, do not hold Close up
+		case <-a.stop:
 		}
 		if t != nil {
 			t.Stop()
 		}
 		stop()
 		if by == "" {
-			return dec, true
+			return
 		}
-		f.metrics.wakeups[by].Inc()
-		if poll > 0 {
+		switch _, swept := a.cfg.Driver.(driver.RowsGetter); {
+		case poll <= 0:
+		case swept && poll >= a.waitPollMax():
+			poll = 0 // the app's sweep polls the key from now on
+		default:
 			poll = min(2*poll, a.waitPollMax())
-		}
-		if read() {
-			return dec, true
 		}
 	}
 }
 
-// waitPollMax is the longest a waiting request goes without reading its
-// key's row; zero or less: it reads it only when told.
+// announce announces a wait for key to the driver (driver.KeyWaiter), the
+// announcement bounded by Config.StoreTimeout as every store call.
+func (a *App) announce(ctx context.Context, key driver.Key) (<-chan struct{}, func()) {
+	bctx, end := a.bound(ctx)
+	defer end(nil)
+	return a.waiter.WaitFor(bctx, key)
+}
+
+// waitPollMax is the longest a waited key goes without its row being read;
+// zero or less: it is read only when told.
 func (a *App) waitPollMax() time.Duration {
 	switch p := a.cfg.WaitPollInterval; {
 	case p != 0:

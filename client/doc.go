@@ -92,14 +92,16 @@
 //
 // # Waiting on the server: Prefer: wait=N
 //
-// Retry-After on a 409 IdempotencyInProgress is the time left on the first
-// call's lease — up to 30 s — however soon that call ends. So the retry of a
+// Retry-After on a 409 IdempotencyInProgress is a guess: the flow's recent
+// duration on that server, at most the time left on the first call's lease
+// (up to 30 s), not when that call ends. So the retry of a
 // 409 goes out after the backoff only, with Prefer: wait=N (RFC 7240): a
 // server that supports it holds the request until the first call finishes
 // and answers its stored response (Idempotent-Replayed: true), or answers
 // 409 again after N seconds; either way with Preference-Applied: wait=N,
 // which the client reports as [Meta].Waited. A server that does not hold
-// answers 409 at once without Preference-Applied, and the client then waits
+// (or holds as many requests as it allows already) answers 409 at once
+// without Preference-Applied, and the client then waits
 // its Retry-After. N is [Retry].PreferWait (default and most 60 s), kept a
 // second inside ctx's deadline and the http.Client's Timeout; a negative
 // PreferWait sends no Prefer at all.

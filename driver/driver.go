@@ -266,6 +266,16 @@ type RowFinder interface {
 	FindRows(ctx context.Context, key Key, limit int) ([]Row, error)
 }
 
+// RowsGetter is optional on a Driver: it reads the rows of several keys in
+// one call (one statement on Postgres). The app's safety-net poll of the
+// keys that requests wait for (Prefer: wait) reads them all with one call
+// instead of one Get per key. This interface is not stable yet.
+type RowsGetter interface {
+	// GetRows returns the rows of keys, in any order, expired or not; a
+	// key with no row is left out.
+	GetRows(ctx context.Context, keys []Key) ([]Row, error)
+}
+
 // MatchKey reports whether row key k is one FindRows(want) returns.
 func MatchKey(k, want Key) bool {
 	return k.Key == want.Key && (want.Tenant == "" || k.Tenant == want.Tenant) &&

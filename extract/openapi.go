@@ -101,7 +101,7 @@ func buildOpenAPI(res *Result, sg *schemaGen) *openAPIDoc {
 				"IdempotencyKeyRequired": idempotencyKeyParam(true),
 				"Prefer": map[string]any{
 					"name": "Prefer", "in": "header", "required": false,
-					"description": "RFC 7240 preferences (a comma-separated list; the header may be sent more than once; names in any case, values a token or a quoted string), of which the server reads wait=N: how many seconds (at most 60; more is read as 60) the caller is willing to wait for a request still in progress under the same key. The server then holds the request until that request finishes and answers its stored response (Idempotent-Replayed: true), or until N seconds pass and answers 409 IdempotencyInProgress with Retry-After; either way with Preference-Applied: wait=N. Without it, a key in progress is 409 at once. Other preferences are ignored.",
+					"description": "RFC 7240 preferences (a comma-separated list; the header may be sent more than once; names in any case, values a token or a quoted string), of which the server reads wait=N: how many seconds (at most 60; more is read as 60) the caller is willing to wait for a request still in progress under the same key. The server then holds the request until that request finishes and answers its stored response (Idempotent-Replayed: true), or until N seconds pass and answers 409 IdempotencyInProgress with Retry-After; either way with Preference-Applied: wait=N. A server that already holds as many requests as it allows (for the key, or in all) answers at once, as without the header: 409 with Retry-After and no Preference-Applied. Without it, a key in progress is 409 at once. Other preferences are ignored.",
 					"schema":      map[string]any{"type": "string"},
 				},
 			},

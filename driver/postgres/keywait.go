@@ -271,3 +271,44 @@ func poke(c chan struct{}) {
 	default:
 	}
 }
+
+var _ driver.RowsGetter = (*Driver)(nil)
+
+// GetRows implements driver.RowsGetter: one statement for all of keys,
+// straight off the primary key. The app polls the keys its requests wait
+// for with it, as the safety net under the notifications above.
+func (d *Driver) GetRows(ctx context.Context, keys []driver.Key) ([]driver.Row, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	cols := make([][]string, 4)
+	for _, k := range keys {
+		for i, p := range []string{k.Tenant, k.Principal, k.Flow, k.Key} {
+			cols[i] = append(cols[i], p)
+		}
+	}
+	rows, err := d.pool.Query(ctx, d.sql(`SELECT `+rowCols+` FROM {s}.oke_idempotency
+		WHERE (tenant, principal, flow, idem_key) IN
+			(SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]))`),
+		cols[0], cols[1], cols[2], cols[3])
+	if err != nil {
+		return nil, d.wrap("get rows", err)
+	}
+	defer rows.Close()
+	out := make([]driver.Row, 0, len(keys))
+	for rows.Next() {
+		var s rowScan
+		if err := rows.Scan(s.dest()...); err != nil {
+			return nil, d.wrap("get rows", err)
+		}
+		r, _ := s.row()
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.wrap("get rows", err)
+	}
+	return out, nil
+}

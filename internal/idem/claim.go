@@ -56,6 +56,9 @@ type Decision struct {
 	// RunID is, for Replay, the journal run the row links (a durable
 	// flow's); "" for none.
 	RunID string
+	// HeldInTx is, for InProgress, that the holder's claim is held by its
+	// transaction: it has no lease to count down (RetryAfter is 1 s).
+	HeldInTx bool
 }
 
 // Engine is the claim state machine over a driver. It holds no state of its
@@ -124,7 +127,7 @@ func (e *Engine) decide(key driver.Key, owner string, lease, ttl time.Duration, 
 		if !res.BusySame {
 			return Decision{Outcome: Reused}
 		}
-		return Decision{Outcome: InProgress, RetryAfter: RetryAfter(0)}
+		return Decision{Outcome: InProgress, RetryAfter: RetryAfter(0), HeldInTx: true}
 	}
 	row := &res.Row
 	switch {
