@@ -219,11 +219,11 @@ func (st *runState) retryStep(ctx context.Context, name string, p *journal.Pendi
 		return err // not the step's failure: the run is retried (or cut off) as a whole
 	case errors.Is(err, ErrKeyNotClaimed), errors.Is(err, ErrSleeping), errors.Is(err, ErrRetrying), errors.As(err, &mismatch):
 		return err // the engine's own answers: running the step again cannot change them
-	case errors.Is(err, deadline.ErrTimeout):
-		// A database that did not answer within Config.StoreTimeout: an
-		// attempt more would wait as long again, and the request with it.
-		// The run is retried as a whole later (the request gets 503), as
-		// after a failed save.
+	case errors.Is(err, deadline.ErrTimeout), errors.Is(err, context.DeadlineExceeded) && st.fx.app.unavailable(err):
+		// A database that did not answer in time (Config.StoreTimeout, or
+		// its connect timeout): an attempt more would wait as long again,
+		// and the request with it. The run is retried as a whole later
+		// (the request gets 503), as after a failed save.
 		return err
 	}
 	pol := st.policy(opts)
@@ -233,7 +233,7 @@ func (st *runState) retryStep(ctx context.Context, name string, p *journal.Pendi
 		return fail
 	}
 	if p.Attempts >= pol.MaxAttempts {
-		return fail
+		return fail // when err says a database was unreachable, the run is retried later (runs.go)
 	}
 	wait := pol.Backoff(p.Attempts, mrand.Float64())
 	if inline := st.fx.app.cfg.RetryInline; inline >= 0 && pol.nominal(p.Attempts) <= inline {

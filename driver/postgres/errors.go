@@ -43,6 +43,12 @@ func (d *Driver) wrap(op string, err error) error {
 	if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("postgres: %s: %w", op, driver.ErrNotFound)
 	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		// No connection could be made, whatever the cause (refused, reset,
+		// the connect timeout): the server could not be reached.
+		return fmt.Errorf("postgres: %s: %w: %w", op, driver.ErrUnavailable, err)
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("postgres: %s: %w", op, err)
 	}
@@ -60,8 +66,7 @@ func (d *Driver) wrap(op string, err error) error {
 		return fmt.Errorf("postgres: %s: %w", op, err)
 	}
 	var netErr net.Error
-	var connectErr *pgconn.ConnectError
-	if errors.As(err, &netErr) || errors.As(err, &connectErr) || pgconn.Timeout(err) ||
+	if errors.As(err, &netErr) || pgconn.Timeout(err) ||
 		pgconn.SafeToRetry(err) || isConnClosed(err) ||
 		errors.Is(err, sqldriver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) {
 		return fmt.Errorf("postgres: %s: %w: %w", op, driver.ErrUnavailable, err)

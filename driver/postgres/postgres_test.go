@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -309,5 +310,48 @@ func TestWithoutServerTheTestsFailAndSayHow(t *testing.T) {
 		if !strings.Contains(string(out), c.want) || strings.Contains(string(out), "SKIP") {
 			t.Errorf("CI=%q, no server: output does not say %q (or skips):\n%s", c.ci, c.want, out)
 		}
+	}
+}
+
+// TestConnectTimeoutIsErrUnavailable: a server that takes the TCP
+// connection and never answers (a hung one) fails the connect by its
+// connect_timeout: unreachable (driver.ErrUnavailable, as TxDriver's
+// Unavailable tells the engine), not a plain error a durable step would
+// fail for good with.
+func TestConnectTimeoutIsErrUnavailable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 16)
+	defer func() {
+		ln.Close()
+		for c := range accepted {
+			c.Close()
+		}
+	}()
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // taken, never answered
+		}
+	}()
+	d := newDriver(t)
+	db, err := sql.Open("pgx", "postgres://postgres@"+ln.Addr().String()+"/test?sslmode=disable&connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.PingContext(t.Context())
+	if err == nil {
+		t.Fatal("a server that never answers was reached")
+	}
+	if !d.Unavailable(err) {
+		t.Fatalf("a connect that timed out: Unavailable(%v) = false, want true", err)
 	}
 }
