@@ -243,7 +243,7 @@ func init() {
 		},
 		{
 			Name:        "payments.getRefund",
-			Source:      "examples/payments/app/refunds.go:202",
+			Source:      "examples/payments/app/refunds.go:204",
 			Digest:      "sha256:966b2c7274d58a3523b72ca8bd104c81a1d10a62493104b5304486ec44e5f3d4",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -253,7 +253,7 @@ func init() {
 			},
 			Effects: []oke.Effect{oke.EffectRead},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead: {"examples/payments/app/refunds.go:206 s.readRefund → examples/payments/app/refunds.go:191 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
+				oke.EffectRead: {"examples/payments/app/refunds.go:208 s.readRefund → examples/payments/app/refunds.go:193 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
 			},
 		},
 		{
@@ -288,7 +288,7 @@ func init() {
 		{
 			Name:        "payments.refund",
 			Source:      "examples/payments/app/refunds.go:74",
-			Digest:      "sha256:706cba06b0394441e277b487ecb864bceb35c17ee52c856d792373fd83456a0f",
+			Digest:      "sha256:255b4fcab5f3efbfe890da991a18db321bdbb712f6132431ea8b924d82c2499c",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -298,10 +298,10 @@ func init() {
 			Effects: []oke.Effect{oke.EffectRead, oke.EffectWrite, oke.EffectEmit, oke.EffectFetch},
 			Steps:   []string{"look up the charge", "refund id", "call the provider", "write the refund", "emit refund.created"},
 			Why: map[oke.Effect][]string{
-				oke.EffectRead:  {"examples/payments/app/refunds.go:79 oke.Step \"look up the charge\" → examples/payments/app/refunds.go:84 fx.Store(s.rdb).QueryRow SELECT c.id, c.amount, c.currency, c.created_at, (SELECT r.id FROM …", "examples/payments/app/refunds.go:122 oke.Step \"write the refund\" → examples/payments/app/refunds.go:129 s.readRefund → examples/payments/app/refunds.go:191 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
+				oke.EffectRead:  {"examples/payments/app/refunds.go:79 oke.Step \"look up the charge\" → examples/payments/app/refunds.go:84 fx.Store(s.rdb).QueryRow SELECT c.id, c.amount, c.currency, c.created_at, (SELECT r.id FROM …", "examples/payments/app/refunds.go:122 oke.Step \"write the refund\" → examples/payments/app/refunds.go:129 s.readRefund → examples/payments/app/refunds.go:193 st.QueryRow SELECT r.id, r.charge_id, r.amount, c.currency, r.provider_id, …"},
 				oke.EffectWrite: {"examples/payments/app/refunds.go:122 oke.Step \"write the refund\" → examples/payments/app/refunds.go:124 st.Exec INSERT INTO refunds (id, charge_id, amount, provider_id) VALUES ($1, $2, …"},
 				oke.EffectEmit:  {"examples/payments/app/refunds.go:138 oke.Step \"emit refund.created\" → examples/payments/app/refunds.go:139 fx.Emit \"refund.created\""},
-				oke.EffectFetch: {"examples/payments/app/refunds.go:115 oke.Step \"call the provider\" → examples/payments/app/refunds.go:116 s.callProvider → examples/payments/app/refunds.go:168 fx.Fetch"},
+				oke.EffectFetch: {"examples/payments/app/refunds.go:115 oke.Step \"call the provider\" → examples/payments/app/refunds.go:116 s.callProvider → examples/payments/app/refunds.go:170 fx.Fetch"},
 			},
 		},
 		{

@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"io"
@@ -76,6 +77,9 @@ func (s *Server) provider() http.Handler {
 	})
 }
 
+// providerStoreTimeout bounds the fake provider's statements.
+const providerStoreTimeout = 2 * time.Second
+
 // providerRefund is POST /_provider/refunds.
 func (s *Server) providerRefund(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
@@ -91,7 +95,11 @@ func (s *Server) providerRefund(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var p ProviderRefund
-	err := s.db.QueryRowContext(r.Context(),
+	// A provider answers promptly or says it cannot: its own database gets
+	// a short deadline, and a failure to store is a 503 the caller retries.
+	ctx, cancel := context.WithTimeout(r.Context(), providerStoreTimeout)
+	defer cancel()
+	err := s.db.QueryRowContext(ctx,
 		`INSERT INTO provider_refunds (idempotency_key, charge_id, amount, currency, reference)
 		 VALUES ($1, $2, $3, $4, $5)
 		 ON CONFLICT (idempotency_key) DO UPDATE SET requests = provider_refunds.requests + 1
@@ -100,7 +108,8 @@ func (s *Server) providerRefund(w http.ResponseWriter, r *http.Request) {
 		Scan(&p.ID, &p.ChargeID, &p.Amount, &p.Currency, &p.Reference, &p.IdempotencyKey, &p.Requests, &p.CreatedAt)
 	if err != nil {
 		s.log.Error("payments: fake provider: store refund", "err", err)
-		oke.WriteError(w, oke.ErrInternal)
+		w.Header().Set("Retry-After", "1")
+		oke.WriteError(w, oke.Fail(http.StatusServiceUnavailable, "ProviderUnavailable", "The provider could not store the refund; retry with the same Idempotency-Key."))
 		return
 	}
 	if p.ChargeID != in.ChargeID || p.Amount != in.Amount || p.Currency != in.Currency || p.Reference != in.Reference {

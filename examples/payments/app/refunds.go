@@ -145,13 +145,15 @@ func (s *Server) refundFlow() *oke.Flow[RefundIn, Refund] {
 }
 
 // providerRetry is the provider call's retry policy: a provider that
-// answers 5xx for a few seconds (a restart, its own database failing over)
-// must not fail a refund for good, as the default's three attempts within
-// a second would. The first waits are spent in the request; from about 1.6 s
-// on the run parks and the scheduler retries it, for about 50 s in all (the
-// request answers 204 with Oke-Run-Id once it parks: Prefer: wait or
-// GET /refunds/{id} gives the refund).
-var providerRetry = oke.RetryPolicy{MaxAttempts: 9, MaxBackoff: 20 * time.Second}
+// answers 5xx for a while (a restart, its own database failing over) must
+// not fail a refund for good, as the default's three attempts within a
+// second would. Its first wait is already longer than Config.RetryInline,
+// so a failed call parks the run at once (the request is answered, 503
+// OutcomeUnknown, instead of waiting out the outage) and the scheduler
+// retries it: 9 attempts over about a minute (2 s doubling to 20 s). A
+// retry with the refund's key, Prefer: wait, or GET /refunds/{id} gives the
+// refund.
+var providerRetry = oke.RetryPolicy{MaxAttempts: 9, InitialBackoff: 2 * time.Second, MaxBackoff: 20 * time.Second}
 
 // callProvider asks the provider to refund, with fx.Fetch: inside a step it
 // carries the step's stable Idempotency-Key.

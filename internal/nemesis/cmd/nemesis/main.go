@@ -18,7 +18,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -28,6 +30,7 @@ import (
 )
 
 type config struct {
+	skip string // fault kinds not to inject, comma-separated
 	bin, driver, work, historyOut, reportOut string
 	duration, clientTimeout, hang            time.Duration
 	minFaults, clients                       int
@@ -50,8 +53,9 @@ func main() {
 	flag.IntVar(&c.minFaults, "faults", 50, "inject at least this many faults")
 	flag.IntVar(&c.clients, "clients", 4, "recording clients sending charges")
 	flag.DurationVar(&c.pace, "pace", 5*time.Millisecond, "each client's pause between requests")
-	flag.DurationVar(&c.clientTimeout, "client-timeout", 10*time.Second, "how long a request may wait for its answer; no answer in time from an instance that was up is a hang")
-	flag.DurationVar(&c.hang, "hang", 11*time.Second, "how long a hung Postgres stays hung (longer than -client-timeout, so a request that waits it out is seen)")
+	flag.DurationVar(&c.clientTimeout, "client-timeout", 20*time.Second, "how long a request may wait for its answer; no answer in time from an instance that was up is a hang")
+	flag.DurationVar(&c.hang, "hang", 21*time.Second, "how long a hung Postgres stays hung (longer than -client-timeout, so a request that waits it out is seen)")
+	flag.StringVar(&c.skip, "skip", "", "a comma-separated `list` of fault kinds not to inject (e.g. pg-pause)")
 	flag.Uint64Var(&c.seed, "seed", 0, "the random seed (0: from the clock; the run prints it)")
 	flag.Int64Var(&c.tmpfsSize, "tmpfs-size", 64<<20, "the size in bytes of the tmpfs the file driver's data lives on (root only)")
 	flag.Parse()
@@ -187,7 +191,20 @@ func run(ctx context.Context, c config) int {
 
 	// The faults, in turn, until both bounds are met (and never past three
 	// times the duration).
-	kinds := tg.faults()
+	var kinds []faultKind
+	for _, k := range tg.faults() {
+		if !slices.Contains(strings.Split(c.skip, ","), k.name) {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		stopLoad()
+		fmt.Fprintf(os.Stderr, "nemesis: -skip %q leaves no fault to inject\n", c.skip)
+		return 2
+	}
+	if c.skip != "" {
+		fmt.Printf("nemesis: not injecting: %s (-skip)\n", c.skip)
+	}
 	start := time.Now()
 	aborted := ""
 	for i := 0; ctx.Err() == nil; i++ {

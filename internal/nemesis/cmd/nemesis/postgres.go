@@ -19,11 +19,12 @@ import (
 // PostgreSQL server (internal/pgcluster), which the faults stop, kill,
 // hang and cut off. The shared server of the tests is never touched.
 type postgresTarget struct {
-	c     config
-	rng   *rand.Rand
-	pg    *pgcluster.Cluster
-	insts []*nemesis.Instance
-	turn  int // which instance the next instance fault hits
+	c      config
+	rng    *rand.Rand
+	pg     *pgcluster.Cluster
+	insts  []*nemesis.Instance
+	turn   int // which instance the next instance fault hits
+	pauses int // pg-pause turns so far (every other one is a backends fault)
 }
 
 func newPostgresTarget(ctx context.Context, c config, rng *rand.Rand) (target, error) {
@@ -62,6 +63,14 @@ func (t *postgresTarget) next() *nemesis.Instance {
 	return in
 }
 
+// backends terminates every client backend of the database.
+func (t *postgresTarget) backends(ctx context.Context, f *nemesis.Fault) error {
+	f.Kind, f.Target = "backends", "postgres"
+	n, err := t.pg.TerminateBackends(ctx, "test")
+	f.Note = fmt.Sprintf("terminated %d backends", n)
+	return err
+}
+
 func (t *postgresTarget) faults() []faultKind {
 	return []faultKind{
 		{"sigkill", func(ctx context.Context, f *nemesis.Fault) error {
@@ -92,14 +101,14 @@ func (t *postgresTarget) faults() []faultKind {
 			f.Note = fmt.Sprintf("stopped for %s", d.Round(time.Millisecond))
 			return in.Signal(syscall.SIGCONT)
 		}},
-		{"backends", func(ctx context.Context, f *nemesis.Fault) error {
-			f.Target = "postgres"
-			n, err := t.pg.TerminateBackends(ctx, "test")
-			f.Note = fmt.Sprintf("terminated %d backends", n)
-			return err
-		}},
+		{"backends", t.backends},
 		{"pg-pause", func(ctx context.Context, f *nemesis.Fault) error {
 			f.Target = "postgres"
+			if t.pauses++; t.pauses%2 == 0 {
+				// Every other turn: a hang lasts longer than the client's
+				// timeout, so half as many keep the run within its bound.
+				return t.backends(ctx, f)
+			}
 			if err := t.pg.Pause(); err != nil {
 				return err
 			}
