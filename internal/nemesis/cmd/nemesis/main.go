@@ -30,10 +30,10 @@ import (
 )
 
 type config struct {
-	skip string // fault kinds not to inject, comma-separated
 	bin, driver, work, historyOut, reportOut string
 	duration, clientTimeout, hang            time.Duration
 	minFaults, clients                       int
+	skip                                     string // fault kinds not to inject, comma-separated
 	pace                                     time.Duration
 	seed                                     uint64
 	tmpfsSize                                int64
