@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +21,9 @@ type Instance struct {
 	Args []string // the demo's flags, without -addr
 	Addr string   // host:port, fixed across restarts
 	Log  string   // the file its stderr and stdout are appended to
+	// Pprof, when set, is a loopback host:port the process serves
+	// net/http/pprof on (OKE_PPROF), for Goroutines.
+	Pprof string
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -48,6 +52,9 @@ func (i *Instance) Start(timeout time.Duration) error {
 	fmt.Fprintf(f, "==== nemesis: start %s at %s\n", i.Name, time.Now().UTC().Format(time.RFC3339Nano))
 	cmd := exec.Command(i.Bin, append([]string{"-addr", i.Addr}, i.Args...)...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if i.Pprof != "" {
+		cmd.Env = append(os.Environ(), "OKE_PPROF="+i.Pprof)
+	}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return err
@@ -123,6 +130,22 @@ func (i *Instance) Terminate(timeout time.Duration) {
 	case <-time.After(timeout):
 		i.Kill()
 	}
+}
+
+// Goroutines is the stacks of every goroutine of the process
+// (net/http/pprof's goroutine?debug=2), when Pprof is set: what a hung
+// request waits on.
+func (i *Instance) Goroutines() ([]byte, error) {
+	if i.Pprof == "" {
+		return nil, fmt.Errorf("instance %s serves no pprof", i.Name)
+	}
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + i.Pprof + "/debug/pprof/goroutine?debug=2")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
 }
 
 // LogTail is the last n bytes of the instance's log.

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -142,6 +143,13 @@ func run(ctx context.Context, c config) int {
 	}
 	insts := tg.instances()
 	for _, in := range insts {
+		// Every instance serves pprof on a port of its own, so that a
+		// hung request's stacks can be read (dumpHang).
+		if in.Pprof == "" {
+			if addr, err := nemesis.FreeAddr(); err == nil {
+				in.Pprof = addr
+			}
+		}
 		if err := in.Start(60 * time.Second); err != nil {
 			fmt.Fprintf(os.Stderr, "nemesis: %v\n", err)
 			tg.close()
@@ -181,6 +189,9 @@ func run(ctx context.Context, c config) int {
 				}
 				in := insts[r.IntN(len(insts))]
 				op := ks.send(rec, in, cl, nemesis.PhaseLoad, k)
+				if op.Timeout {
+					dumpHang(c, in, op)
+				}
 				if op.Status == 0 && !op.Timeout {
 					time.Sleep(50 * time.Millisecond) // refused: the instance is down
 				}
@@ -402,4 +413,31 @@ func printTable(files []string) int {
 	}
 	nemesis.WriteTable(os.Stdout, reps...)
 	return code
+}
+
+// hangDumps counts the goroutine dumps written; dumpHang writes at most
+// three.
+var hangDumps atomic.Int32
+
+// dumpHang writes the goroutines of in, whose request op got no answer
+// within the client's timeout, to the work folder: the stack of the
+// handler still waiting names the call that has no deadline. The store
+// is still hung when the client gives up (-hang outlasts
+// -client-timeout), so the handler is still in that call.
+func dumpHang(c config, in *nemesis.Instance, op nemesis.Op) {
+	if hangDumps.Add(1) > 3 {
+		return
+	}
+	b, err := in.Goroutines()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nemesis: read the goroutines of %s after hung op %d: %v\n", in.Name, op.Seq, err)
+		return
+	}
+	name := filepath.Join(c.work, fmt.Sprintf("hang-%s-op%d.txt", in.Name, op.Seq))
+	head := fmt.Sprintf("op %d %s %s key %s, called at %s, no answer in %s\n\n", op.Seq, op.Route, in.Name, op.Key, op.Call, c.clientTimeout)
+	if err := os.WriteFile(name, append([]byte(head), b...), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "nemesis:", err)
+		return
+	}
+	fmt.Printf("nemesis: hung op %d: goroutines of %s in %s\n", op.Seq, in.Name, name)
 }
