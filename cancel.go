@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/deadline"
 )
 
 // Cancel ends a durable run that no execution is running now — one that
@@ -23,7 +25,7 @@ func (a *App) Cancel(ctx context.Context, runID string) (driver.Run, error) {
 	if a.journal == nil {
 		return driver.Run{}, fmt.Errorf("cancel %s: %w", runID, ErrNotDurable)
 	}
-	run, err := CancelRun(ctx, a.journal, runID)
+	run, err := cancelRun(ctx, a.journal, a.cfg.StoreTimeout, runID)
 	if err == nil {
 		a.ended.done(runID) // results.go: waiters for its result
 	}
@@ -34,13 +36,20 @@ func (a *App) Cancel(ctx context.Context, runID string) (driver.Run, error) {
 // store without an app (oke runs cancel -data DIR). The run's flow need not
 // be bound.
 func CancelRun(ctx context.Context, j driver.Journal, runID string) (driver.Run, error) {
+	return cancelRun(ctx, j, DefaultStoreTimeout, runID)
+}
+
+// cancelRun cancels run runID on j, the store call bounded by timeout.
+func cancelRun(ctx context.Context, j driver.Journal, timeout time.Duration, runID string) (driver.Run, error) {
 	c, ok := j.(driver.RunCanceller)
 	if !ok {
 		return driver.Run{}, fmt.Errorf("cancel %s: %w", runID, ErrCannotCancel)
 	}
 	e := ErrRunCancelled
+	ctx, end := deadline.Bound(ctx, timeout)
 	run, err := c.CancelRun(ctx, runID, driver.Response{Status: e.Status, ContentType: "application/json",
 		Body: envelopeBytes(e)}, "cancelled: "+e.Message)
+	err = end(err)
 	switch {
 	case errors.Is(err, driver.ErrRunHeld):
 		return driver.Run{}, fmt.Errorf("cancel %s: %w", runID, ErrRunRunning)

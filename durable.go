@@ -358,7 +358,7 @@ func Claim(ctx context.Context, key string) (bool, error) {
 	if co := st.fx.co; co != nil {
 		return false, co.fail(fmt.Errorf("claim %q: a business-key claim is not in the run's transaction", key))
 	}
-	winner, err := st.fx.app.journal.ClaimKey(context.WithoutCancel(ctx), key, st.x.Run.ID)
+	winner, err := st.fx.app.runs.ClaimKey(context.WithoutCancel(ctx), key, st.x.Run.ID)
 	if err != nil {
 		return false, fmt.Errorf("claim %q: %w", key, err)
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/deadline"
 )
 
 // ErrRunDead is the cause of the 503 OutcomeUnknown a request gets for a
@@ -29,7 +31,7 @@ func (a *App) Resume(ctx context.Context, runID string) (driver.Run, error) {
 	if a.journal == nil {
 		return driver.Run{}, fmt.Errorf("resume %s: %w", runID, ErrNotDurable)
 	}
-	run, err := ResumeRun(ctx, a.journal, runID)
+	run, err := resumeRun(ctx, a.journal, a.cfg.StoreTimeout, runID)
 	if err == nil {
 		a.wake()
 	}
@@ -40,11 +42,18 @@ func (a *App) Resume(ctx context.Context, runID string) (driver.Run, error) {
 // store without an app (oke runs resume -data DIR): the run is due again,
 // and the next app started on the store picks it up.
 func ResumeRun(ctx context.Context, j driver.Journal, runID string) (driver.Run, error) {
+	return resumeRun(ctx, j, DefaultStoreTimeout, runID)
+}
+
+// resumeRun resumes run runID on j, the store call bounded by timeout.
+func resumeRun(ctx context.Context, j driver.Journal, timeout time.Duration, runID string) (driver.Run, error) {
 	r, ok := j.(driver.RunResumer)
 	if !ok {
 		return driver.Run{}, fmt.Errorf("resume %s: %w", runID, ErrCannotResume)
 	}
+	ctx, end := deadline.Bound(ctx, timeout)
 	run, err := r.ResumeRun(ctx, runID)
+	err = end(err)
 	if err != nil {
 		return driver.Run{}, fmt.Errorf("resume %s: %w", runID, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/deadline"
 )
 
 // AwaitSignal waits, durably, for the signal named name sent to the current
@@ -159,7 +160,7 @@ func (a *App) signal(ctx context.Context, runID, name string, payload any, o sig
 	if a.journal == nil {
 		return &SignalError{RunID: runID, Name: name, Err: ErrNotDurable}
 	}
-	if err := sendSignal(ctx, a.journal, runID, name, payload, o); err != nil {
+	if err := sendSignal(ctx, a.journal, a.cfg.StoreTimeout, runID, name, payload, o); err != nil {
 		return err
 	}
 	a.wake()
@@ -175,10 +176,13 @@ func SignalRun(ctx context.Context, j driver.Journal, runID, name string, payloa
 	for _, f := range opts {
 		f(&o)
 	}
-	return sendSignal(ctx, j, runID, name, payload, o)
+	return sendSignal(ctx, j, DefaultStoreTimeout, runID, name, payload, o)
 }
 
-func sendSignal(ctx context.Context, j driver.Journal, runID, name string, payload any, o signalOpts) error {
+// sendSignal sends one signal on j, the call bounded by timeout
+// (deadline.Bound), and not ended by ctx's cancellation: a signal sent
+// half-way is known only once the store answers.
+func sendSignal(ctx context.Context, j driver.Journal, timeout time.Duration, runID, name string, payload any, o signalOpts) error {
 	serr := func(err error) error { return &SignalError{RunID: runID, Name: name, Err: err} }
 	sg, ok := j.(driver.Signaler)
 	if !ok {
@@ -194,7 +198,9 @@ func sendSignal(ctx context.Context, j driver.Journal, runID, name string, paylo
 	if o.key == "" {
 		o.key = "sig_" + newUUID()
 	}
-	_, err = sg.SendSignal(context.WithoutCancel(ctx), driver.Signal{RunID: runID, Name: name, Key: o.key, Payload: data})
+	sctx, end := deadline.Bound(context.WithoutCancel(ctx), timeout)
+	_, err = sg.SendSignal(sctx, driver.Signal{RunID: runID, Name: name, Key: o.key, Payload: data})
+	err = end(err)
 	switch {
 	case errors.Is(err, driver.ErrSignalDuplicate):
 		return nil // sent before: delivered once
@@ -279,5 +285,7 @@ func (a *App) Signals(ctx context.Context, runID string) ([]driver.Signal, error
 	if !ok {
 		return nil, fmt.Errorf("signals of %s: %w", runID, ErrCannotSignal)
 	}
-	return sg.Signals(ctx, runID)
+	ctx, end := a.bound(ctx)
+	sigs, err := sg.Signals(ctx, runID)
+	return sigs, end(err)
 }
