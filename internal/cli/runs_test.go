@@ -31,8 +31,15 @@ type demo struct {
 // end).
 func openDemo(t *testing.T, dir string) *demo {
 	t.Helper()
+	return openDemoWith(t, func(cfg *app.Config) { cfg.DataDir = dir })
+}
+
+// openDemoWith opens the demo with the config set changes, and serves it
+// until stop (or the test's end).
+func openDemoWith(t *testing.T, set func(*app.Config)) *demo {
+	t.Helper()
 	cfg := app.DefaultConfig()
-	cfg.DataDir = dir
+	set(&cfg)
 	cfg.PollInterval = 10 * time.Millisecond
 	cfg.AdminToken = cliAdminToken
 	t.Setenv("OKE_ADMIN_TOKEN", cliAdminToken) // what the commands send
@@ -40,6 +47,9 @@ func openDemo(t *testing.T, dir string) *demo {
 	s, err := app.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("open the demo: %v", err)
+	}
+	if cfg.Postgres != "" {
+		s.DB().SetMaxOpenConns(demoBusinessConns)
 	}
 	hs := httptest.NewServer(s)
 	d := &demo{t: t, srv: s, url: hs.URL}

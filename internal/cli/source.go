@@ -79,6 +79,7 @@ const AdminPath = "/_oke"
 type usageError struct{ err error }
 
 func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
 
 // httpSource reads a running app's admin API.
 type httpSource struct {
