@@ -132,7 +132,7 @@ func printRow(w io.Writer, r admin.RowView) {
 		line("stored", head)
 		switch {
 		case r.BodyHidden:
-			line("body", fmt.Sprintf("hidden (%d bytes; show it with -reveal)", r.BodyBytes))
+			line("body", "hidden ("+count(r.BodyBytes, "byte", "bytes")+"; show it with -reveal)")
 		case res.Body != nil:
 			line("body", compact(res.Body, 0))
 		}

@@ -134,7 +134,13 @@ func parse(fs *flag.FlagSet, args []string, want int, stderr io.Writer) ([]strin
 		if want == 0 {
 			fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), pos[0])
 		} else {
-			fmt.Fprintf(stderr, "%s: want %d %s, got %d arguments\n", fs.Name(), want, argName(fs.Name()), len(pos))
+			what := argName(fs.Name())
+			if want > 1 {
+				what = fmt.Sprintf("%d arguments", want)
+			} else {
+				what = "1 " + what
+			}
+			fmt.Fprintf(stderr, "%s: want %s, got %s\n", fs.Name(), what, count(len(pos), "argument", "arguments"))
 		}
 		fs.Usage()
 		return nil, 2, false

@@ -413,7 +413,7 @@ func (s *driverSource) replay(ctx context.Context, id string, from int) (string,
 		return "", err
 	}
 	if from < 1 || from > len(steps)+1 {
-		return "", &usageError{fmt.Errorf("-from-step %d: run %s saved %d steps, so a replay may start from step 1 to %d", from, id, len(steps), len(steps)+1)}
+		return "", &usageError{fmt.Errorf("-from-step %d: run %s saved %s, so a replay may start from step 1 to %d", from, id, count(len(steps), "step", "steps"), len(steps)+1)}
 	}
 	run := driver.Run{ID: token.RunID(), Flow: old.Flow, Input: old.Input,
 		Tenant: old.Tenant, Principal: old.Principal, ReplayOf: old.ID}
