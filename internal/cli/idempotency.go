@@ -51,7 +51,9 @@ func runIdempotency(ctx context.Context, name string, args []string, stdout, std
 func idempotencyCmds() []storeCmd {
 	return []storeCmd{
 		{name: "ls", aliases: []string{"list"}, flags: idempotencyLs, synopsis: "[-after CURSOR] [-limit N] [-json]",
-			about: "Lists the Idempotency-Key rows in key order, stored bodies hidden (see show -reveal). When more rows follow the page, it says on stderr the command that lists the next one (-after CURSOR)."},
+			about: `Lists the Idempotency-Key rows in key order, stored bodies hidden (see show
+-reveal). When more rows follow the page, it says on stderr the command that
+lists the next one (-after CURSOR).`},
 		{name: "show", args: 1, flags: idempotencyShow, synopsis: "[-tenant T] [-principal P] [-flow F] [-reveal] [-json] KEY",
 			about: "Shows the rows of one Idempotency-Key, in every scope unless -tenant, -principal or -flow narrow it."},
 		{name: "delete", aliases: []string{"rm"}, args: 1, writes: true, flags: idempotencyDelete, synopsis: "[-tenant T] [-principal P] [-flow F] [-all] [-force] [-json] KEY",

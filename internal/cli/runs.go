@@ -82,7 +82,9 @@ func runsCmds() []storeCmd {
 	return []storeCmd{
 		{name: "ls", aliases: []string{"list"}, flags: runsLs,
 			synopsis: "[-flow NAME] [-status S] [-tenant T] [-created-after TIME] [-created-before TIME] [-after ID | -before ID] [-newest] [-limit N] [-json]",
-			about:    "Lists journal runs, oldest first (-newest: newest first): id, flow, status, attempts, created, saved steps. When more runs follow the page, it says on stderr the command that lists the next one."},
+			about: `Lists journal runs, oldest first (-newest: newest first): id, flow, status,
+attempts, created, saved steps. When more runs follow the page, it says on
+stderr the command that lists the next one.`},
 		{name: "show", args: 1, flags: runsShow, synopsis: "[-json] ID",
 			about: "Shows one journal run: its input, status and result, each saved step with its attempts, result and timing, and, while it is unfinished, the attempts of the step it takes next."},
 		{name: "replay", args: 1, writes: true, flags: runsReplay, synopsis: "[-from-step N] [-json] ID",

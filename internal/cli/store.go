@@ -34,7 +34,7 @@ func storeFlags(fs *flag.FlagSet) *store {
 	secretflag.Var(fs, &s.token, "token", "the app's admin `token`, sent as Authorization: Bearer (default $OKE_ADMIN_TOKEN; the demo writes the one it draws to admin-token in its -data folder)")
 	fs.StringVar(&s.data, "data", "", "open this data folder (`DIR`) with the file driver instead; only while no app holds it")
 	secretflag.Var(fs, &s.dsn, "postgres", "open this Postgres database (`DSN`: a postgres:// URL or key=value string; never shown, it may hold a password) with the Postgres driver instead; read-only for a command that only reads")
-	fs.StringVar(&s.schema, "schema", postgres.DefaultSchema, "with -postgres: the `schema` that holds oke's tables")
+	fs.StringVar(&s.schema, "schema", postgres.DefaultSchema, "with -postgres: the schema (`NAME`) that holds oke's tables")
 	return s
 }
 
