@@ -67,18 +67,6 @@ func (s *store) open(ctx context.Context, readOnly bool) (source, error) {
 	return newHTTPSource(addr, s.token)
 }
 
-// where says, for a message, where the store is: "the app", "the data
-// folder DIR", "schema oke of the Postgres database".
-func (s *store) where() string {
-	switch {
-	case s.data != "":
-		return "the data folder " + s.data
-	case s.dsn != "":
-		return "schema " + s.schema + " of the Postgres database"
-	}
-	return "the app"
-}
-
 // redact removes the DSN's password from a message.
 func (s *store) redact(err error) error {
 	if s.dsn == "" || err == nil {
