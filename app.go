@@ -735,10 +735,12 @@ type FlowInfo struct {
 	// Mode and TTL are the flow's Idempotency-Key mode ("auto",
 	// "required", "off") and the effective TTL of its stored responses
 	// (e.g. "24h"); Claim is how a keyed request claims its key ("first",
-	// or "in_tx": held by the flow's transaction).
+	// or "in_tx": held by the flow's transaction), empty for a flow that
+	// never claims one (bound only with GET, routes that ignore the header,
+	// events, schedules).
 	Mode  string `json:"mode"`
 	TTL   string `json:"ttl"`
-	Claim string `json:"claim"`
+	Claim string `json:"claim,omitempty"`
 	// Coalesced: a durable flow whose keyed requests run every step in one
 	// transaction, with one commit (its contract's coalesced, on a driver
 	// that can: docs/durable.md); its Claim is then "in_tx".
@@ -766,6 +768,7 @@ type FlowInfo struct {
 // Flows describes the app's flows, sorted by name.
 func (a *App) Flows() []FlowInfo {
 	byName := map[string]*FlowInfo{}
+	claims := map[string]bool{} // a route of the flow claims a key: the header's or a webhook's
 	for _, rt := range a.routes {
 		fi := byName[rt.f.name]
 		if fi == nil {
@@ -789,9 +792,13 @@ func (a *App) Flows() []FlowInfo {
 		}
 		fi.Bindings = append(fi.Bindings, rt.b.pattern(rt.f.name))
 		fi.Honored = fi.Honored || rt.honors
+		claims[rt.f.name] = claims[rt.f.name] || rt.honors || rt.dedupe != nil
 	}
 	out := make([]FlowInfo, 0, len(byName))
-	for _, fi := range byName {
+	for name, fi := range byName {
+		if !claims[name] {
+			fi.Claim = "" // no route of it claims a key (serve: 3.)
+		}
 		out = append(out, *fi)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -167,6 +167,7 @@ func ViewRun(r driver.Run, steps []driver.Step) RunView {
 	if r.Status.Finished() {
 		t.TotalMs = ms(r.UpdatedAt.Sub(r.CreatedAt))
 	}
+	t.RunMs, t.WaitMs = roundMs(t.RunMs), roundMs(t.WaitMs) // sums: no float noise
 	v.Timing = t
 	return v
 }

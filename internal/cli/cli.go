@@ -4,13 +4,10 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"runtime"
-	"runtime/debug"
 	"strings"
 )
 
@@ -98,8 +95,9 @@ Commands:
 	b.WriteString(`
 Run 'oke help <command>' for more about a command.
 
-runs and idempotency read a running app's admin API (-addr URL, default
-http://127.0.0.1:8080) or, while no app holds it, a data folder (-data DIR).
+runs and idempotency work on one of three stores: a running app's admin API
+(-addr URL, default http://127.0.0.1:8080), a data folder no app holds
+(-data DIR), or a Postgres database (-postgres DSN [-schema NAME]).
 `)
 	io.WriteString(w, b.String())
 }
@@ -113,77 +111,6 @@ func runServe(ctx context.Context, name string, args []string, stdout, stderr io
 		return 1
 	}
 	return serveFn(ctx, name, args, stdout, stderr)
-}
-
-func runVersion(_ context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	js := fs.Bool("json", false, "print the versions as JSON")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s [-json]\n\nPrints the version of oke and of the Go toolchain that built it.\n", name)
-	}
-	if err := fs.Parse(args); err != nil {
-		return parseExit(err)
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
-		return 2
-	}
-	if *js {
-		b, _ := json.Marshal(map[string]string{"oke": version(), "go": runtime.Version(), "os": runtime.GOOS, "arch": runtime.GOARCH})
-		fmt.Fprintf(stdout, "%s\n", b)
-		return 0
-	}
-	fmt.Fprintf(stdout, "oke %s (%s %s/%s)\n", version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	return 0
-}
-
-// version is Version, else what the build info says.
-func version() string {
-	if Version != "" {
-		return Version
-	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "devel (built without module support)"
-	}
-	return buildVersion(bi)
-}
-
-// buildVersion is the version a binary's build info gives: the main
-// module's version (a release, `go install …@v1.2.3`, or the pseudo-version
-// go build stamps from the git checkout), else the VCS revision it was
-// built from, else "devel" and why.
-func buildVersion(bi *debug.BuildInfo) string {
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	var rev, at string
-	dirty := false
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.time":
-			at = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	if rev == "" {
-		return "devel (no version or VCS revision in this build: it was built outside a git checkout or with -buildvcs=false; `go install github.com/okengine/oke/cmd/oke@latest` gives a release version)"
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	v := "devel " + rev
-	if dirty {
-		v += "+dirty"
-	}
-	if at != "" {
-		v += " (" + at + ")"
-	}
-	return v
 }
 
 func runHelp(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -63,30 +64,41 @@ func TestVersionFlag(t *testing.T) {
 	old := cli.Version
 	cli.Version = "v1.2.3"
 	defer func() { cli.Version = old }()
-	if code, stdout, _ := run("version"); code != 0 || !strings.HasPrefix(stdout, "oke v1.2.3 (go") {
-		t.Fatalf("exit %d, stdout %q", code, stdout)
+	code, stdout, _ := run("version")
+	if code != 0 || !regexp.MustCompile(`^oke v1\.2\.3 \((rev [0-9a-f]{7}(\+dirty)?, )?go[^ ,()]+\)\n$`).MatchString(stdout) {
+		t.Fatalf("exit %d, stdout %q: want one line, oke v1.2.3 (rev …, go…)", code, stdout)
 	}
 	if code, stdout, _ := run("version", "-json"); code != 0 || !strings.HasPrefix(stdout, `{"arch":`) || !strings.Contains(stdout, `"oke":"v1.2.3"`) {
 		t.Fatalf("version -json: exit %d, stdout %q", code, stdout)
 	}
 }
 
-// TestBuildVersion: `oke version` prints the module version, else the VCS
-// revision, never a bare "devel".
+// TestBuildVersion: DESIGN.md §11 — `oke version` prints one short line:
+// the module version (devel for a checkout), the VCS revision (short,
+// +dirty when modified) and the Go version, from each shape of build info.
 func TestBuildVersion(t *testing.T) {
-	rev := []debug.BuildSetting{{Key: "vcs.revision", Value: "8bb771ec8bbcf1b799282ae5acc6b7713c0df0b9"}, {Key: "vcs.time", Value: "2026-12-01T09:49:33Z"}}
+	const sha = "1d120a6f0e2b9c8d7e6f5a4b3c2d1e0f9a8b7c6d"
+	rev := debug.BuildSetting{Key: "vcs.revision", Value: sha}
+	at := debug.BuildSetting{Key: "vcs.time", Value: "2026-12-01T09:49:33Z"}
+	dirty := debug.BuildSetting{Key: "vcs.modified", Value: "true"}
+	clean := debug.BuildSetting{Key: "vcs.modified", Value: "false"}
 	for _, tc := range []struct {
-		name string
-		bi   debug.BuildInfo
-		want string
+		name     string
+		bi       *debug.BuildInfo
+		override string
+		want     string
 	}{
-		{"a release", debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}}, "v1.4.0"},
-		{"a pseudo-version stamped by go build", debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261201094933-8bb771ec8bbc+dirty"}}, "v0.0.0-20261201094933-8bb771ec8bbc+dirty"},
-		{"only a VCS revision", debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: rev}, "devel 8bb771ec8bbc (2026-12-01T09:49:33Z)"},
-		{"a modified checkout", debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: append(rev, debug.BuildSetting{Key: "vcs.modified", Value: "true"})}, "devel 8bb771ec8bbc+dirty (2026-12-01T09:49:33Z)"},
-		{"nothing at all says why", debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "-buildvcs=false"},
+		{"go install …@v0.3.0: a release, no VCS", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.3.0"}}, "", "oke v0.3.0 (go1.26.8)"},
+		{"a release built from its tag", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.3.0"}, Settings: []debug.BuildSetting{rev, at, clean}}, "", "oke v0.3.0 (rev 1d120a6, go1.26.8)"},
+		{"its tag, modified", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.3.0+dirty"}, Settings: []debug.BuildSetting{rev, dirty}}, "", "oke v0.3.0 (rev 1d120a6+dirty, go1.26.8)"},
+		{"a checkout: the pseudo-version go build stamps", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20261201094933-1d120a6f0e2b"}, Settings: []debug.BuildSetting{rev, at, clean}}, "", "oke devel (rev 1d120a6, go1.26.8)"},
+		{"a modified checkout", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20261201094933-1d120a6f0e2b+dirty"}, Settings: []debug.BuildSetting{rev, at, dirty}}, "", "oke devel (rev 1d120a6+dirty, go1.26.8)"},
+		{"a pseudo-version after a tag, no VCS settings", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.3.1-0.20261201094933-1d120a6f0e2b"}}, "", "oke devel (rev 1d120a6, go1.26.8)"},
+		{"-buildvcs=false", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}, "", "oke devel (go1.26.8)"},
+		{"-ldflags -X …Version", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{rev, clean}}, "v1.2.3", "oke v1.2.3 (rev 1d120a6, go1.26.8)"},
+		{"no build info", nil, "", "oke devel (" + runtime.Version() + ")"},
 	} {
-		if got := cli.BuildVersion(&tc.bi); !strings.Contains(got, tc.want) {
+		if got := cli.BuildVersion(tc.bi, tc.override).Line(); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -16,16 +15,14 @@ import (
 func idempotencyUsage(w io.Writer) {
 	io.WriteString(w, `Usage:
 
-  oke idempotency ls     [-addr URL | -data DIR] [-limit N] [-json]
-  oke idempotency show   [-addr URL | -data DIR] [-tenant T] [-principal P] [-flow F] [-reveal] [-json] KEY
-  oke idempotency delete [-addr URL | -data DIR] [-tenant T] [-principal P] [-flow F] [-all] [-force] [-json] KEY
-  oke idempotency sweep  [-addr URL | -data DIR] [-batch N] [-json]
-
+`+synopses("oke idempotency", idempotencyCmds())+`
 Shows and manages the Idempotency-Key rows: one per key in its scope
 (tenant, principal, flow), holding the stored response its retries replay.
 
   ls      the rows in key order: scope, key, state (running, completed, or
-          expired: past its TTL, not yet swept), stored status, run, expiry
+          expired: past its TTL, not yet swept), stored status, run, expiry;
+          a page of -limit rows, and when more follow, the command for the
+          next page on stderr (-after CURSOR)
   show    the rows of one key, in every scope unless -tenant, -principal
           or -flow narrow it: state, lease and TTL left (on this machine's
           clock), the stored status; a stored body only with -reveal (it may
@@ -47,63 +44,26 @@ Shows and manages the Idempotency-Key rows: one per key in its scope
 
 // runIdempotency is `oke idempotency`.
 func runIdempotency(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		idempotencyUsage(stderr)
-		return 2
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		idempotencyUsage(stderr)
-		return 0
-	case "ls", "list":
-		return idempotencyLs(ctx, name+" ls", args[1:], stdout, stderr)
-	case "show":
-		return idempotencyShow(ctx, name+" show", args[1:], stdout, stderr)
-	case "delete", "rm":
-		return idempotencyDelete(ctx, name+" delete", args[1:], stdout, stderr)
-	case "sweep":
-		return idempotencySweep(ctx, name+" sweep", args[1:], stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "%s: unknown command %q (want ls, show, delete or sweep)\n", name, args[0])
-	return 2
+	return runGroup(ctx, name, idempotencyCmds(), idempotencyUsage, args, stdout, stderr)
 }
 
-func idempotencyLs(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	var (
-		t     target
-		limit int
-		js    bool
-	)
-	fs := newFlags(name, "[-addr URL | -data DIR] [-limit N] [-json]", "Lists the Idempotency-Key rows in key order, stored bodies hidden (see show -reveal).", stderr, &t)
-	fs.IntVar(&limit, "limit", 100, "list at most `N` rows (1–1000)")
-	fs.BoolVar(&js, "json", false, "print the rows as JSON")
-	if _, code, ok := parse(fs, args, 0, stderr); !ok {
-		return code
+// idempotencyCmds is the table of oke idempotency's commands.
+func idempotencyCmds() []storeCmd {
+	return []storeCmd{
+		{name: "ls", aliases: []string{"list"}, flags: idempotencyLs, synopsis: "[-after CURSOR] [-limit N] [-json]",
+			about: `Lists the Idempotency-Key rows in key order, stored bodies hidden (see show
+-reveal). When more rows follow the page, it says on stderr the command that
+lists the next one (-after CURSOR).`},
+		{name: "show", args: 1, flags: idempotencyShow, synopsis: "[-tenant T] [-principal P] [-flow F] [-reveal] [-json] KEY",
+			about: "Shows the rows of one Idempotency-Key, in every scope unless -tenant, -principal or -flow narrow it."},
+		{name: "delete", aliases: []string{"rm"}, args: 1, writes: true, flags: idempotencyDelete, synopsis: "[-tenant T] [-principal P] [-flow F] [-all] [-force] [-json] KEY",
+			about: "Deletes the row of an Idempotency-Key: the next request with the key runs as new. A row still in flight (running, its lease not over) is refused unless -force."},
+		{name: "sweep", writes: true, flags: idempotencySweep, synopsis: "[-batch N] [-json]",
+			about: `Deletes every expired Idempotency-Key row (past its TTL, no live lease), in
+batches of -batch rows, one store call each: the store is held for one batch
+at a time, never for the whole sweep, so an app using it keeps serving. On a
+terminal it shows a progress line; it prints how many rows it deleted.`},
 	}
-	if limit < 1 || limit > 1000 {
-		return fail(stderr, name, &usageError{fmt.Errorf("-limit must be between 1 and 1000, got %d", limit)})
-	}
-	src, err := t.open(true)
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	defer src.close()
-	rows, err := src.listRows(ctx, limit)
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	if js {
-		if rows == nil {
-			rows = []admin.RowView{}
-		}
-		return printJSON(stdout, stderr, name, map[string]any{"rows": rows})
-	}
-	if len(rows) == 0 {
-		fmt.Fprintln(stdout, "no rows")
-		return 0
-	}
-	printRows(stdout, rows)
-	return 0
 }
 
 // printRows writes rows as a table.
@@ -144,58 +104,6 @@ func scopeFlags(fs interface {
 	fs.StringVar(&k.Flow, "flow", "", "only the row of this `flow`")
 }
 
-func idempotencyShow(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	var (
-		t      target
-		k      driver.Key
-		reveal bool
-		js     bool
-	)
-	fs := newFlags(name, "[-addr URL | -data DIR] [-tenant T] [-principal P] [-flow F] [-reveal] [-json] KEY",
-		"Shows the rows of one Idempotency-Key, in every scope unless -tenant, -principal or -flow narrow it.", stderr, &t)
-	scopeFlags(fs, &k)
-	fs.BoolVar(&reveal, "reveal", false, "show the stored body (it may hold personal data); needs one row: narrow the scope")
-	fs.BoolVar(&js, "json", false, "print the rows as JSON")
-	pos, code, ok := parse(fs, args, 1, stderr)
-	if !ok {
-		return code
-	}
-	k.Key = pos[0]
-	src, err := t.open(true)
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	defer src.close()
-	rows, err := src.findRows(ctx, k)
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	if len(rows) == 0 {
-		return fail(stderr, name, fmt.Errorf("%w: no row has the key %q%s (oke idempotency ls lists them all)", errNoRow, k.Key, scopeText(k)))
-	}
-	if reveal {
-		if len(rows) > 1 {
-			return fail(stderr, name, &usageError{fmt.Errorf("-reveal shows one row's body, and the key %q has %d rows: narrow it with -tenant, -principal and -flow (%s)", k.Key, len(rows), scopes(rows))})
-		}
-		r := rows[0]
-		row, err := src.getRow(ctx, driver.Key{Tenant: r.Tenant, Principal: r.Principal, Flow: r.Flow, Key: r.Key}, true)
-		if err != nil {
-			return fail(stderr, name, err)
-		}
-		rows[0] = row
-	}
-	if js {
-		return printJSON(stdout, stderr, name, map[string]any{"rows": rows})
-	}
-	for i, r := range rows {
-		if i > 0 {
-			fmt.Fprintln(stdout)
-		}
-		printRow(stdout, r)
-	}
-	return 0
-}
-
 // printRow writes one row for people.
 func printRow(w io.Writer, r admin.RowView) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -226,7 +134,7 @@ func printRow(w io.Writer, r admin.RowView) {
 		line("stored", head)
 		switch {
 		case r.BodyHidden:
-			line("body", fmt.Sprintf("hidden (%d bytes; show it with -reveal)", r.BodyBytes))
+			line("body", "hidden ("+count(r.BodyBytes, "byte", "bytes")+"; show it with -reveal)")
 		case res.Body != nil:
 			line("body", compact(res.Body, 0))
 		}
@@ -262,69 +170,4 @@ func scopes(rows []admin.RowView) string {
 		out = append(out, fmt.Sprintf("-tenant %q -principal %q -flow %s", r.Tenant, r.Principal, r.Flow))
 	}
 	return strings.Join(out, "; ")
-}
-
-func idempotencyDelete(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	var (
-		t     target
-		k     driver.Key
-		all   bool
-		force bool
-		js    bool
-	)
-	fs := newFlags(name, "[-addr URL | -data DIR] [-tenant T] [-principal P] [-flow F] [-all] [-force] [-json] KEY",
-		"Deletes the row of an Idempotency-Key: the next request with the key runs as new. A row still in flight (running, its lease not over) is refused unless -force.", stderr, &t)
-	scopeFlags(fs, &k)
-	fs.BoolVar(&all, "all", false, "delete the key's rows in every scope that matches, not only one")
-	fs.BoolVar(&force, "force", false, "delete a row even while a request still holds it (its holder is fenced out but keeps running, and the next request with the key runs beside it): only for a holder you know is gone or stuck")
-	fs.BoolVar(&js, "json", false, "print the deleted rows' scopes as JSON")
-	pos, code, ok := parse(fs, args, 1, stderr)
-	if !ok {
-		return code
-	}
-	k.Key = pos[0]
-	src, err := t.open(false)
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	defer src.close()
-	rows, err := src.findRows(ctx, k)
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	switch {
-	case len(rows) == 0:
-		return fail(stderr, name, fmt.Errorf("%w: no row has the key %q%s (oke idempotency ls lists them all)", errNoRow, k.Key, scopeText(k)))
-	case len(rows) > 1 && !all:
-		return fail(stderr, name, &usageError{fmt.Errorf("the key %q has %d rows: narrow it to one with -tenant, -principal and -flow (%s), or pass -all to delete them all", k.Key, len(rows), scopes(rows))})
-	}
-	deleted := []admin.RowView{}
-	refused := 0
-	for _, r := range rows {
-		err := src.deleteRow(ctx, driver.Key{Tenant: r.Tenant, Principal: r.Principal, Flow: r.Flow, Key: r.Key}, force)
-		switch {
-		case errors.Is(err, admin.ErrRowInProgress):
-			// Refused: say so and go on with the other rows.
-			refused++
-			fmt.Fprintf(stderr, "%s: not deleted: %v (pass -force to delete it anyway)\n", name, err)
-			continue
-		case err != nil && !errors.Is(err, errNoRow):
-			return fail(stderr, name, err)
-		}
-		r.Response, r.BodyHidden = nil, false
-		deleted = append(deleted, r)
-	}
-	if js {
-		if code := printJSON(stdout, stderr, name, map[string]any{"deleted": deleted}); code != 0 {
-			return code
-		}
-	} else {
-		for _, r := range deleted {
-			fmt.Fprintf(stdout, "deleted the row of %q (tenant %q, principal %q, flow %s)\n", r.Key, r.Tenant, r.Principal, r.Flow)
-		}
-	}
-	if refused > 0 {
-		return 1
-	}
-	return 0
 }

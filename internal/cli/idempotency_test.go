@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -89,4 +90,86 @@ func TestIdempotencyShowAndDelete(t *testing.T) {
 	if code, _, stderr := run(append([]string{"idempotency", "show", key}, data...)...); code != 1 || !strings.Contains(stderr, "no such idempotency row") {
 		t.Fatalf("show after delete -all: exit %d %s", code, stderr)
 	}
+}
+
+// TestIdempotencyLsPages: DESIGN.md §11 — idempotency ls never truncates
+// silently: a page cut by -limit says on stderr the command that lists the
+// next one (-after CURSOR), a page that holds the last row says nothing;
+// walking the pages lists every row once, in key order; the same on -addr
+// and -data. -json carries the cursor as "next".
+func TestIdempotencyLsPages(t *testing.T) {
+	dir := t.TempDir()
+	d := openDemo(t, dir)
+	var want []string
+	for i := range 5 {
+		key := fmt.Sprintf("cli-test-key-page-%04d", i)
+		if code := d.post("/charges", `{"amount":100,"currency":"usd"}`, "Idempotency-Key", key); code != 201 {
+			t.Fatalf("POST /charges: %d", code)
+		}
+		want = append(want, "default/anon/"+key)
+	}
+	check := func(t *testing.T, where ...string) {
+		for _, limit := range []string{"1", "2", "4"} {
+			got := pages(t, "rows", append([]string{"idempotency", "ls", "-limit", limit}, where...), rowKeys(t))
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("pages of %s rows: %v, want %v", limit, got, want)
+			}
+		}
+		stdout, stderr := mustRun(t, append([]string{"idempotency", "ls", "-limit", "5"}, where...)...)
+		if rows := table(t, stdout); len(rows) != 5 || stderr != "" {
+			t.Errorf("a page that holds the last row: %d rows, stderr %q (want no next page)", len(rows), stderr)
+		}
+		stdout, stderr = mustRun(t, append([]string{"idempotency", "ls", "-limit", "2", "-json"}, where...)...)
+		var page struct {
+			Rows []admin.RowView
+			Next string
+		}
+		if err := json.Unmarshal([]byte(stdout), &page); err != nil || len(page.Rows) != 2 || page.Next == "" || !strings.Contains(stderr, "-after "+page.Next) {
+			t.Errorf("ls -json -limit 2: %v, %+v, stderr %q", err, page, stderr)
+		}
+		if code, _, stderr := run(append([]string{"idempotency", "ls", "-after", "nope!"}, where...)...); code != 2 || !strings.Contains(stderr, "-after takes the cursor") {
+			t.Errorf("a bad cursor: exit %d, stderr %q", code, stderr)
+		}
+	}
+	t.Run("addr", func(t *testing.T) { check(t, "-addr", d.url) })
+	d.stop()
+	t.Run("data", func(t *testing.T) { check(t, "-data", dir) })
+}
+
+// TestRunsLsPages: runs ls pages the same way, oldest first and newest
+// first (-newest -before), on -addr and -data.
+func TestRunsLsPages(t *testing.T) {
+	dir := t.TempDir()
+	d := openDemo(t, dir)
+	for i := range 3 {
+		if code := d.post("/pipeline", fmt.Sprintf(`{"tag":"page%d","steps":1,"stepMs":0}`, i), "Idempotency-Key", fmt.Sprintf("cli-test-key-runs-%04d", i)); code != 201 {
+			t.Fatalf("POST /pipeline: %d", code)
+		}
+	}
+	ids := func(out string) []string {
+		var ids []string
+		for _, r := range table(t, out) {
+			ids = append(ids, r["ID"])
+		}
+		return ids
+	}
+	check := func(t *testing.T, where ...string) {
+		all := ids(func() string { out, _ := mustRun(t, append([]string{"runs", "ls"}, where...)...); return out }())
+		if len(all) != 3 {
+			t.Fatalf("runs ls: %v", all)
+		}
+		if got := pages(t, "runs", append([]string{"runs", "ls", "-limit", "2"}, where...), ids); strings.Join(got, " ") != strings.Join(all, " ") {
+			t.Errorf("pages oldest first: %v, want %v", got, all)
+		}
+		got := pages(t, "runs", append([]string{"runs", "ls", "-newest", "-limit", "1"}, where...), ids)
+		if len(got) != 3 || got[0] != all[2] || got[2] != all[0] {
+			t.Errorf("pages newest first: %v, want %v reversed", got, all)
+		}
+		if _, stderr := mustRun(t, append([]string{"runs", "ls", "-limit", "3"}, where...)...); stderr != "" {
+			t.Errorf("a page that holds the last run: stderr %q, want nothing", stderr)
+		}
+	}
+	t.Run("addr", func(t *testing.T) { check(t, "-addr", d.url) })
+	d.stop()
+	t.Run("data", func(t *testing.T) { check(t, "-data", dir) })
 }

@@ -64,6 +64,6 @@ Flags:
 		fmt.Fprintf(stdout, "schema %s is up to date\n", *schema)
 		return 0
 	}
-	fmt.Fprintf(stdout, "applied %d migration(s) to schema %s: %s\n", len(applied), *schema, strings.Join(applied, ", "))
+	fmt.Fprintf(stdout, "applied %s to schema %s: %s\n", count(len(applied), "migration", "migrations"), *schema, strings.Join(applied, ", "))
 	return 0
 }

@@ -50,7 +50,7 @@ func TestMigrateTwice(t *testing.T) {
 		names = append(names, filepath.Base(f))
 	}
 	slices.Sort(names)
-	want := fmt.Sprintf("applied %d migration(s) to schema %s: %s", len(names), schema, strings.Join(names, ", "))
+	want := fmt.Sprintf("applied %d migrations to schema %s: %s", len(names), schema, strings.Join(names, ", "))
 	if code != 0 || !strings.Contains(stdout, want) {
 		t.Fatalf("first migrate: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}

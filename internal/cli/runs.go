@@ -15,31 +15,27 @@ import (
 	"github.com/okengine/oke/admin"
 )
 
-const whereHelp = `Where it reads:
+const whereHelp = `Where it reads (one of):
 
-  -addr URL  asks a running app over HTTP, through oke's admin API
-             (package admin; the demo mounts it at /_oke/, and a URL
-             without a path means that). This is the way while the app
-             runs: it owns its data folder. The default is
-             http://127.0.0.1:8080. The admin API needs the app's admin
-             token: -token TOKEN or $OKE_ADMIN_TOKEN.
-  -data DIR  opens the data folder itself with the file driver, only while
-             no app holds it (the file driver allows one process at a time;
-             a locked folder fails, and says to use -addr).
+  -addr URL      asks a running app over HTTP, through oke's admin API
+                 (package admin; the demo mounts it at /_oke/, and a URL
+                 without a path means that). This is the way while the app
+                 runs on a data folder: it owns it. The default is
+                 http://127.0.0.1:8080. The admin API needs the app's admin
+                 token: -token TOKEN or $OKE_ADMIN_TOKEN.
+  -data DIR      opens the data folder itself with the file driver, only
+                 while no app holds it (the file driver allows one process
+                 at a time; a locked folder fails, and says to use -addr).
+  -postgres DSN  opens a Postgres database with the Postgres driver (oke's
+                 tables in -schema NAME, default oke), also while apps use
+                 it. A command that only reads opens it read-only; the DSN
+                 is never shown (it may hold a password).
 `
 
 func runsUsage(w io.Writer) {
 	io.WriteString(w, `Usage:
 
-  oke runs ls     [-addr URL | -data DIR] [-flow NAME] [-status S] [-tenant T]
-                  [-created-after TIME] [-created-before TIME] [-after ID | -before ID]
-                  [-newest] [-limit N] [-json]
-  oke runs show   [-addr URL | -data DIR] [-json] ID
-  oke runs replay [-addr URL | -data DIR] [-from-step N] [-json] ID
-  oke runs cancel [-addr URL | -data DIR] [-json] ID
-  oke runs resume [-addr URL | -data DIR] [-json] ID
-  oke runs signal [-addr URL | -data DIR] [-payload JSON] [-key K] ID NAME
-
+`+synopses("oke runs", runsCmds())+`
 Lists, shows, replays, cancels, resumes and signals the journal runs of durable flows: one run
 per execution of a flow with oke.Options{Durable: true}, with the saved
 result of each step.
@@ -53,7 +49,8 @@ result of each step.
           its id. Every step runs again (a replay is a new run), or, with
           -from-step N, steps 1..N-1 give back the old run's saved results
           and N onwards run. With -addr the app runs it at once; with -data
-          it is picked up when an app next opens the folder.
+          it is picked up when an app next opens the folder; with -postgres
+          an app on that database picks it up.
   cancel  fails a run that no execution holds now — sleeping, or waiting
           to be picked up — with 409 RunCancelled: its later steps never
           run. A run running now is refused: cancel it again when it parks.
@@ -77,41 +74,48 @@ Run 'oke runs <command> -h' for a command's flags.
 
 // runRuns is `oke runs`.
 func runRuns(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		runsUsage(stderr)
-		return 2
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		runsUsage(stderr)
-		return 0
-	case "ls", "list":
-		return runsLs(ctx, name+" ls", args[1:], stdout, stderr)
-	case "show":
-		return runsShow(ctx, name+" show", args[1:], stdout, stderr)
-	case "replay":
-		return runsReplay(ctx, name+" replay", args[1:], stdout, stderr)
-	case "cancel":
-		return runsCancel(ctx, name+" cancel", args[1:], stdout, stderr)
-	case "signal":
-		return runsSignal(ctx, name+" signal", args[1:], stdout, stderr)
-	case "resume":
-		return runsResume(ctx, name+" resume", args[1:], stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "%s: unknown command %q (want ls, show, replay, cancel, resume or signal)\n", name, args[0])
-	return 2
+	return runGroup(ctx, name, runsCmds(), runsUsage, args, stdout, stderr)
 }
 
-// newFlags returns a flag set for a command with the -addr/-data flags.
-func newFlags(name, synopsis, about string, stderr io.Writer, t *target) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	t.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s %s\n\n%s\n\n%s\nFlags:\n", name, synopsis, about, whereHelp)
-		fs.PrintDefaults()
+// runsCmds is the table of oke runs' commands.
+func runsCmds() []storeCmd {
+	return []storeCmd{
+		{name: "ls", aliases: []string{"list"}, flags: runsLs,
+			synopsis: "[-flow NAME] [-status S] [-tenant T] [-created-after TIME] [-created-before TIME] [-after ID | -before ID] [-newest] [-limit N] [-json]",
+			about: `Lists journal runs, oldest first (-newest: newest first): id, flow, status,
+attempts, created, saved steps. When more runs follow the page, it says on
+stderr the command that lists the next one.`},
+		{name: "show", args: 1, flags: runsShow, synopsis: "[-json] ID",
+			about: "Shows one journal run: its input, status and result, each saved step with its attempts, result and timing, and, while it is unfinished, the attempts of the step it takes next."},
+		{name: "replay", args: 1, writes: true, flags: runsReplay, synopsis: "[-from-step N] [-json] ID",
+			about: `Starts a new run of the run's flow with the same input and prints the new
+run's id. Every step runs again (a replay is a new run); with -from-step N,
+steps 1..N-1 give back the old run's saved results (they do not run again)
+and step N onwards run. Steps count from 1. With -addr the app runs it at
+once; with -data it is picked up when an app next opens the folder (its
+scheduler runs due runs on start); with -postgres an app on that database
+picks it up.`},
+		{name: "cancel", args: 1, writes: true, flags: runsCancel, synopsis: "[-json] ID",
+			about: `Cancels a run that no execution holds now — one that sleeps, or waits to
+be picked up — by failing it with the 409 RunCancelled envelope: its later
+steps never run. A run that is running now is refused; cancel it again when
+it parks (sleeps, waits for a retry, or its lease lapses).`},
+		{name: "resume", args: 1, writes: true, flags: runsResume, synopsis: "[-json] ID",
+			about: `Resumes a dead-lettered run (status dead): after too many failed pick-ups
+in a row (crashes, lapsed leases, store failures; oke.Config.DeadLetterAfter)
+a run is left alone until someone resumes it. Fix the cause first. The run
+becomes due again, its failed pick-ups and its next step's attempts reset,
+and goes on from its last saved step: with -addr (or -postgres, an app on
+that database) the app picks it up at once; with -data when an app next
+opens the folder. List dead runs with oke runs ls -status dead.`},
+		{name: "signal", args: 2, writes: true, flags: runsSignal, synopsis: "[-payload JSON] [-key K] ID NAME",
+			about: `Sends the signal NAME to run ID, with -payload (any JSON; none: null): the
+run's next oke.AwaitSignal of NAME receives it. A run waiting for it now
+wakes at once (with -addr or -postgres; with -data, when an app next opens
+the folder); a run that has not reached its wait keeps the signal until it
+does. With -key, sending the same key again delivers once. (The payload
+flag is -payload, since -data names the data folder.)`},
 	}
-	return fs
 }
 
 // parse parses flags and positional arguments in any order, and checks the
@@ -132,7 +136,13 @@ func parse(fs *flag.FlagSet, args []string, want int, stderr io.Writer) ([]strin
 		if want == 0 {
 			fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), pos[0])
 		} else {
-			fmt.Fprintf(stderr, "%s: want %d %s, got %d arguments\n", fs.Name(), want, argName(fs.Name()), len(pos))
+			what := argName(fs.Name())
+			if want > 1 {
+				what = fmt.Sprintf("%d arguments", want)
+			} else {
+				what = "1 " + what
+			}
+			fmt.Fprintf(stderr, "%s: want %s, got %s\n", fs.Name(), what, count(len(pos), "argument", "arguments"))
 		}
 		fs.Usage()
 		return nil, 2, false
@@ -156,111 +166,6 @@ func fail(stderr io.Writer, name string, err error) int {
 		return 2
 	}
 	return 1
-}
-
-func runsLs(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	var (
-		t             target
-		f             runFilter
-		js            bool
-		err           error
-		after, before string
-	)
-	fs := newFlags(name, "[-addr URL | -data DIR] [-flow NAME] [-status S] [-tenant T] [-created-after TIME] [-created-before TIME] [-after ID | -before ID] [-newest] [-limit N] [-json]",
-		"Lists journal runs, oldest first (-newest: newest first): id, flow, status, attempts, created, saved steps.", stderr, &t)
-	fs.StringVar(&f.flow, "flow", "", "only runs of this flow (`NAME`, e.g. demo.pipeline)")
-	fs.StringVar(&f.status, "status", "", "only runs in this `status`: running, sleeping, completed, failed or dead (or several, comma-separated)")
-	fs.StringVar(&f.tenant, "tenant", "", "only runs of this `tenant`")
-	fs.StringVar(&after, "created-after", "", "only runs created at or after this `TIME` (RFC 3339, e.g. 2026-01-02T15:04:05Z)")
-	fs.StringVar(&before, "created-before", "", "only runs created before this `TIME` (RFC 3339)")
-	fs.StringVar(&f.after, "after", "", "only runs after this run `ID` (the next page, oldest first)")
-	fs.StringVar(&f.before, "before", "", "only runs before this run `ID` (the next page with -newest)")
-	fs.BoolVar(&f.desc, "newest", false, "newest first")
-	fs.IntVar(&f.limit, "limit", 100, "list at most `N` runs (1–1000)")
-	fs.BoolVar(&js, "json", false, "print the runs as JSON")
-	if _, code, ok := parse(fs, args, 0, stderr); !ok {
-		return code
-	}
-	for _, tf := range []struct {
-		flag, v string
-		dst     *time.Time
-	}{{"-created-after", after, &f.createdAfter}, {"-created-before", before, &f.createdBefore}} {
-		if tf.v == "" {
-			continue
-		}
-		if *tf.dst, err = time.Parse(time.RFC3339Nano, tf.v); err != nil {
-			return fail(stderr, name, &usageError{fmt.Errorf("%s must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", tf.flag, tf.v)})
-		}
-	}
-	if f.limit < 1 || f.limit > 1000 {
-		return fail(stderr, name, &usageError{fmt.Errorf("-limit must be between 1 and 1000, got %d", f.limit)})
-	}
-	for _, st := range strings.Split(f.status, ",") {
-		if _, ok := parseStatus(strings.TrimSpace(st)); f.status != "" && !ok {
-			return fail(stderr, name, &usageError{fmt.Errorf("-status must be running, sleeping, completed, failed or dead (or several, comma-separated), got %q", st)})
-		}
-	}
-	src, err := t.open(true)
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	defer src.close()
-	runs, err := src.listRuns(ctx, f)
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	if js {
-		if runs == nil {
-			runs = []admin.RunView{}
-		}
-		return printJSON(stdout, stderr, name, map[string]any{"runs": runs})
-	}
-	if len(runs) == 0 {
-		fmt.Fprintln(stdout, "no runs")
-		return 0
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tFLOW\tSTATUS\tATTEMPTS\tCREATED\tSTEPS")
-	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\n", r.ID, r.Flow, r.Status, r.Attempts, stamp(r.CreatedAt), r.StepCount)
-	}
-	tw.Flush()
-	if len(runs) == f.limit {
-		cursor := "-after"
-		if f.desc {
-			cursor = "-newest -before"
-		}
-		fmt.Fprintf(stderr, "(%d runs shown; the next ones with %s %s)\n", len(runs), cursor, runs[len(runs)-1].ID)
-	}
-	return 0
-}
-
-func runsShow(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	var (
-		t  target
-		js bool
-	)
-	fs := newFlags(name, "[-addr URL | -data DIR] [-json] ID",
-		"Shows one journal run: its input, status and result, each saved step with its attempts, result and timing, and, while it is unfinished, the attempts of the step it takes next.", stderr, &t)
-	fs.BoolVar(&js, "json", false, "print the run as JSON (the admin API's shape)")
-	pos, code, ok := parse(fs, args, 1, stderr)
-	if !ok {
-		return code
-	}
-	src, err := t.open(true)
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	defer src.close()
-	run, err := src.getRun(ctx, pos[0])
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	if js {
-		return printJSON(stdout, stderr, name, run)
-	}
-	printRun(stdout, run)
-	return 0
 }
 
 // printRun writes a run for people.
@@ -358,156 +263,6 @@ func printSignals(w io.Writer, list []admin.SignalView) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", s.Seq, s.Name, s.Key, stamp(s.SentAt), by, compact(s.Payload, 60))
 	}
 	tw.Flush()
-}
-
-func runsSignal(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	var (
-		t       target
-		payload string
-		key     string
-	)
-	fs := newFlags(name, "[-addr URL | -data DIR] [-payload JSON] [-key K] ID NAME",
-		`Sends the signal NAME to run ID, with -payload (any JSON; none: null): the
-run's next oke.AwaitSignal of NAME receives it. A run waiting for it now
-wakes at once (with -addr; with -data, when an app next opens the folder); a
-run that has not reached its wait keeps the signal until it does. With -key,
-sending the same key again delivers once. (The payload flag is -payload,
-since -data names the data folder.)`, stderr, &t)
-	fs.StringVar(&payload, "payload", "", "the signal's payload, as `JSON`")
-	fs.StringVar(&key, "key", "", "dedupe `key`: a second send with it delivers nothing more")
-	pos, code, ok := parse(fs, args, 2, stderr)
-	if !ok {
-		return code
-	}
-	req := admin.SignalRequest{Name: pos[1], Key: key}
-	if payload != "" {
-		if !json.Valid([]byte(payload)) {
-			return fail(stderr, name, &usageError{fmt.Errorf("-payload must be JSON, got %q (quote a string: '\"yes\"')", payload)})
-		}
-		req.Data = json.RawMessage(payload)
-	}
-	src, err := t.open(false)
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	defer src.close()
-	if err := src.signal(ctx, pos[0], req); err != nil {
-		return fail(stderr, name, err)
-	}
-	fmt.Fprintf(stdout, "sent signal %q to %s\n", req.Name, pos[0])
-	return 0
-}
-
-func runsReplay(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	var (
-		t    target
-		from int
-		js   bool
-	)
-	fs := newFlags(name, "[-addr URL | -data DIR] [-from-step N] [-json] ID",
-		`Starts a new run of the run's flow with the same input and prints the new
-run's id. Every step runs again (a replay is a new run); with -from-step N,
-steps 1..N-1 give back the old run's saved results (they do not run again)
-and step N onwards run. Steps count from 1. With -addr the app runs it at
-once; with -data it is picked up when an app next opens the folder (its
-scheduler runs due runs on start).`, stderr, &t)
-	fs.IntVar(&from, "from-step", 1, "reuse the saved results of steps 1..`N`-1 and run step N onwards (1: every step runs)")
-	fs.BoolVar(&js, "json", false, `print {"id": …, "replayOf": …, "fromStep": …} as JSON`)
-	pos, code, ok := parse(fs, args, 1, stderr)
-	if !ok {
-		return code
-	}
-	if from < 1 {
-		return fail(stderr, name, &usageError{fmt.Errorf("-from-step counts from 1, got %d", from)})
-	}
-	src, err := t.open(false)
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	defer src.close()
-	id, err := src.replay(ctx, pos[0], from)
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	if js {
-		return printJSON(stdout, stderr, name, map[string]any{"id": id, "replayOf": pos[0], "fromStep": from})
-	}
-	fmt.Fprintln(stdout, id)
-	what := id + " replays " + pos[0]
-	if from > 1 {
-		what += fmt.Sprintf(" from step %d (steps 1–%d reused)", from, from-1)
-	}
-	if t.data != "" {
-		fmt.Fprintf(stderr, "%s. No app holds %s now, so the new run waits: it is picked up when an app next opens the folder.\n", what, t.data)
-	} else {
-		fmt.Fprintf(stderr, "%s; the app runs it now (see: oke runs show %s).\n", what, id)
-	}
-	return 0
-}
-
-func runsCancel(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	var (
-		t  target
-		js bool
-	)
-	fs := newFlags(name, "[-addr URL | -data DIR] [-json] ID",
-		`Cancels a run that no execution holds now — one that sleeps, or waits to
-be picked up — by failing it with the 409 RunCancelled envelope: its later
-steps never run. A run that is running now is refused; cancel it again when
-it parks (sleeps, waits for a retry, or its lease lapses).`, stderr, &t)
-	fs.BoolVar(&js, "json", false, "print the cancelled run as JSON")
-	pos, code, ok := parse(fs, args, 1, stderr)
-	if !ok {
-		return code
-	}
-	src, err := t.open(false)
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	defer src.close()
-	run, err := src.cancel(ctx, pos[0])
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	if js {
-		return printJSON(stdout, stderr, name, run)
-	}
-	fmt.Fprintf(stdout, "cancelled %s: it is %s with 409 RunCancelled\n", run.ID, run.Status)
-	return 0
-}
-
-func runsResume(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	var (
-		t  target
-		js bool
-	)
-	fs := newFlags(name, "[-addr URL | -data DIR] [-json] ID",
-		`Resumes a dead-lettered run (status dead): after too many failed pick-ups
-in a row (crashes, lapsed leases, store failures; oke.Config.DeadLetterAfter)
-a run is left alone until someone resumes it. Fix the cause first. The run
-becomes due again, its failed pick-ups and its next step's attempts reset,
-and goes on from its last saved step: with -addr the app picks it up at
-once; with -data when an app next opens the folder. List dead runs with
-oke runs ls -status dead.`, stderr, &t)
-	fs.BoolVar(&js, "json", false, "print the resumed run as JSON")
-	pos, code, ok := parse(fs, args, 1, stderr)
-	if !ok {
-		return code
-	}
-	src, err := t.open(false)
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	defer src.close()
-	run, err := src.resume(ctx, pos[0])
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	if js {
-		return printJSON(stdout, stderr, name, run)
-	}
-	fmt.Fprintf(stdout, "resumed %s: it is %s and due now\n", run.ID, run.Status)
-	return 0
 }
 
 func printJSON(stdout, stderr io.Writer, name string, v any) int {

@@ -31,8 +31,15 @@ type demo struct {
 // end).
 func openDemo(t *testing.T, dir string) *demo {
 	t.Helper()
+	return openDemoWith(t, func(cfg *app.Config) { cfg.DataDir = dir })
+}
+
+// openDemoWith opens the demo with the config set changes, and serves it
+// until stop (or the test's end).
+func openDemoWith(t *testing.T, set func(*app.Config)) *demo {
+	t.Helper()
 	cfg := app.DefaultConfig()
-	cfg.DataDir = dir
+	set(&cfg)
 	cfg.PollInterval = 10 * time.Millisecond
 	cfg.AdminToken = cliAdminToken
 	t.Setenv("OKE_ADMIN_TOKEN", cliAdminToken) // what the commands send
@@ -40,6 +47,9 @@ func openDemo(t *testing.T, dir string) *demo {
 	s, err := app.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("open the demo: %v", err)
+	}
+	if cfg.Postgres != "" {
+		s.DB().SetMaxOpenConns(demoBusinessConns)
 	}
 	hs := httptest.NewServer(s)
 	d := &demo{t: t, srv: s, url: hs.URL}
@@ -264,7 +274,7 @@ func TestRunsAddr(t *testing.T) {
 			{"replay of an unknown run is exit 1", []string{"runs", "replay", "-addr", d.url, "run_nope"}, 1, "no such run"},
 			{"a bad status is a usage error", []string{"runs", "ls", "-addr", d.url, "-status", "nope"}, 2, "-status must be"},
 			{"a bad limit is a usage error", []string{"runs", "ls", "-addr", d.url, "-limit", "0"}, 2, "-limit must be"},
-			{"-addr and -data together", []string{"runs", "ls", "-addr", d.url, "-data", t.TempDir()}, 2, "not both"},
+			{"-addr and -data together", []string{"runs", "ls", "-addr", d.url, "-data", t.TempDir()}, 2, "give one of -addr, -data and -postgres, not several (got -addr and -data)"},
 			{"show needs an id", []string{"runs", "show", "-addr", d.url}, 2, "want 1 run id"},
 			{"show takes one id", []string{"runs", "show", "-addr", d.url, "a", "b"}, 2, "want 1 run id"},
 			{"runs needs a command", []string{"runs"}, 2, "oke runs ls"},
@@ -363,7 +373,7 @@ func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 func TestRunsHelp(t *testing.T) {
 	for _, args := range [][]string{{"help", "runs"}, {"runs", "-h"}} {
 		code, stdout, stderr := run(args...)
-		if code != 0 || !strings.Contains(stdout+stderr, "oke runs replay [-addr URL | -data DIR] [-from-step N] [-json] ID") || !strings.Contains(stdout+stderr, "-data DIR") {
+		if code != 0 || !strings.Contains(stdout+stderr, "oke runs replay [-addr URL | -data DIR | -postgres DSN [-schema NAME]] [-from-step N] [-json] ID") || !strings.Contains(stdout+stderr, "-data DIR") {
 			t.Fatalf("%v: exit %d\n%s%s", args, code, stdout, stderr)
 		}
 	}

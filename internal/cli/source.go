@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"github.com/okengine/oke/internal/secretflag"
 	"io"
 	"net/http"
 	"net/url"
@@ -24,9 +22,12 @@ import (
 )
 
 // source is where the runs and idempotency commands read: a running app's
-// admin API (-addr) or a data folder opened with the file driver (-data).
+// admin API (-addr), or a store opened with its driver: a data folder with
+// the file driver (-data), a Postgres database with the Postgres driver
+// (-postgres).
 type source interface {
-	listRuns(ctx context.Context, f runFilter) ([]admin.RunView, error)
+	// listRuns returns a page of runs, and whether more follow it.
+	listRuns(ctx context.Context, f runFilter) (runs []admin.RunView, more bool, err error)
 	getRun(ctx context.Context, id string) (admin.RunView, error)
 	// replay starts a new run from run id's input, reusing the saved
 	// results of its steps 1..from-1, and returns its ID.
@@ -37,7 +38,9 @@ type source interface {
 	resume(ctx context.Context, id string) (admin.RunView, error)
 	// signal sends a signal to a run (oke.App.Signal).
 	signal(ctx context.Context, id string, req admin.SignalRequest) error
-	listRows(ctx context.Context, limit int) ([]admin.RowView, error)
+	// listRows returns up to limit rows in key order after the key after
+	// (none: from the first), and whether more follow them.
+	listRows(ctx context.Context, after driver.Key, limit int) (rows []admin.RowView, more bool, err error)
 	// findRows returns the rows of key.Key in every scope that key's other
 	// fields (when not empty) allow, bodies hidden.
 	findRows(ctx context.Context, key driver.Key) ([]admin.RowView, error)
@@ -64,50 +67,19 @@ var errNoRow = errors.New("no such idempotency row")
 // errNoRun is returned for a run ID that does not exist.
 var errNoRun = errors.New("no such run")
 
-// DefaultAddr is where the commands look for an app when neither -addr nor
-// -data is given: the demo's default address.
+// DefaultAddr is where the commands look for an app when none of -addr,
+// -data and -postgres is given: the demo's default address.
 const DefaultAddr = "http://127.0.0.1:8080"
 
 // AdminPath is where an app mounts oke's admin.Handler unless -addr names
 // another path (the demo mounts it there).
 const AdminPath = "/_oke"
 
-// target holds the -addr, -token and -data flags.
-type target struct {
-	addr, token, data string
-}
-
-func (t *target) register(fs interface {
-	StringVar(p *string, name, value, usage string)
-	Var(v flag.Value, name, usage string)
-}) {
-	fs.StringVar(&t.addr, "addr", "", "ask the running app at this `URL` (its admin API, at "+AdminPath+"/ unless the URL has a path); the default is "+DefaultAddr)
-	t.token = os.Getenv("OKE_ADMIN_TOKEN")
-	secretflag.Var(fs, &t.token, "token", "the app's admin `token`, sent as Authorization: Bearer (default $OKE_ADMIN_TOKEN; the demo writes the one it draws to admin-token in its -data folder)")
-	fs.StringVar(&t.data, "data", "", "open this data folder (`DIR`) with the file driver instead; only while no app holds it")
-}
-
-// open returns the source the flags name. A data folder is opened
-// read-only for a command that only reads: it creates, truncates or writes
-// nothing there.
-func (t target) open(readOnly bool) (source, error) {
-	if t.addr != "" && t.data != "" {
-		return nil, &usageError{errors.New("give -addr or -data, not both")}
-	}
-	if t.data != "" {
-		return openData(t.data, readOnly)
-	}
-	addr := t.addr
-	if addr == "" {
-		addr = DefaultAddr
-	}
-	return newHTTPSource(addr, t.token)
-}
-
 // usageError is a command-line mistake: exit 2.
 type usageError struct{ err error }
 
 func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
 
 // httpSource reads a running app's admin API.
 type httpSource struct {
@@ -201,7 +173,7 @@ func (s *httpSource) callBody(ctx context.Context, method, path string, in, out 
 	return nil
 }
 
-func (s *httpSource) listRuns(ctx context.Context, f runFilter) ([]admin.RunView, error) {
+func (s *httpSource) listRuns(ctx context.Context, f runFilter) ([]admin.RunView, bool, error) {
 	q := url.Values{}
 	for k, v := range map[string]string{"flow": f.flow, "status": f.status, "after": f.after, "before": f.before, "tenant": f.tenant} {
 		if v != "" {
@@ -217,12 +189,32 @@ func (s *httpSource) listRuns(ctx context.Context, f runFilter) ([]admin.RunView
 	if f.desc {
 		q.Set("order", "desc")
 	}
-	q.Set("limit", strconv.Itoa(f.limit))
-	var out struct {
-		Runs []admin.RunView `json:"runs"`
+	// One more than asked, to know whether more follow; at the API's
+	// largest page, its next cursor says so (a full page may be the last).
+	ask := pageAsk(f.limit)
+	q.Set("limit", strconv.Itoa(ask))
+	var out admin.RunsPage
+	if err := s.call(ctx, "GET", "/runs?"+q.Encode(), &out); err != nil {
+		return nil, false, err
 	}
-	err := s.call(ctx, "GET", "/runs?"+q.Encode(), &out)
-	return out.Runs, err
+	runs, more := trim(out.Runs, f.limit)
+	return runs, more || (ask == f.limit && out.Next != ""), nil
+}
+
+// maxPage is the largest page the admin API serves.
+const maxPage = 1000
+
+// pageAsk is how many rows to ask for to show limit and know whether
+// more follow: one more, within the API's largest page.
+func pageAsk(limit int) int { return min(limit+1, maxPage) }
+
+// trim cuts a listing asked with one more than limit back to limit, and
+// says whether it had more.
+func trim[T any](list []T, limit int) ([]T, bool) {
+	if len(list) > limit {
+		return list[:limit], true
+	}
+	return list, false
 }
 
 func (s *httpSource) getRun(ctx context.Context, id string) (admin.RunView, error) {
@@ -307,22 +299,36 @@ func (s *httpSource) sweepBatch(ctx context.Context, n int) (int, error) {
 	return out.Deleted, err
 }
 
-func (s *httpSource) listRows(ctx context.Context, limit int) ([]admin.RowView, error) {
-	var out struct {
-		Rows []admin.RowView `json:"rows"`
+func (s *httpSource) listRows(ctx context.Context, after driver.Key, limit int) ([]admin.RowView, bool, error) {
+	ask := pageAsk(limit)
+	q := url.Values{"limit": {strconv.Itoa(ask)}}
+	if after != (driver.Key{}) {
+		q.Set("afterTenant", after.Tenant)
+		q.Set("afterPrincipal", after.Principal)
+		q.Set("afterFlow", after.Flow)
+		q.Set("afterKey", after.Key)
 	}
-	err := s.call(ctx, "GET", "/idempotency?limit="+strconv.Itoa(limit), &out)
-	return out.Rows, err
+	var out admin.RowsPage
+	if err := s.call(ctx, "GET", "/idempotency?"+q.Encode(), &out); err != nil {
+		return nil, false, err
+	}
+	rows, more := trim(out.Rows, limit)
+	return rows, more || (ask == limit && out.Next != nil), nil
 }
 
-// dataSource reads a data folder with the file driver.
-type dataSource struct {
-	dir string
-	d   *file.Driver
-	j   driver.Journal
+// driverSource reads a store with its driver: a data folder with the file
+// driver, a Postgres database with the Postgres driver. Its commands make
+// the calls the app's admin API makes (oke.CancelRun, oke.ResumeRun,
+// oke.SignalRun, admin.DeleteRow, the driver's Sweep).
+type driverSource struct {
+	where   string // for messages: "the data folder .oke"
+	kind    string // "data" or "postgres"
+	d       driver.Driver
+	j       driver.Journal
+	closeFn func() error
 }
 
-func openData(dir string, readOnly bool) (*dataSource, error) {
+func openData(dir string, readOnly bool) (*driverSource, error) {
 	var (
 		d   *file.Driver
 		err error
@@ -344,38 +350,39 @@ func openData(dir string, readOnly bool) (*dataSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the data folder %s: %w", dir, err)
 	}
-	return &dataSource{dir: dir, d: d, j: d}, nil
+	return &driverSource{where: "the data folder " + dir, kind: "data", d: d, j: d, closeFn: d.Close}, nil
 }
 
-func (s *dataSource) close() error { return s.d.Close() }
+func (s *driverSource) close() error { return s.closeFn() }
 
-func (s *dataSource) listRuns(ctx context.Context, f runFilter) ([]admin.RunView, error) {
+func (s *driverSource) listRuns(ctx context.Context, f runFilter) ([]admin.RunView, bool, error) {
 	rf := driver.RunFilter{After: f.after, Before: f.before, Flow: f.flow, Tenant: f.tenant,
 		CreatedAfter: f.createdAfter, CreatedBefore: f.createdBefore, Desc: f.desc}
 	if f.status != "" {
 		for _, p := range strings.Split(f.status, ",") {
 			st, ok := parseStatus(strings.TrimSpace(p))
 			if !ok {
-				return nil, &usageError{fmt.Errorf("-status must be running, sleeping, completed, failed or dead, got %q", p)}
+				return nil, false, &usageError{fmt.Errorf("-status must be running, sleeping, completed, failed or dead, got %q", p)}
 			}
 			rf.Status = append(rf.Status, st)
 		}
 	}
-	runs, err := s.j.ListRuns(ctx, rf, f.limit)
+	runs, err := s.j.ListRuns(ctx, rf, f.limit+1)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	runs, more := trim(runs, f.limit)
 	out := make([]admin.RunView, len(runs))
 	for i, r := range runs {
 		out[i] = admin.ViewRun(r, nil)
 	}
-	return out, nil
+	return out, more, nil
 }
 
-func (s *dataSource) getRun(ctx context.Context, id string) (admin.RunView, error) {
+func (s *driverSource) getRun(ctx context.Context, id string) (admin.RunView, error) {
 	run, steps, err := s.j.GetRun(ctx, id)
 	if errors.Is(err, driver.ErrNotFound) {
-		return admin.RunView{}, fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.dir)
+		return admin.RunView{}, fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.where)
 	}
 	if err != nil {
 		return admin.RunView{}, err
@@ -397,16 +404,16 @@ func (s *dataSource) getRun(ctx context.Context, id string) (admin.RunView, erro
 // and due now; from a later step, held by this tool while it copies the
 // steps it reuses, then released, due now. The app's scheduler executes it
 // when an app next opens the folder.
-func (s *dataSource) replay(ctx context.Context, id string, from int) (string, error) {
+func (s *driverSource) replay(ctx context.Context, id string, from int) (string, error) {
 	old, steps, err := s.j.GetRun(ctx, id)
 	if errors.Is(err, driver.ErrNotFound) {
-		return "", fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.dir)
+		return "", fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.where)
 	}
 	if err != nil {
 		return "", err
 	}
 	if from < 1 || from > len(steps)+1 {
-		return "", &usageError{fmt.Errorf("-from-step %d: run %s saved %d steps, so a replay may start from step 1 to %d", from, id, len(steps), len(steps)+1)}
+		return "", &usageError{fmt.Errorf("-from-step %d: run %s saved %s, so a replay may start from step 1 to %d", from, id, count(len(steps), "step", "steps"), len(steps)+1)}
 	}
 	run := driver.Run{ID: token.RunID(), Flow: old.Flow, Input: old.Input,
 		Tenant: old.Tenant, Principal: old.Principal, ReplayOf: old.ID}
@@ -433,10 +440,10 @@ func (s *dataSource) replay(ctx context.Context, id string, from int) (string, e
 	return run.ID, nil
 }
 
-func (s *dataSource) cancel(ctx context.Context, id string) (admin.RunView, error) {
+func (s *driverSource) cancel(ctx context.Context, id string) (admin.RunView, error) {
 	run, err := oke.CancelRun(ctx, s.j, id)
 	if errors.Is(err, driver.ErrNotFound) {
-		return admin.RunView{}, fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.dir)
+		return admin.RunView{}, fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.where)
 	}
 	if err != nil {
 		return admin.RunView{}, err
@@ -444,10 +451,10 @@ func (s *dataSource) cancel(ctx context.Context, id string) (admin.RunView, erro
 	return admin.ViewRun(run, nil), nil
 }
 
-func (s *dataSource) resume(ctx context.Context, id string) (admin.RunView, error) {
+func (s *driverSource) resume(ctx context.Context, id string) (admin.RunView, error) {
 	run, err := oke.ResumeRun(ctx, s.j, id)
 	if errors.Is(err, driver.ErrNotFound) {
-		return admin.RunView{}, fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.dir)
+		return admin.RunView{}, fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.where)
 	}
 	if err != nil {
 		return admin.RunView{}, err
@@ -455,20 +462,24 @@ func (s *dataSource) resume(ctx context.Context, id string) (admin.RunView, erro
 	return admin.ViewRun(run, nil), nil
 }
 
-func (s *dataSource) signal(ctx context.Context, id string, req admin.SignalRequest) error {
+func (s *driverSource) signal(ctx context.Context, id string, req admin.SignalRequest) error {
 	var opts []oke.SignalOption
 	if req.Key != "" {
 		opts = append(opts, oke.SignalKey(req.Key))
 	}
 	err := oke.SignalRun(ctx, s.j, id, req.Name, req.Data, opts...)
 	if errors.Is(err, oke.ErrSignalNoRun) {
-		return fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.dir)
+		return fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.where)
 	}
 	return err
 }
 
-func (s *dataSource) findRows(ctx context.Context, key driver.Key) ([]admin.RowView, error) {
-	rows, err := s.d.FindRows(ctx, key, 100)
+func (s *driverSource) findRows(ctx context.Context, key driver.Key) ([]admin.RowView, error) {
+	f, ok := s.d.(driver.RowFinder)
+	if !ok {
+		return nil, fmt.Errorf("the driver of %s cannot find a key's rows (driver.RowFinder)", s.where)
+	}
+	rows, err := f.FindRows(ctx, key, 100)
 	if err != nil {
 		return nil, err
 	}
@@ -480,10 +491,10 @@ func (s *dataSource) findRows(ctx context.Context, key driver.Key) ([]admin.RowV
 	return out, nil
 }
 
-func (s *dataSource) getRow(ctx context.Context, key driver.Key, reveal bool) (admin.RowView, error) {
+func (s *driverSource) getRow(ctx context.Context, key driver.Key, reveal bool) (admin.RowView, error) {
 	row, err := s.d.Get(ctx, key)
 	if errors.Is(err, driver.ErrNotFound) {
-		return admin.RowView{}, fmt.Errorf("%w in %s", errNoRow, s.dir)
+		return admin.RowView{}, fmt.Errorf("%w in %s", errNoRow, s.where)
 	}
 	if err != nil {
 		return admin.RowView{}, err
@@ -494,29 +505,30 @@ func (s *dataSource) getRow(ctx context.Context, key driver.Key, reveal bool) (a
 	return admin.ViewRowHidden(row, time.Now()), nil
 }
 
-func (s *dataSource) deleteRow(ctx context.Context, key driver.Key, force bool) error {
+func (s *driverSource) deleteRow(ctx context.Context, key driver.Key, force bool) error {
 	err := admin.DeleteRow(ctx, s.d, key, force, time.Now())
 	if errors.Is(err, driver.ErrNotFound) {
-		return fmt.Errorf("%w in %s", errNoRow, s.dir)
+		return fmt.Errorf("%w in %s", errNoRow, s.where)
 	}
 	return err
 }
 
-func (s *dataSource) sweepBatch(ctx context.Context, n int) (int, error) {
+func (s *driverSource) sweepBatch(ctx context.Context, n int) (int, error) {
 	return s.d.Sweep(ctx, n)
 }
 
-func (s *dataSource) listRows(ctx context.Context, limit int) ([]admin.RowView, error) {
-	rows, err := s.d.List(ctx, driver.Key{}, limit)
+func (s *driverSource) listRows(ctx context.Context, after driver.Key, limit int) ([]admin.RowView, bool, error) {
+	rows, err := s.d.List(ctx, after, limit+1)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	rows, more := trim(rows, limit)
 	now := time.Now()
 	out := make([]admin.RowView, len(rows))
 	for i, r := range rows {
 		out[i] = admin.ViewRowHidden(r, now)
 	}
-	return out, nil
+	return out, more, nil
 }
 
 func parseStatus(s string) (driver.RunStatus, bool) {

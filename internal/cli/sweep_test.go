@@ -60,7 +60,7 @@ func TestSweep100000ExpiredRows(t *testing.T) {
 	}
 	// Without -json: the count, said plainly.
 	stdout, _ = mustRun(t, "idempotency", "sweep", "-data", dir, "-batch", "10")
-	if strings.TrimSpace(stdout) != "deleted 0 expired rows in 1 batches of at most 10" {
+	if strings.TrimSpace(stdout) != "deleted 0 expired rows in 1 batch of at most 10 rows" {
 		t.Errorf("a second sweep: %q", stdout)
 	}
 }
