@@ -192,6 +192,11 @@ const (
 	DefaultMaxInFlight  = 1024
 )
 
+// StoreTimeout is Config.StoreTimeout as the app uses it (the default
+// when the Config left it zero; zero or less: no bound): tools that call
+// the app's store themselves, as the admin API does, bound each call by it.
+func (a *App) StoreTimeout() time.Duration { return a.cfg.StoreTimeout }
+
 // bound bounds one store call on ctx by Config.StoreTimeout
 // (deadline.Bound): call end with its error.
 func (a *App) bound(ctx context.Context) (_ context.Context, end func(error) error) {

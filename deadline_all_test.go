@@ -2,6 +2,8 @@ package oke_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/url"
 	"errors"
 	"fmt"
 	"runtime"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/okengine/oke"
+	"github.com/okengine/oke/admin"
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/memory"
 )
@@ -302,6 +305,24 @@ func TestEveryStoreCallHasADeadline(t *testing.T) {
 	}
 	if _, err := app.Schedules(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// The admin API (the console's and the CLI's -addr), on every route
+	// that reads or changes the store.
+	h := admin.Handler(app, admin.InsecureNoAuth)
+	var found admin.RowsPage
+	if w := do(h, "GET", "/idempotency?key=spy-key-0000000001", ""); w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &found) != nil || len(found.Rows) != 1 {
+		t.Fatalf("GET /idempotency?key=: %d %s", w.Code, w.Body)
+	}
+	f := found.Rows[0]
+	row := url.Values{"tenant": {f.Tenant}, "principal": {f.Principal}, "flow": {f.Flow}, "key": {f.Key}}.Encode()
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/runs"}, {"GET", "/runs/" + id}, {"GET", "/idempotency"}, {"GET", "/idempotency?key=spy-key-0000000001"},
+		{"GET", "/idempotency/row?" + row}, {"DELETE", "/idempotency/row?" + row}, {"POST", "/idempotency/sweep"},
+		{"POST", "/runs/" + id + "/replay"}, {"GET", "/schedules"},
+	} {
+		if w := do(h, c.method, c.path, "", "Content-Type", "application/json"); w.Code >= 300 {
+			t.Errorf("%s %s: %d %s", c.method, c.path, w.Code, w.Body)
+		}
 	}
 	app.Close(context.Background())
 	d.report(t)

@@ -90,9 +90,9 @@ func Handler(a *oke.App, auth Auth, opts ...Option) http.Handler {
 	lim := newLimiter(o.limits)
 	var revoked *storeRevocations
 	if tokenAuth != nil && a.Driver() != nil {
-		revoked = &storeRevocations{d: a.Driver()}
+		revoked = &storeRevocations{d: a.Driver(), timeout: a.StoreTimeout()}
 	}
-	x := &api{app: a, j: a.Journal(), d: a.Driver(), poll: 500 * time.Millisecond}
+	x := &api{app: a, j: a.Journal(), d: a.Driver(), poll: 500 * time.Millisecond, timeout: a.StoreTimeout()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { httpx.NotFound(mux, w, r) })
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

@@ -23,6 +23,19 @@ type api struct {
 	d   driver.Driver
 	// poll is how often a live feed (SSE) reads the journal.
 	poll time.Duration
+	// timeout bounds each call to the store (the app's
+	// Config.StoreTimeout): under a hung store a request of the API or the
+	// console gets its 503 StoreUnavailable then, not when the store
+	// answers again.
+	timeout time.Duration
+}
+
+// bound is ctx with a.timeout more to run n store calls (at least one).
+func (a *api) bound(ctx context.Context, n int) (context.Context, context.CancelFunc) {
+	if a.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, time.Duration(max(n, 1))*a.timeout)
 }
 
 // Limits of the API.
@@ -134,6 +147,8 @@ type RunsPage struct {
 }
 
 func (a *api) runsPage(ctx context.Context, f driver.RunFilter, limit int) (RunsPage, error) {
+	ctx, cancel := a.bound(ctx, 1)
+	defer cancel()
 	runs, err := a.j.ListRuns(ctx, f, limit)
 	if err != nil {
 		return RunsPage{}, err
@@ -164,6 +179,8 @@ func (a *api) getRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) runView(ctx context.Context, id string) (RunView, *oke.Error) {
+	ctx, cancel := a.bound(ctx, 3) // the run, its replays, its signals
+	defer cancel()
 	run, steps, err := a.j.GetRun(ctx, id)
 	if errors.Is(err, driver.ErrNotFound) {
 		return RunView{}, oke.ErrNotFound.WithMessage("No run has id %s.", oke.Quote(id))
@@ -332,7 +349,9 @@ func (a *api) batch(action string) http.HandlerFunc {
 				oke.WriteError(w, e)
 				return
 			}
-			runs, err := a.j.ListRuns(r.Context(), f, limit)
+			lctx, cancel := a.bound(r.Context(), 1)
+			runs, err := a.j.ListRuns(lctx, f, limit)
+			cancel()
 			if err != nil {
 				oke.WriteError(w, storeError(err))
 				return
@@ -394,7 +413,9 @@ func (a *api) listRows(w http.ResponseWriter, r *http.Request) {
 		rows, err = a.findRows(r.Context(), driver.Key{Tenant: q.Get("tenant"), Principal: q.Get("principal"), Flow: q.Get("flow"), Key: k}, min(limit, maxFound))
 	} else {
 		after := driver.Key{Tenant: q.Get("afterTenant"), Principal: q.Get("afterPrincipal"), Flow: q.Get("afterFlow"), Key: q.Get("afterKey")}
-		rows, err = a.d.List(r.Context(), after, limit)
+		lctx, cancel := a.bound(r.Context(), 1)
+		rows, err = a.d.List(lctx, after, limit)
+		cancel()
 		if err == nil && len(rows) == limit {
 			k := rows[len(rows)-1].Key
 			next = &k
@@ -416,12 +437,16 @@ func (a *api) listRows(w http.ResponseWriter, r *http.Request) {
 // reading every row (List) and keeping the matches.
 func (a *api) findRows(ctx context.Context, key driver.Key, limit int) ([]driver.Row, error) {
 	if f, ok := a.d.(driver.RowFinder); ok {
+		ctx, cancel := a.bound(ctx, 1)
+		defer cancel()
 		return f.FindRows(ctx, key, limit)
 	}
 	var out []driver.Row
 	var after driver.Key
 	for {
-		rows, err := a.d.List(ctx, after, maxLimit)
+		lctx, cancel := a.bound(ctx, 1)
+		rows, err := a.d.List(lctx, after, maxLimit)
+		cancel()
 		if err != nil {
 			return nil, err
 		}
@@ -461,7 +486,9 @@ func (a *api) getRow(w http.ResponseWriter, r *http.Request) {
 		oke.WriteError(w, e)
 		return
 	}
-	row, err := a.d.Get(r.Context(), k)
+	gctx, cancel := a.bound(r.Context(), 1)
+	defer cancel()
+	row, err := a.d.Get(gctx, k)
 	if errors.Is(err, driver.ErrNotFound) {
 		oke.WriteError(w, oke.ErrNotFound.WithMessage("No idempotency row has that key in that scope."))
 		return
@@ -493,7 +520,9 @@ func (a *api) deleteRow(w http.ResponseWriter, r *http.Request) {
 		oke.WriteError(w, badRequest("force must be 1 or 0, got %q.", clip(s)))
 		return
 	}
-	err := DeleteRow(r.Context(), a.d, k, force, time.Now())
+	dctx, cancel := a.bound(r.Context(), 4) // DeleteRow makes up to four calls
+	defer cancel()
+	err := DeleteRow(dctx, a.d, k, force, time.Now())
 	var inFlight *RowInProgressError
 	switch {
 	case errors.Is(err, errCannotDelete):
@@ -546,7 +575,9 @@ func (a *api) sweep(w http.ResponseWriter, r *http.Request) {
 		if limit > 0 {
 			n = min(n, limit-total)
 		}
-		got, err := a.d.Sweep(r.Context(), n)
+		sctx, cancel := a.bound(r.Context(), 1)
+		got, err := a.d.Sweep(sctx, n)
+		cancel()
 		total += got
 		batches++
 		if err != nil {

@@ -20,7 +20,18 @@ const LogoutFlow = "oke.admin.logout"
 
 // storeRevocations records logged-out sessions as idempotency rows in a
 // store, so that every app instance sharing it refuses them.
-type storeRevocations struct{ d driver.Driver }
+type storeRevocations struct {
+	d       driver.Driver
+	timeout time.Duration // bounds each store call (the app's StoreTimeout)
+}
+
+// bound is ctx with s.timeout more to run n store calls.
+func (s *storeRevocations) bound(ctx context.Context, n int) (context.Context, context.CancelFunc) {
+	if s.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, time.Duration(n)*s.timeout)
+}
 
 func logoutKey(id string) driver.Key {
 	return driver.Key{Tenant: "_oke", Principal: "admin", Flow: LogoutFlow, Key: id}
@@ -33,6 +44,8 @@ func (s *storeRevocations) add(ctx context.Context, id string, exp, now time.Tim
 	rand.Read(o[:])
 	owner := "logout-" + hex.EncodeToString(o[:])
 	k := logoutKey(id)
+	ctx, cancel := s.bound(ctx, 2)
+	defer cancel()
 	res, err := s.d.Claim(ctx, driver.ClaimRequest{Key: k, Fingerprint: "logout", Owner: owner, Lease: time.Minute, TTL: ttl})
 	if err != nil || !res.Claimed {
 		return err // not claimed: the row is there already (logged out before)
@@ -43,6 +56,8 @@ func (s *storeRevocations) add(ctx context.Context, id string, exp, now time.Tim
 
 // has reports whether session id logged out, on any instance.
 func (s *storeRevocations) has(ctx context.Context, id string) (bool, error) {
+	ctx, cancel := s.bound(ctx, 1)
+	defer cancel()
 	_, err := s.d.Get(ctx, logoutKey(id))
 	if errors.Is(err, driver.ErrNotFound) {
 		return false, nil
