@@ -3,9 +3,9 @@ package oke_test
 import (
 	"context"
 	"encoding/json"
-	"net/url"
 	"errors"
 	"fmt"
+	"net/url"
 	"runtime"
 	"slices"
 	"strings"
