@@ -736,6 +736,9 @@
     // and key), carried in the page's address.
     const after = { afterTenant: params.get("afterTenant") || "", afterPrincipal: params.get("afterPrincipal") || "", afterFlow: params.get("afterFlow") || "", afterKey: params.get("afterKey") || "" };
     const paged = params.has("afterKey");
+    // The page size: rowsPageSize, or the address's limit (1 to 1000).
+    const size = Math.min(Math.max(parseInt(params.get("limit"), 10) || rowsPageSize, 1), 1000);
+    const sized = size !== rowsPageSize ? { limit: size } : {};
     main.append(el("h1", { text: "Idempotency rows" }));
     const key = el("input", { name: "key", placeholder: "Idempotency-Key", value: p.key, "data-input": "key", class: "mono", size: 40 });
     const tenant = el("input", { name: "tenant", placeholder: "any", value: p.tenant, "data-input": "tenant" });
@@ -777,7 +780,7 @@
     const load = async () => {
       let page;
       try {
-        page = await api("GET", "idempotency" + qs(p.key ? p : Object.assign({ limit: rowsPageSize }, after)));
+        page = await api("GET", "idempotency" + qs(p.key ? p : Object.assign({ limit: size }, after)));
       } catch (e) {
         notice.replaceChildren(errorBox(e));
         return;
@@ -787,10 +790,10 @@
       for (const r of page.rows) tbody.append(rowEl(r, notice));
       labelCells(tbody.closest("table") || tbody.parentNode);
       pager.replaceChildren();
-      if (!p.key && paged) pager.append(el("a", { href: "#/idempotency", "data-action": "first-page", text: "⇤ first" }));
+      if (!p.key && paged) pager.append(el("a", { href: "#/idempotency" + qs(sized), "data-action": "first-page", text: "⇤ first" }));
       if (!p.key && page.next) {
         const n = page.next;
-        pager.append(el("a", { href: "#/idempotency" + qs({ afterTenant: n.tenant, afterPrincipal: n.principal, afterFlow: n.flow, afterKey: n.key }), "data-action": "next-page", text: "next →" }));
+        pager.append(el("a", { href: "#/idempotency" + qs(Object.assign({ afterTenant: n.tenant, afterPrincipal: n.principal, afterFlow: n.flow, afterKey: n.key }, sized)), "data-action": "next-page", text: "next →" }));
       }
       if (!p.key) pager.append(el("span", { class: "muted", "data-rows-shown": page.rows.length, text: `${page.rows.length} row${page.rows.length === 1 ? "" : "s"}` + (page.next ? ", more after" : "") }));
     };
