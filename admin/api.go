@@ -604,13 +604,104 @@ type FlowView struct {
 	// binding honors the Idempotency-Key header and the mode is auto or
 	// required.
 	Pill string `json:"pill,omitempty"`
+	// Stats are the flow's numbers in this process since it started, read
+	// from the app's Prometheus registry (App.Registry): the same series
+	// /metrics serves.
+	Stats FlowStats `json:"stats"`
+}
+
+// FlowStats are one flow's counters from the app's metrics, in this
+// process since it started.
+type FlowStats struct {
+	// Executions: oke_flow_executions_total, the flow's function started.
+	Executions float64 `json:"executions"`
+	// Replays: oke_idempotency_outcomes_total{outcome="replayed"}.
+	Replays float64 `json:"replays"`
+	// Errors: oke_unavailable_total (every 503 the flow's route answered)
+	// plus the outcomes refused with a 4xx for the key (in_progress,
+	// reused, invalid, missing).
+	Errors float64 `json:"errors"`
+	// Outcomes: oke_idempotency_outcomes_total by outcome (non-zero ones).
+	Outcomes map[string]float64 `json:"outcomes,omitempty"`
+	// ClaimCount and ClaimMeanMs: oke_idempotency_claim_seconds, the
+	// latency of the key's claim-or-read (the app measures no other
+	// per-flow latency).
+	ClaimCount  uint64  `json:"claimCount"`
+	ClaimMeanMs float64 `json:"claimMeanMs"`
+}
+
+// flowStats reads every flow's numbers from the app's registry.
+func (a *api) flowStats() map[string]*FlowStats {
+	out := map[string]*FlowStats{}
+	mfs, err := a.app.Registry().Gather()
+	if err != nil {
+		return out
+	}
+	get := func(flow string) *FlowStats {
+		s := out[flow]
+		if s == nil {
+			s = &FlowStats{}
+			out[flow] = s
+		}
+		return s
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var flow, outcome string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "flow":
+					flow = l.GetValue()
+				case "outcome":
+					outcome = l.GetValue()
+				}
+			}
+			if flow == "" {
+				continue
+			}
+			switch mf.GetName() {
+			case "oke_flow_executions_total":
+				get(flow).Executions += m.GetCounter().GetValue()
+			case "oke_unavailable_total":
+				get(flow).Errors += m.GetCounter().GetValue()
+			case "oke_idempotency_outcomes_total":
+				v := m.GetCounter().GetValue()
+				if v == 0 {
+					continue
+				}
+				s := get(flow)
+				if s.Outcomes == nil {
+					s.Outcomes = map[string]float64{}
+				}
+				s.Outcomes[outcome] += v
+				switch outcome {
+				case oke.OutcomeReplayed:
+					s.Replays += v
+				case oke.OutcomeInProgress, oke.OutcomeReused, oke.OutcomeInvalid, oke.OutcomeMissing:
+					s.Errors += v
+				}
+			case "oke_idempotency_claim_seconds":
+				h := m.GetHistogram()
+				s := get(flow)
+				s.ClaimCount += h.GetSampleCount()
+				if s.ClaimCount > 0 {
+					s.ClaimMeanMs = float64(int64(h.GetSampleSum()/float64(h.GetSampleCount())*1e6)) / 1000
+				}
+			}
+		}
+	}
+	return out
 }
 
 func (a *api) flows(w http.ResponseWriter, r *http.Request) {
 	infos := a.app.Flows()
+	stats := a.flowStats()
 	out := make([]FlowView, len(infos))
 	for i, fi := range infos {
 		v := FlowView{FlowInfo: fi}
+		if st := stats[fi.Name]; st != nil {
+			v.Stats = *st
+		}
 		if fi.Honored && (fi.Mode == "auto" || fi.Mode == "required") {
 			v.Pill = fi.Mode + " · " + fi.TTL
 		}

@@ -49,6 +49,10 @@ type RunView struct {
 	// Signals are the signals sent to the run, in send order (GET
 	// /runs/{id} only, when the driver keeps signals).
 	Signals []SignalView `json:"signals,omitempty"`
+	// IdemKey is the Idempotency-Key row that started the run, when a
+	// keyed request did (driver.Run.IdemKey): the console links the run to
+	// its row, and the row (runId) back to the run.
+	IdemKey *driver.Key `json:"idemKey,omitempty"`
 }
 
 // TimingView is where a run's time went, derived from its steps' times:
@@ -121,6 +125,10 @@ func ViewRun(r driver.Run, steps []driver.Step) RunView {
 		Principal: r.Principal, Attempts: r.Attempts, Owner: r.Owner, ReplayOf: r.ReplayOf, Parent: r.Parent,
 		Event: r.Event, Error: r.Error, Result: viewStored(r.Result), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		StepCount: max(r.Steps, len(steps)), Strikes: r.Strikes, Dead: r.Status == driver.RunDead}
+	if r.IdemKey != nil {
+		k := *r.IdemKey
+		v.IdemKey = &k
+	}
 	if !r.LeaseUntil.IsZero() && r.Owner != "" {
 		t := r.LeaseUntil
 		v.LeaseUntil = &t

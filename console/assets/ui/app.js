@@ -84,11 +84,77 @@
     return el("div", { class: "error", role: "alert", "data-error": "" }, String(err && err.message ? err.message : err));
   }
 
+  // Times are ISO 8601 with their zone, in UTC (the default) or this
+  // browser's zone: the toggle in the header (data-action="tz") switches,
+  // and localStorage remembers the choice.
+  const tzKey = "oke.console.tz";
+  function tzMode() {
+    try {
+      return localStorage.getItem(tzKey) === "local" ? "local" : "utc";
+    } catch (_) {
+      return "utc";
+    }
+  }
+  const p2 = (n) => String(n).padStart(2, "0");
   function fmtTime(s) {
     if (!s) return "–";
     const d = new Date(s);
-    if (isNaN(d) || d.getFullYear() < 2) return "–";
-    return d.toLocaleString(undefined, { hour12: false }) + "." + String(d.getMilliseconds()).padStart(3, "0");
+    if (isNaN(d) || d.getUTCFullYear() < 2) return "–";
+    const ms = "." + String(d.getUTCMilliseconds()).padStart(3, "0");
+    if (tzMode() === "utc") return d.toISOString().slice(0, 19) + ms + "Z";
+    const off = -d.getTimezoneOffset();
+    const zone = off === 0 ? "Z" : (off > 0 ? "+" : "-") + p2(Math.floor(Math.abs(off) / 60)) + ":" + p2(Math.abs(off) % 60);
+    return `${d.getFullYear()}-${p2(d.getMonth() + 1)}-${p2(d.getDate())}T${p2(d.getHours())}:${p2(d.getMinutes())}:${p2(d.getSeconds())}${ms}${zone}`;
+  }
+  function timeEl(s) {
+    return el("time", { class: "nowrap", datetime: s || undefined, text: fmtTime(s) });
+  }
+  const tzButton = el("button", { type: "button", class: "tz", "data-action": "tz", onclick: () => {
+    try {
+      localStorage.setItem(tzKey, tzMode() === "utc" ? "local" : "utc");
+    } catch (_) { /* private mode: this page only */ }
+    tzLabel();
+    route();
+  } });
+  const tzLabel = () => {
+    tzButton.dataset.tz = tzMode();
+    tzButton.textContent = tzMode() === "utc" ? "Times: UTC" : "Times: local";
+    tzButton.title = "Show times in " + (tzMode() === "utc" ? "this browser's zone" : "UTC");
+  };
+  tzLabel();
+  { const nav = document.querySelector("header.top nav"); if (nav) nav.after(tzButton); }
+
+  // confirm asks in the page (not window.confirm: a browser test clicks
+  // it) before a destructive action: a dialog (data-dialog="confirm") that
+  // says what will happen, with data-action="confirm" and "dismiss".
+  function confirmDialog(text, okLabel) {
+    return new Promise((resolve) => {
+      const done = (v) => {
+        back.remove();
+        document.removeEventListener("keydown", key);
+        resolve(v);
+      };
+      const key = (ev) => { if (ev.key === "Escape") done(false); };
+      const ok = el("button", { class: "danger", type: "button", "data-action": "confirm", text: okLabel || "Confirm", onclick: () => done(true) });
+      const box = el("div", { class: "dialog", role: "alertdialog", "aria-modal": "true", "data-dialog": "confirm" },
+        el("p", { "data-dialog-text": "", text }),
+        el("div", { class: "actions" }, ok, el("button", { class: "secondary", type: "button", "data-action": "dismiss", text: "Keep", onclick: () => done(false) })));
+      const back = el("div", { class: "backdrop", onclick: (ev) => { if (ev.target === back) done(false); } }, box);
+      document.addEventListener("keydown", key);
+      cleanup.push(() => { if (back.isConnected) done(false); });
+      document.body.append(back);
+      ok.focus();
+    });
+  }
+
+  // labelCells gives each cell of a table its column's name
+  // (data-label), shown beside the value when a narrow screen stacks the
+  // table's rows.
+  function labelCells(table) {
+    const heads = [...table.querySelectorAll("thead th")].map((th) => th.textContent);
+    for (const tr of table.querySelectorAll("tbody tr")) {
+      [...tr.children].forEach((td, i) => { if (heads[i] && !td.hasAttribute("colspan")) td.dataset.label = heads[i]; });
+    }
   }
 
   function fmtMs(ms) {
@@ -187,17 +253,35 @@
       main.append(errorBox(e));
       return;
     }
-    if (!data.flows.length) main.append(el("p", { class: "muted", text: "This app binds no flows." }));
+    if (!data.flows.length) {
+      main.append(el("p", { class: "muted", text: "This app binds no flows." }));
+      return;
+    }
+    // The index: one compact row per flow, found by name and narrowed by
+    // its kind; a row opens into the flow's whole contract.
+    const search = el("input", { type: "search", placeholder: "search by name", "data-input": "flow-search", "aria-label": "search flows by name" });
+    const sel = (name, label, opts) => el("select", { "data-input": name, "aria-label": label }, opts.map(([v, t]) => el("option", { value: v, text: t })));
+    const durable = sel("flow-durable", "durable", [["", "durable or not"], ["yes", "durable"], ["no", "not durable"]]);
+    const mode = sel("flow-mode", "idempotency mode", [["", "any idempotency"], ["required", "required"], ["auto", "auto"], ["off", "off"]]);
+    const claim = sel("flow-claim", "claim", [["", "any claim"], ["first", "claim first"], ["in_tx", "claim in_tx"]]);
+    const count = el("span", { class: "muted", "data-flow-count": "" });
+    main.append(el("form", { class: "filters", onsubmit: (ev) => ev.preventDefault() },
+      el("label", {}, "name", search), el("label", {}, "durable", durable), el("label", {}, "idempotency", mode), el("label", {}, "claim", claim), count));
+    const tbody = el("tbody");
+    const table = el("table", { class: "flows", "data-flows": "" }, el("thead", {}, el("tr", {},
+      ["flow", "kind", "executions", "replays", "errors", "claim (mean)"].map((h) => el("th", { text: h })))), tbody);
+    const rows = [];
     for (const f of data.flows) {
-      const title = el("h2", {}, el("span", { class: "mono", text: f.name }));
-      if (f.pill) {
-        title.append(el("span", { class: "pill " + f.mode, "data-pill": "idempotency", title: "Idempotency-Key: " + f.mode + ", stored responses kept " + f.ttl, text: f.pill }));
-      }
-      if (f.durable) title.append(el("span", { class: "pill durable", text: "durable" }));
-      if (f.coalesced) title.append(el("span", { class: "pill durable", "data-pill": "coalesced", title: "Every step's writes are statements in the run's one transaction (oke extract proved it): a keyed request commits once, its steps, journal and answer together", text: "one commit" }));
-      if (f.contract && f.contract !== "fresh") title.append(el("span", { class: "pill " + f.contract, title: f.contractProblem || "", text: "contract " + f.contract }));
+      const honoredMode = f.honored ? f.mode : "off";
+      const kind = el("td", {});
+      if (f.pill) kind.append(el("span", { class: "pill " + f.mode, "data-pill": "idempotency", title: "Idempotency-Key: " + f.mode + ", stored responses kept " + f.ttl, text: f.pill }));
+      if (f.durable) kind.append(el("span", { class: "pill durable", text: "durable" }));
+      if (f.coalesced) kind.append(el("span", { class: "pill durable", "data-pill": "coalesced", title: "Every step's writes are statements in the run's one transaction (oke extract proved it): a keyed request commits once, its steps, journal and answer together", text: "one commit" }));
+      if (f.contract && f.contract !== "fresh") kind.append(el("span", { class: "pill " + f.contract, title: f.contractProblem || "", text: "contract " + f.contract }));
+      const st = f.stats || {};
       const facts = el("dl", { class: "facts" });
       const fact = (k, ...v) => facts.append(el("dt", { text: k }), el("dd", {}, ...v));
+      if (f.description) fact("about", f.description);
       fact("shape", f.shape);
       fact("bindings", el("ul", { class: "plain" }, (f.bindings || []).map((b) => el("li", { class: "mono", text: b }))));
       fact("idempotency", f.mode + (f.mode !== "off" ? ", TTL " + f.ttl : "") + (f.honored ? "" : " (the header is not honored here)"));
@@ -212,12 +296,40 @@
       const from = { contract: "inferred by oke extract", declared: "declared in Options.Effects", undeclared: "none declared: assumed to write" }[f.effectsFrom] || f.effectsFrom;
       fact("effects", effects, el("div", { class: "muted", text: from }));
       if (f.steps && f.steps.length) fact("steps", f.steps.join(" → ") + (f.coalesced ? " (coalesced: one transaction, one commit)" : ""));
+      if (st.outcomes) fact("outcomes", Object.entries(st.outcomes).map(([k, v]) => k + " " + v).join(" · "));
+      if (f.durable) fact("runs", el("a", { href: "#/runs" + qs({ flow: f.name }), text: "this flow's runs" }));
       if (f.source) fact("source", el("span", { class: "mono", text: f.source }));
-      const card = el("section", { class: "card", "data-flow": f.name }, title);
-      if (f.description) card.append(el("p", { text: f.description }));
-      card.append(facts);
-      main.append(card);
+      const name = el("details", { class: "flow" }, el("summary", { class: "mono", text: f.name }), facts);
+      const tr = el("tr", { "data-flow": f.name, "data-durable": f.durable ? "yes" : "no", "data-mode": honoredMode, "data-claim": f.mode !== "off" && f.honored ? f.claim : "" },
+        el("td", {}, name), kind,
+        el("td", { class: "num", "data-stat": "executions", text: st.executions || 0 }),
+        el("td", { class: "num", "data-stat": "replays", text: st.replays || 0 }),
+        el("td", { class: "num" + (st.errors ? " status failed" : ""), "data-stat": "errors", text: st.errors || 0 }),
+        el("td", { class: "num nowrap", "data-stat": "claim", title: st.claimCount ? st.claimCount + " claims" : "", text: st.claimCount ? fmtMs(st.claimMeanMs) : "–" }));
+      rows.push({ tr, f });
+      tbody.append(tr);
     }
+    labelCells(table);
+    const none = el("p", { class: "muted", hidden: "", "data-no-flows": "", text: "No flow matches." });
+    const apply = () => {
+      const q = search.value.trim().toLowerCase();
+      let n = 0;
+      for (const { tr, f } of rows) {
+        const d = tr.dataset;
+        const ok = (!q || f.name.toLowerCase().includes(q)) && (!durable.value || d.durable === durable.value) &&
+          (!mode.value || d.mode === mode.value) && (!claim.value || d.claim === claim.value);
+        tr.hidden = !ok;
+        if (ok) n++;
+      }
+      count.textContent = `${n} of ${rows.length} flows`;
+      none.hidden = n > 0;
+    };
+    for (const i of [search, durable, mode, claim]) {
+      i.addEventListener("input", apply);
+      i.addEventListener("change", apply);
+    }
+    apply();
+    main.append(table, none, el("p", { class: "muted", text: "Numbers: this process since it started, from its metrics (oke_flow_executions_total, oke_idempotency_outcomes_total, oke_unavailable_total, oke_idempotency_claim_seconds). Errors: 503s and keys refused (in progress, reused, invalid, missing)." }));
   }
 
   // --- runs ------------------------------------------------------------------
@@ -229,6 +341,25 @@
     if (!v) return "";
     const d = new Date(v);
     return isNaN(d) ? "" : d.toISOString();
+  }
+
+  function finished(r) {
+    return r.status === "completed" || r.status === "failed" || r.status === "dead";
+  }
+
+  // runDuration: a finished run's creation to its end; an unfinished one's
+  // time so far.
+  function runDuration(r) {
+    const t0 = Date.parse(r.createdAt);
+    const t1 = finished(r) ? Date.parse(r.updatedAt) : Date.now();
+    if (isNaN(t0) || isNaN(t1)) return "–";
+    return (finished(r) ? "" : "≥ ") + fmtMs(Math.max(t1 - t0, 0));
+  }
+
+  // keyLink links to the idempotency row of a keyed request's run.
+  function keyLink(k) {
+    if (!k) return "";
+    return el("a", { class: "mono", "data-link": "idempotency-row", href: "#/idempotency" + qs({ key: k.key, tenant: k.tenant, principal: k.principal, flow: k.flow }), title: `${k.tenant} · ${k.principal} · ${k.flow}`, text: k.key });
   }
 
   async function runsPage(params) {
@@ -269,44 +400,49 @@
     const batchOut = el("div", { "data-batch-result": "" });
     const tbody = el("tbody");
     const table = el("table", { "data-runs": "" }, el("thead", {}, el("tr", {},
-      ["run", "flow", "status", "tenant", "attempts", "steps", "created", "replay of", "last error"].map((h) => el("th", { text: h })))), tbody);
+      ["run", "flow", "status", "tenant", "pick-ups", "steps", "created", "duration", "key", "replay of", "last error"].map((h) => el("th", { text: h })))), tbody);
     const pager = el("div", { class: "pager" });
     let shown = [];
     const render = (page) => {
       shown = page.runs.map((r) => r.id);
       tbody.replaceChildren();
-      if (!page.runs.length) tbody.append(el("tr", {}, el("td", { colspan: 9, class: "muted", text: "No runs match." })));
+      if (!page.runs.length) tbody.append(el("tr", {}, el("td", { colspan: 11, class: "muted", text: "No runs match." })));
       for (const r of page.runs) {
         tbody.append(el("tr", { "data-run": r.id, "data-status": r.status },
           el("td", {}, el("a", { class: "mono", href: "#/runs/" + encodeURIComponent(r.id), text: r.id })),
           el("td", { class: "mono", text: r.flow }),
           el("td", {}, statusEl(r.status)),
           el("td", { text: r.tenant || "" }),
-          el("td", { class: "num", text: r.attempts }),
+          el("td", { class: "num", title: "times an execution picked the run up (a wake from a sleep is one)", text: r.attempts }),
           el("td", { class: "num", text: r.stepCount }),
-          el("td", { text: fmtTime(r.createdAt) }),
+          el("td", {}, timeEl(r.createdAt)),
+          el("td", { class: "num nowrap", "data-duration": "", title: finished(r) ? "from its creation to its end" : "so far", text: runDuration(r) }),
+          el("td", {}, keyLink(r.idemKey)),
           el("td", {}, r.replayOf ? el("a", { class: "mono", href: "#/runs/" + encodeURIComponent(r.replayOf), text: r.replayOf }) : ""),
           el("td", { class: "muted", "data-run-error": "", title: r.error || "", text: r.error ? (r.error.length > 80 ? r.error.slice(0, 79) + "…" : r.error) : "" })));
       }
+      labelCells(table);
       pager.replaceChildren();
       if (f.before) pager.append(el("a", { href: "#/runs" + qs({ flow: f.flow, status: f.status, tenant: f.tenant, from: f.from, to: f.to }), "data-action": "first-page", text: "⇤ newest" }));
       if (page.next) pager.append(el("a", { href: "#/runs" + qs({ flow: f.flow, status: f.status, tenant: f.tenant, from: f.from, to: f.to, before: page.next }), "data-action": "next-page", text: "older →" }));
-      replayAll.textContent = "Replay these " + shown.length;
-      cancelAll.textContent = "Cancel these " + shown.length;
-      resumeAll.textContent = "Resume these " + shown.length;
+      const n = shown.length + " run" + (shown.length === 1 ? "" : "s");
+      replayAll.textContent = "Replay these " + n;
+      cancelAll.textContent = "Cancel these " + n;
+      resumeAll.textContent = "Resume these " + n;
+      replayAll.dataset.count = cancelAll.dataset.count = resumeAll.dataset.count = shown.length;
       replayAll.disabled = cancelAll.disabled = !shown.length;
       resumeAll.disabled = !page.runs.some((r) => r.status === "dead");
     };
-    // Batch actions on the runs shown, each confirmed by a second click.
+    // Batch actions on the runs shown — only once a filter narrows them —
+    // each confirmed in a dialog that says how many runs it acts on.
+    const filtered = !!(f.flow || f.status || f.tenant || f.from || f.to);
     const batch = (action, button) => {
-      let armed = false;
       button.addEventListener("click", async () => {
-        if (!armed) {
-          armed = true;
-          button.textContent = "Click again to " + action + " " + shown.length + " runs";
-          return;
-        }
-        armed = false;
+        const ids = shown.slice();
+        const what = { replay: "Replay", cancel: "Cancel", resume: "Resume" }[action];
+        const warn = { replay: " Each runs again as a new run, its effects included.", cancel: " Each fails with 409 RunCancelled.", resume: " Each goes on from its last saved step." }[action];
+        if (!await confirmDialog(`${what} these ${ids.length} run${ids.length === 1 ? "" : "s"}?${warn}`, `${what} ${ids.length}`)) return;
+        shown = ids;
         button.disabled = true;
         batchOut.replaceChildren(el("div", { class: "notice", text: action + "ing " + shown.length + " runs…" }));
         try {
@@ -331,8 +467,8 @@
     // from their last saved step.
     const resumeAll = el("button", { class: "secondary", "data-action": "batch-resume", text: "Resume these" });
     batch("resume", resumeAll);
-    const batchButtons = [replayAll, cancelAll];
-    if (f.status === "dead") batchButtons.unshift(resumeAll);
+    const batchButtons = filtered ? [replayAll, cancelAll] : [el("span", { class: "muted", "data-batch-hint": "", text: "Filter the runs to act on them in bulk." })];
+    if (filtered && f.status === "dead") batchButtons.unshift(resumeAll);
     main.append(el("div", { class: "actions" }, ...batchButtons, liveNote), batchOut, table, pager);
 
     const q = Object.assign(filterQuery(), { limit: pageSize, before: f.before });
@@ -375,6 +511,7 @@
         el("a", { class: "mono", href: "#/runs/" + encodeURIComponent(res.id), "data-replayed-run": res.id, text: res.id }), "."));
     });
     const cancel = () => act("cancel", async () => {
+      if (!await confirmDialog(`Cancel run ${id}? It fails with 409 RunCancelled and runs no further step.`, "Cancel run")) return;
       await api("POST", "runs/" + encodeURIComponent(id) + "/cancel");
       notice.replaceChildren(el("div", { class: "notice", "data-cancelled": "", text: "Cancelled: the run failed with 409 RunCancelled." }));
     });
@@ -406,10 +543,19 @@
       const fact = (k, ...v) => facts.append(el("dt", { text: k }), el("dd", {}, ...v));
       fact("flow", el("span", { class: "mono", text: r.flow }));
       fact("status", statusEl(r.status), r.status === "sleeping" && r.wakeAt ? " until " + fmtTime(r.wakeAt) : "");
-      fact("attempts", String(r.attempts) + " pick-up" + (r.attempts === 1 ? "" : "s"));
+      // Retries: the steps' own attempts beyond their first (a step's
+      // Attempts counts its function's starts), and the next step's so far.
+      // A wake from a sleep is a pick-up, not a retry.
+      const retries = (r.steps || []).reduce((n, s) => n + Math.max((s.attempts || 0) - 1, 0), 0) +
+        (r.next && r.status !== "sleeping" ? Math.max(r.next.attempts - 1, 0) : 0);
+      fact("retries", el("span", { "data-retries": retries, text: retries === 0 ? "none" : String(retries) }),
+        el("span", { class: "muted", text: ` · picked up ${r.attempts} time${r.attempts === 1 ? "" : "s"} (a start, a wake from a sleep or a signal, a retry or a pick-up after a lapse)` }));
+      if (r.traceId) fact("trace", el("span", { class: "mono", "data-trace-id": r.traceId, text: r.traceId }));
+      if (r.idemKey) fact("idempotency key", keyLink(r.idemKey), el("span", { class: "muted", text: ` (${r.idemKey.tenant} · ${r.idemKey.principal})` }));
       if (r.tenant || r.principal) fact("identity", [r.tenant, r.principal].filter(Boolean).join(" · "));
-      fact("created", fmtTime(r.createdAt));
-      fact("updated", fmtTime(r.updatedAt));
+      fact("created", timeEl(r.createdAt));
+      fact("updated", timeEl(r.updatedAt));
+      fact("duration", el("span", { "data-duration": "", text: runDuration(r) }));
       if (r.owner) fact("held by", el("span", { class: "mono", text: r.owner }), r.leaseUntil ? ", lease until " + fmtTime(r.leaseUntil) : "");
       if (r.replayOf) fact("replay of", el("a", { class: "mono", href: "#/runs/" + encodeURIComponent(r.replayOf), "data-link": "replay-of", text: r.replayOf }));
       if (r.replays && r.replays.length) {
@@ -420,7 +566,10 @@
       if (r.event) fact("event", r.event);
       if (r.timing) {
         const t = r.timing;
-        fact("time", `queued ${fmtMs(t.queueMs)} · steps ${fmtMs(t.runMs)} · waiting ${fmtMs(t.waitMs)}` + (t.totalMs ? ` · total ${fmtMs(t.totalMs)}` : ""));
+        let waitText = `waiting ${fmtMs(t.waitMs)}`;
+        if (r.status === "sleeping" && r.wakeAt) waitText = (t.waitMs ? waitText + " · " : "") + (r.waiting ? "waiting for signal " + r.waiting.signal : "sleeping") + " until " + fmtTime(r.waiting ? r.waiting.until : r.wakeAt);
+        else if (!t.waitMs) waitText = "no waits";
+        fact("time", `queued ${fmtMs(t.queueMs)} · steps ${fmtMs(t.runMs)} · ${waitText}` + (t.totalMs ? ` · total ${fmtMs(t.totalMs)}` : ""));
       }
       if (r.strikes) fact("failed pick-ups", el("span", { "data-strikes": r.strikes, text: r.strikes + " in a row" + (r.status === "dead" ? " — dead-lettered" : "") }));
       if (r.error && (r.status === "running" || r.status === "sleeping")) fact("last error", el("span", { class: "status failed", "data-last-error": "", text: r.error }));
@@ -508,21 +657,31 @@
     const card = el("section", { class: "card" }, el("h2", { text: "Steps" }));
     if (!steps.length) card.append(el("p", { class: "muted", text: "No saved steps." }));
     const own = steps.filter((s) => !s.copied && s.startedAt);
+    // A sleep's step saves its wake time as its result (an ISO time).
+    const wakeOf = (s) => (typeof s.result === "string" && /^\d{4}-\d\d-\d\dT/.test(s.result) && !isNaN(Date.parse(s.result))) ? s.result : "";
+    // A parked run (asleep, or waiting for a signal) draws its wait up to
+    // its wake time.
+    const parkedUntil = r.status === "sleeping" ? (r.waiting ? r.waiting.until : r.wakeAt) : "";
     const t0 = Math.min(Date.parse(r.createdAt), ...own.map((s) => Date.parse(s.startedAt)));
-    const t1 = Math.max(t0 + 1, ...own.map((s) => Date.parse(s.finishedAt)));
+    let t1 = Math.max(t0 + 1, ...own.map((s) => Date.parse(s.finishedAt)));
+    const lastEnd = t1;
+    if (parkedUntil && !isNaN(Date.parse(parkedUntil))) t1 = Math.max(t1, Date.parse(parkedUntil));
     const span = t1 - t0;
     const list = el("ol", { class: "timeline" });
+    let prevWake = "";
     for (const s of steps) {
       const track = el("div", { class: "track" });
+      const wake = wakeOf(s);
+      const wait = s.waitMs > 0 ? (prevWake ? "slept until " + fmtTime(prevWake) : "waited " + fmtMs(s.waitMs)) : "";
       if (!s.copied && s.startedAt) {
         const start = Date.parse(s.startedAt);
         if (s.waitMs > 0) {
-          const gap = el("div", { class: "gap", title: "waited " + fmtMs(s.waitMs) });
+          const gap = el("div", { class: "gap" + (prevWake ? " sleep" : ""), "data-gap": prevWake ? "sleep" : "wait", title: wait + " (" + fmtMs(s.waitMs) + ")" });
           gap.style.left = ((start - s.waitMs - t0) / span * 100) + "%";
           gap.style.width = (s.waitMs / span * 100) + "%";
           track.append(gap);
         }
-        const bar = el("div", { class: "bar" + (s.failure ? " failed" : ""), title: fmtMs(s.ms) });
+        const bar = el("div", { class: "bar" + (s.failure ? " failed" : "") + (wake ? " sleep-step" : ""), title: fmtMs(s.ms) });
         bar.style.left = ((start - t0) / span * 100) + "%";
         bar.style.width = Math.max(s.ms / span * 100, 0.3) + "%";
         track.append(bar);
@@ -534,23 +693,36 @@
       }
       const detail = el("details", { class: "detail" }, el("summary", { class: "muted", text: s.failure ? "failure" : "result" }),
         el("pre", { text: json(s.failure !== undefined ? s.failure : s.result) }),
-        el("div", { class: "muted", text: `started ${fmtTime(s.startedAt)} · finished ${fmtTime(s.finishedAt)}` + (s.waitMs ? ` · waited ${fmtMs(s.waitMs)} before` : "") }));
-      list.append(el("li", { "data-step": s.seq, "data-concurrent": s.concurrent ? "" : undefined },
+        el("div", { class: "muted", text: `started ${fmtTime(s.startedAt)} · finished ${fmtTime(s.finishedAt)}` + (s.waitMs ? ` · ${wait || "waited " + fmtMs(s.waitMs)} before` : "") }));
+      let about = s.copied ? "reused (replay)" : s.attempts > 1 ? `${s.attempts} attempts (${s.attempts - 1} retr${s.attempts === 2 ? "y" : "ies"})` : "1 attempt";
+      if (wake) about = "sleep · wakes " + fmtTime(wake);
+      list.append(el("li", { "data-step": s.seq, "data-concurrent": s.concurrent ? "" : undefined, "data-sleep-until": wake || undefined },
         el("span", { class: "seq", text: s.seq }),
-        el("span", {}, el("span", { class: "mono", text: s.name }), el("div", { class: "muted", text: (s.copied ? "reused (replay)" : `${s.attempts} attempt${s.attempts === 1 ? "" : "s"}`) + (s.concurrent ? " · at the same time (oke.Go)" : "") })),
+        el("span", {}, el("span", { class: "mono", text: s.name }), el("div", { class: "muted", text: about + (s.concurrent ? " · at the same time (oke.Go)" : "") })),
         track,
         el("span", { class: "num", text: s.copied ? "–" : fmtMs(s.ms) }),
         detail));
+      prevWake = wake && !s.copied ? wake : "";
     }
     if (r.next) {
-      let what = `next · ${r.next.attempts} attempt${r.next.attempts === 1 ? "" : "s"} so far`;
+      const tries = (n) => n <= 1 ? "" : ` · ${n - 1} retr${n === 2 ? "y" : "ies"} so far`;
+      let what = "next" + tries(r.next.attempts);
       if (r.status === "dead") what = `dead-lettered · ${r.next.attempts} attempt${r.next.attempts === 1 ? "" : "s"} · resume it to go on`;
-      else if (r.status === "sleeping" && r.wakeAt) what = "sleeping until " + fmtTime(r.wakeAt);
-      else if (r.owner) what = "running now (" + r.next.attempts + (r.next.attempts === 1 ? " attempt)" : " attempts)");
+      else if (r.status === "sleeping" && r.waiting) what = `waiting for signal ${r.waiting.signal}, until ${fmtTime(r.waiting.until)} (in ${fmtMs(Math.max(Date.parse(r.waiting.until) - Date.now(), 0))})`;
+      else if (r.status === "sleeping" && r.wakeAt) what = `sleeping until ${fmtTime(r.wakeAt)} (${Date.parse(r.wakeAt) > Date.now() ? "in " + fmtMs(Date.parse(r.wakeAt) - Date.now()) : "due"})`;
+      else if (r.owner) what = "running now" + tries(r.next.attempts);
       else if (r.wakeAt) what = (r.error ? "waiting for its retry, not before " : "waiting to be picked up, not before ") + fmtTime(r.wakeAt);
       const nextWhat = el("span", { text: what });
       if (r.error && r.status !== "completed" && r.status !== "failed") nextWhat.append(el("div", { class: "muted", "data-next-error": "", text: "last error: " + r.error }));
-      list.append(el("li", { class: "next", "data-next-step": r.next.seq }, el("span", { class: "seq", text: r.next.seq }), nextWhat, el("span"), el("span")));
+      const track = el("div", { class: "track" });
+      if (r.status === "sleeping" && parkedUntil && Date.parse(parkedUntil) > lastEnd) {
+        const gap = el("div", { class: "gap sleep", "data-gap": r.waiting ? "signal" : "sleep", title: what });
+        gap.style.left = ((lastEnd - t0) / span * 100) + "%";
+        gap.style.width = ((Date.parse(parkedUntil) - lastEnd) / span * 100) + "%";
+        track.append(gap);
+      }
+      list.append(el("li", { class: "next", "data-next-step": r.next.seq, "data-parked": r.status === "sleeping" ? (r.waiting ? "signal" : "sleep") : undefined },
+        el("span", { class: "seq", text: r.next.seq }), nextWhat, track, el("span", { class: "num", text: parkedUntil ? "until " + fmtTime(parkedUntil).slice(11, 19) : "" })));
     }
     card.append(list);
     return card;
@@ -560,6 +732,13 @@
 
   async function rowsPage(params) {
     const p = { key: params.get("key") || "", tenant: params.get("tenant") || "", principal: params.get("principal") || "", flow: params.get("flow") || "" };
+    // The listing's cursor (GET /idempotency's next: the last row's scope
+    // and key), carried in the page's address.
+    const after = { afterTenant: params.get("afterTenant") || "", afterPrincipal: params.get("afterPrincipal") || "", afterFlow: params.get("afterFlow") || "", afterKey: params.get("afterKey") || "" };
+    const paged = params.has("afterKey");
+    // The page size: rowsPageSize, or the address's limit (1 to 1000).
+    const size = Math.min(Math.max(parseInt(params.get("limit"), 10) || rowsPageSize, 1), 1000);
+    const sized = size !== rowsPageSize ? { limit: size } : {};
     main.append(el("h1", { text: "Idempotency rows" }));
     const key = el("input", { name: "key", placeholder: "Idempotency-Key", value: p.key, "data-input": "key", class: "mono", size: 40 });
     const tenant = el("input", { name: "tenant", placeholder: "any", value: p.tenant, "data-input": "tenant" });
@@ -594,13 +773,14 @@
       sweep.disabled = false;
     } });
     const tbody = el("tbody");
+    const pager = el("div", { class: "pager" });
     main.append(el("div", { class: "actions" }, sweep, el("span", { class: "muted", text: "Stored bodies stay hidden until you reveal one." })), notice,
-      el("table", { "data-rows": "" }, el("thead", {}, el("tr", {}, ["tenant", "principal", "flow", "key", "state", "status", "lease left", "TTL left", "run", "stored body", ""].map((h) => el("th", { text: h })))), tbody));
+      el("table", { "data-rows": "" }, el("thead", {}, el("tr", {}, ["tenant", "principal", "flow", "key", "state", "status", "lease left", "TTL left", "run", "stored body", ""].map((h) => el("th", { text: h })))), tbody), pager);
 
     const load = async () => {
       let page;
       try {
-        page = await api("GET", "idempotency" + qs(p.key ? p : { limit: 100 }));
+        page = await api("GET", "idempotency" + qs(p.key ? p : Object.assign({ limit: size }, after)));
       } catch (e) {
         notice.replaceChildren(errorBox(e));
         return;
@@ -608,9 +788,20 @@
       tbody.replaceChildren();
       if (!page.rows.length) tbody.append(el("tr", {}, el("td", { colspan: 11, class: "muted", text: p.key ? "No row has that key." : "No rows." })));
       for (const r of page.rows) tbody.append(rowEl(r, notice));
+      labelCells(tbody.closest("table") || tbody.parentNode);
+      pager.replaceChildren();
+      if (!p.key && paged) pager.append(el("a", { href: "#/idempotency" + qs(sized), "data-action": "first-page", text: "⇤ first" }));
+      if (!p.key && page.next) {
+        const n = page.next;
+        pager.append(el("a", { href: "#/idempotency" + qs(Object.assign({ afterTenant: n.tenant, afterPrincipal: n.principal, afterFlow: n.flow, afterKey: n.key }, sized)), "data-action": "next-page", text: "next →" }));
+      }
+      if (!p.key) pager.append(el("span", { class: "muted", "data-rows-shown": page.rows.length, text: `${page.rows.length} row${page.rows.length === 1 ? "" : "s"}` + (page.next ? ", more after" : "") }));
     };
     await load();
   }
+
+  // rowsPageSize is how many idempotency rows a page of the listing shows.
+  const rowsPageSize = 50;
 
   // rowId names an idempotency row by its whole scope.
   function rowId(r) {
@@ -634,6 +825,9 @@
     let force = false;
     const button = el("button", { class: "danger", "data-action": "delete", text: "Delete" });
     button.addEventListener("click", async () => {
+      const text = force ? `Force the delete of the row of ${r.key}? It is still in flight: a second execution may start beside the running one.` :
+        `Delete the row of ${r.key} (${r.tenant} · ${r.principal} · ${r.flow})? The next request with this key runs as new.`;
+      if (!await confirmDialog(text, force ? "Force delete" : "Delete row")) return;
       button.disabled = true;
       try {
         const u = new URLSearchParams({ tenant: r.tenant, principal: r.principal, flow: r.flow, key: r.key });
@@ -657,12 +851,12 @@
   function rowEl(r, notice) {
     const state = r.expired ? "expired" : r.state;
     const id = rowId(r);
-    const bodyCell = el("td", { "data-body-cell": id });
+    const bodyCell = el("td", { class: "body-cell", "data-body-cell": id });
     const tr = el("tr", { "data-row": r.key, "data-tenant": r.tenant, "data-principal": r.principal, "data-flow-name": r.flow, "data-state": state });
     if (r.bodyHidden && revealed.has(id)) {
       bodyCell.append(el("pre", { "data-body": "", text: json(revealed.get(id)) }));
     } else if (r.bodyHidden) {
-      bodyCell.append(el("span", { class: "muted", "data-body-hidden": "", text: `hidden (${r.bodyBytes} bytes) ` }),
+      bodyCell.append(el("span", { class: "muted nowrap", "data-body-hidden": "", text: `hidden (${r.bodyBytes} bytes) ` }),
         el("button", { class: "secondary", "data-action": "reveal", text: "Reveal", onclick: async () => {
           try {
             // Every field set, even when empty: the row's whole scope.
@@ -685,9 +879,9 @@
       el("td", { class: "mono", text: r.key }),
       el("td", {}, el("span", { class: "status " + state, text: r.expired ? "expired (not yet swept)" : r.state })),
       el("td", { text: r.response ? r.response.status : "–" }),
-      el("td", { text: r.leaseLeftMs !== undefined ? fmtMs(r.leaseLeftMs) : "–" }),
-      el("td", { text: r.expired ? "0" : fmtMs(r.ttlLeftMs) }),
-      el("td", {}, r.runId ? el("a", { class: "mono", href: "#/runs/" + encodeURIComponent(r.runId), text: r.runId }) : "–"),
+      el("td", { class: "nowrap", text: r.leaseLeftMs !== undefined ? fmtMs(r.leaseLeftMs) : "–" }),
+      el("td", { class: "nowrap", title: "expires " + fmtTime(r.expiresAt), text: r.expired ? "0" : fmtMs(r.ttlLeftMs) }),
+      el("td", {}, r.runId ? el("a", { class: "mono", "data-link": "run", href: "#/runs/" + encodeURIComponent(r.runId), text: r.runId }) : "–"),
       bodyCell,
       el("td", {}, deleteButton(r, tr, notice)));
     return tr;
@@ -721,8 +915,8 @@
           el("td", { class: "mono", text: s.spec }),
           el("td", { text: s.location }),
           el("td", { text: s.catchUp }),
-          el("td", {}, fmtTime(s.next), el("div", { class: "muted", text: fmtIn(s.next) })),
-          el("td", { text: last ? fmtTime(last.tick) : "–" }),
+          el("td", {}, timeEl(s.next), el("div", { class: "muted", text: fmtIn(s.next) })),
+          el("td", {}, last ? timeEl(last.tick) : "–"),
           el("td", {}, last ? el("a", { class: "mono", href: "#/runs/" + encodeURIComponent(last.runId), text: last.runId }) : "–"),
           el("td", {}, last ? statusEl(last.status) : "")));
       }
