@@ -77,7 +77,7 @@ func (a *App) afterPark(ctx context.Context, runID string, parked bool) {
 		return
 	}
 	sg, _ := a.journal.(driver.Signaler)
-	wctx, end := a.bound(ctx)
+	wctx, end := a.bound(ctx, "wake_for_signal")
 	woke, err := sg.WakeForSignal(wctx, runID, v.(string))
 	err = end(err)
 	if err != nil {
