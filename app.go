@@ -21,8 +21,8 @@ import (
 	"github.com/okengine/oke/internal/journal"
 	"github.com/okengine/oke/internal/lease"
 	"github.com/okengine/oke/internal/tracing"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Gate is the app's authentication and authorization hook. It runs before
@@ -221,23 +221,25 @@ type App struct {
 	// oke calls. Look for journal's optional interfaces on journal.
 	runs driver.Journal
 	// busy counts the requests in flight, at most Config.MaxInFlight.
-	busy    atomic.Int64
-	sched   journal.Scheduler
-	done    completions      // wakes requests that wait for a key (Prefer: wait)
-	waits   keyWaits         // the requests held by Prefer: wait, by key (wait.go)
-	paces   paces            // the flows' recent durations, for Retry-After (retryafter.go)
-	waiter  driver.KeyWaiter // the driver's notifications of keys completed elsewhere, if it has them
-	unhear  func()           // stops the driver's HearWaiters; nil until Start
-	leases  *lease.Pool      // renews claims' and runs' leases; closed by Close
-	base    context.Context  // cancelled when Close gives up waiting
-	cancel  context.CancelFunc
-	log     *slog.Logger // Config.Logger, adding trace ids (tracing.Handler)
-	tracer  trace.Tracer // Config.TracerProvider's
-	mux     *http.ServeMux
-	flows   map[string]*flow
-	routes  []*route
-	metrics *metrics
-	clock   cron.Clock // the schedules' (Cron); nil until Start: the real clock
+	busy   atomic.Int64
+	sched  journal.Scheduler
+	done   completions      // wakes requests that wait for a key (Prefer: wait)
+	waits  keyWaits         // the requests held by Prefer: wait, by key (wait.go)
+	paces  paces            // the flows' recent durations, for Retry-After (retryafter.go)
+	waiter driver.KeyWaiter // the driver's notifications of keys completed elsewhere, if it has them
+	unhear func()           // stops the driver's HearWaiters; nil until Start
+	leases *lease.Pool      // renews claims' and runs' leases; closed by Close
+	base   context.Context  // cancelled when Close gives up waiting
+	cancel context.CancelFunc
+	log    *slog.Logger // Config.Logger, adding trace ids (tracing.Handler)
+	tracer trace.Tracer // Config.TracerProvider's, when set; else the global's (tracing)
+	// globalTracer caches the tracer of otel.GetTracerProvider() (tracing).
+	globalTracer atomic.Pointer[tracerOf]
+	mux          *http.ServeMux
+	flows        map[string]*flow
+	routes       []*route
+	metrics      *metrics
+	clock        cron.Clock // the schedules' (Cron); nil until Start: the real clock
 
 	// Results by key (results.go): ended wakes the waiters for a run's end
 	// (the requests held for one count in waits).
@@ -299,8 +301,8 @@ func New(cfg Config) *App {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.TracerProvider == nil {
-		cfg.TracerProvider = otel.GetTracerProvider()
+	if _, ok := cfg.TracerProvider.(noop.TracerProvider); ok {
+		cfg.TracerProvider = nil
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -329,12 +331,15 @@ func New(cfg Config) *App {
 	a := &App{
 		cfg:      cfg,
 		log:      slog.New(tracing.Handler{Handler: cfg.Logger.Handler()}),
-		tracer:   cfg.TracerProvider.Tracer(tracing.Scope),
 		mux:      http.NewServeMux(),
 		flows:    make(map[string]*flow),
 		metrics:  newMetrics(),
 		stop:     make(chan struct{}),
 		feedsEnd: make(chan struct{}),
+	}
+	if cfg.TracerProvider != nil {
+		a.tracer = cfg.TracerProvider.Tracer(tracing.Scope)
+		tracing.On()
 	}
 	a.journal, _ = cfg.Driver.(driver.Journal)
 	a.waiter, _ = cfg.Driver.(driver.KeyWaiter)

@@ -38,8 +38,11 @@ func (a *App) wake() { a.sched.Wake() }
 // It is traced as a root span, "oke.resume", linked to the span that
 // created the run.
 func (a *App) resume(ctx context.Context, id string) {
-	ctx, span := a.tracer.Start(ctx, "oke.resume")
-	defer span.End()
+	span := tracing.Span(ctx)
+	if tr := a.tracing(); tr != nil {
+		ctx, span = tr.Start(ctx, "oke.resume")
+		defer span.End()
+	}
 	owner := token.Owner()
 	run, steps, err := a.runs.AcquireRun(ctx, id, owner, a.cfg.Lease)
 	if err != nil {

@@ -569,7 +569,7 @@ func (a *App) answerRefused(ctx context.Context, f *flow, claim *idem.Claim, w h
 func (a *App) writeUnavailable(ctx context.Context, w http.ResponseWriter, f *flow, keyed bool, e *Error) {
 	m := f.metrics
 	m.unavailable(e.Code).Inc()
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+	if span := tracing.Span(ctx); span.IsRecording() {
 		span.SetStatus(codes.Error, "503 "+e.Code)
 	}
 	if keyed {

@@ -23,11 +23,16 @@ var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer
 // The span is put in the request's context only when it records, so that
 // with no provider installed a request allocates no new *http.Request.
 func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
+	tr := a.tracing()
+	if tr == nil { // no provider installed: no span at all
+		a.serveRequest(rt, w, r)
+		return
+	}
 	ctx := r.Context()
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(r.Header))
 	}
-	ctx, span := a.tracer.Start(ctx, rt.span, serverSpan...)
+	ctx, span := tr.Start(ctx, rt.span, serverSpan...)
 	if !span.IsRecording() {
 		a.serveRequest(rt, w, r)
 		return
@@ -41,7 +46,7 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 // traceKey sets the attributes of a keyed request on its span, when it
 // records: the claim, and a hash of the scoped key (never the key itself).
 func traceKey(ctx context.Context, f *flow, key driver.Key) {
-	span := trace.SpanFromContext(ctx)
+	span := tracing.Span(ctx)
 	if !span.IsRecording() {
 		return
 	}
@@ -53,6 +58,37 @@ func traceKey(ctx context.Context, f *flow, key driver.Key) {
 		tracing.Claim.String(claim.String()))
 }
 
+// noProvider is what otel.GetTracerProvider returns until a program
+// installs a provider: a no-op that would forward to one installed later.
+var noProvider = otel.GetTracerProvider()
+
+// tracerOf is a provider and its tracer of oke's scope.
+type tracerOf struct {
+	tp trace.TracerProvider
+	tr trace.Tracer
+}
+
+// tracing returns the tracer of the app's root spans, or nil when no
+// provider is installed (Config.TracerProvider is nil or a noop one, and
+// otel.SetTracerProvider was not called): then a request starts no span and
+// allocates nothing for tracing.
+func (a *App) tracing() trace.Tracer {
+	if a.cfg.TracerProvider != nil {
+		return a.tracer
+	}
+	tp := otel.GetTracerProvider()
+	if tp == noProvider {
+		return nil
+	}
+	if cur := a.globalTracer.Load(); cur != nil && cur.tp == tp {
+		return cur.tr
+	}
+	tracing.On()
+	t := &tracerOf{tp: tp, tr: tp.Tracer(tracing.Scope)}
+	a.globalTracer.Store(t)
+	return t.tr
+}
+
 // spanOutcomes name the outcomes (oke_idempotency_outcomes_total's) on a
 // span's oke.idempotency.outcome.
 var spanOutcomes = map[string]string{OutcomeReplayed: "replay"}
@@ -61,7 +97,7 @@ var spanOutcomes = map[string]string{OutcomeReplayed: "replay"}
 // request's span when that records.
 func (fm *flowMetrics) count(ctx context.Context, o string) {
 	fm.outcomes[o].Inc()
-	span := trace.SpanFromContext(ctx)
+	span := tracing.Span(ctx)
 	if !span.IsRecording() {
 		return
 	}
@@ -75,7 +111,7 @@ func (fm *flowMetrics) count(ctx context.Context, o string) {
 // observe records v in a histogram: with the trace ID of ctx's span as its
 // exemplar when the request is sampled.
 func observe(ctx context.Context, h prometheus.Observer, v float64) {
-	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+	if sc := tracing.Span(ctx).SpanContext(); sc.IsSampled() {
 		if eo, ok := h.(prometheus.ExemplarObserver); ok {
 			eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": sc.TraceID().String()})
 			return
@@ -88,7 +124,7 @@ func observe(ctx context.Context, h prometheus.Observer, v float64) {
 // span, when that records.
 func flowSpan(ctx context.Context, f *flow, runID string) (context.Context, trace.Span) {
 	if !tracing.Recording(ctx) {
-		return ctx, trace.SpanFromContext(ctx)
+		return ctx, tracing.Span(ctx)
 	}
 	ctx, span := tracing.Child(ctx, "oke.flow "+f.name, tracing.Flow.String(f.name))
 	if runID != "" {
@@ -101,7 +137,7 @@ func flowSpan(ctx context.Context, f *flow, runID string) (context.Context, trac
 // step, replayed, has none) under ctx's span, when that records.
 func stepSpan(ctx context.Context, name string, seq int) (context.Context, trace.Span) {
 	if !tracing.Recording(ctx) {
-		return ctx, trace.SpanFromContext(ctx)
+		return ctx, tracing.Span(ctx)
 	}
 	return tracing.Child(ctx, "oke.step "+name, tracing.Step.String(name), attribute.Int("oke.step.seq", seq))
 }

@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -44,15 +45,43 @@ var (
 	clientOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 )
 
+// on is set once any app of the process has a provider (On). Until then
+// no context is asked for its span: a look-up in a context.WithoutCancel
+// allocates, and the request path makes several.
+var on atomic.Bool
+
+// On says that an app of the process has a TracerProvider: spans may record
+// from now on.
+func On() {
+	if !on.Load() {
+		on.Store(true)
+	}
+}
+
+// span is ctx's span, or the no-op span without looking while no app
+// traces (On).
+func span(ctx context.Context) trace.Span {
+	if !on.Load() {
+		return noSpan
+	}
+	return trace.SpanFromContext(ctx)
+}
+
+var noSpan = trace.SpanFromContext(context.Background())
+
 // Recording reports whether ctx's span records (is sampled and not a
 // no-op): only then are children started and attributes set.
-func Recording(ctx context.Context) bool { return trace.SpanFromContext(ctx).IsRecording() }
+func Recording(ctx context.Context) bool { return span(ctx).IsRecording() }
+
+// Span is ctx's span (trace.SpanFromContext), without looking while no
+// app traces.
+func Span(ctx context.Context) trace.Span { return span(ctx) }
 
 // Child starts span name under ctx's span when that span records, with
 // attrs; otherwise it returns ctx and ctx's own span (whose End and
 // SetAttributes do nothing), allocating nothing.
 func Child(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	parent := trace.SpanFromContext(ctx)
+	parent := span(ctx)
 	if !parent.IsRecording() {
 		return ctx, parent
 	}
@@ -79,7 +108,7 @@ func End(span trace.Span, err error) {
 // under ctx's span when that span records. end ends it with the call's
 // error and returns that error.
 func Store(ctx context.Context, op string) (context.Context, func(error) error) {
-	parent := trace.SpanFromContext(ctx)
+	parent := span(ctx)
 	if !parent.IsRecording() {
 		return ctx, nil
 	}
@@ -125,7 +154,7 @@ func Format(sc trace.SpanContext) string {
 
 // FromContext is Format of ctx's span, when it records; else "".
 func FromContext(ctx context.Context) string {
-	s := trace.SpanFromContext(ctx)
+	s := span(ctx)
 	if !s.IsRecording() {
 		return ""
 	}
@@ -161,12 +190,12 @@ func TraceID(s string) string {
 // trace (Format): the request that produced the answer being replayed, or
 // that created the run being resumed.
 func Link(ctx context.Context, stored string) {
-	span := trace.SpanFromContext(ctx)
-	if !span.IsRecording() {
+	s := span(ctx)
+	if !s.IsRecording() {
 		return
 	}
 	if sc, ok := Parse(stored); ok {
-		span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{Replayed.String("stored")}})
+		s.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{Replayed.String("stored")}})
 	}
 }
 
@@ -176,7 +205,7 @@ type Handler struct{ slog.Handler }
 
 // Handle implements slog.Handler.
 func (h Handler) Handle(ctx context.Context, r slog.Record) error {
-	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+	if sc := span(ctx).SpanContext(); sc.IsValid() {
 		r = r.Clone()
 		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 	}
