@@ -44,9 +44,10 @@ type runCtx struct {
 }
 
 // runCtxSteps is how many steps' contexts a runCtx holds; later steps
-// allocate their own. Eleven keep an execution (see runs.go) within the
-// allocator's 1 536-byte size class.
-const runCtxSteps = 11
+// allocate their own. Ten keep an execution (see runs.go) within the
+// allocator's 1 536-byte size class (eleven did until the run and its
+// response kept their trace: driver.Run.Trace, driver.Response.Trace).
+const runCtxSteps = 10
 
 func (c *runCtx) Value(key any) any {
 	if _, ok := key.(runStateKey); ok {

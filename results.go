@@ -238,7 +238,7 @@ func parkedRun(f *flow, dec idem.Decision) bool {
 func (a *App) answerParked(f *flow, k keyed, dec idem.Decision, wait time.Duration, w http.ResponseWriter) {
 	ctx := k.waitCtx
 	f.metrics.count(ctx, OutcomeReplayed)
-	tracing.Link(ctx, dec.Response.Trace)
+	tracing.Link(ctx, dec.Response.Trace, "produced_response")
 	run, _, err := a.runs.GetRun(context.WithoutCancel(ctx), dec.RunID)
 	switch {
 	case errors.Is(err, driver.ErrNotFound):

@@ -53,7 +53,7 @@ func (a *App) resume(ctx context.Context, id string) {
 	}
 	if span.IsRecording() {
 		span.SetAttributes(tracing.Flow.String(run.Flow), tracing.RunID.String(run.ID))
-		tracing.Link(ctx, run.Trace)
+		tracing.Link(ctx, run.Trace, "created_run")
 	}
 	if a.deadLetter(ctx, run, owner) {
 		return

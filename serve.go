@@ -361,7 +361,7 @@ func (a *App) answerClaim(ctx context.Context, f *flow, dec idem.Decision, err e
 	switch dec.Outcome {
 	case idem.Replay:
 		m.count(ctx, OutcomeReplayed)
-		tracing.Link(ctx, dec.Response.Trace)
+		tracing.Link(ctx, dec.Response.Trace, "produced_response")
 		writeStored(w, dec.Response)
 		return false
 	case idem.InProgress:

@@ -212,6 +212,8 @@ func TestTracing(t *testing.T) {
 			if l := replay.Links(); len(l) != 1 || l[0].SpanContext.TraceID() != traceID ||
 				l[0].SpanContext.SpanID() != server.SpanContext().SpanID() {
 				t.Errorf("replay links %+v, want one to %s/%s", l, traceID, server.SpanContext().SpanID())
+			} else if a := l[0].Attributes; len(a) != 1 || a[0].Value.Emit() != "produced_response" {
+				t.Errorf("replay link attributes %v, want oke.link=produced_response", a)
 			}
 			if attr(replay, "oke.idempotency.key_hash") != attr(server, "oke.idempotency.key_hash") {
 				t.Error("the same key hashes differently in the live request and its replay")

@@ -34,7 +34,7 @@ const (
 	Step      = attribute.Key("oke.step")
 	Attempt   = attribute.Key("oke.step.attempt")
 	StoreOp   = attribute.Key("oke.store.op")
-	Replayed  = attribute.Key("oke.replayed_from")
+	LinkKind  = attribute.Key("oke.link")
 	RouteAttr = attribute.Key("http.route")
 	Method    = attribute.Key("http.request.method")
 	Status    = attribute.Key("http.response.status_code")
@@ -189,13 +189,16 @@ func TraceID(s string) string {
 // Link adds to ctx's span, when it records, a link to the span stored as
 // trace (Format): the request that produced the answer being replayed, or
 // that created the run being resumed.
-func Link(ctx context.Context, stored string) {
+//
+// The link's oke.link attribute says which: "produced_response" or
+// "created_run".
+func Link(ctx context.Context, stored, kind string) {
 	s := span(ctx)
 	if !s.IsRecording() {
 		return
 	}
 	if sc, ok := Parse(stored); ok {
-		s.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{Replayed.String("stored")}})
+		s.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{LinkKind.String(kind)}})
 	}
 }
 
