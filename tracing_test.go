@@ -170,6 +170,15 @@ func TestTracing(t *testing.T) {
 			}
 			traceID := server.SpanContext().TraceID()
 
+			// The claim histogram's exemplar names the trace (OpenMetrics only).
+			m := do(app.MetricsHandler(), "GET", "/metrics", "", "Accept", "application/openmetrics-text; version=1.0.0")
+			if !strings.Contains(m.Body.String(), `trace_id="`+traceID.String()+`"`) {
+				t.Errorf("no exemplar with trace_id=%s in oke_idempotency_claim_seconds", traceID)
+			}
+			if p := do(app.MetricsHandler(), "GET", "/metrics", ""); strings.Contains(p.Body.String(), "trace_id") {
+				t.Error("the plain text format carries exemplars")
+			}
+
 			// The row and the run keep the trace that produced them.
 			row, err := d.Get(context.Background(), driver.Key{Tenant: "default", Principal: "anon", Flow: "trace.charge", Key: traceKey})
 			if err != nil {
