@@ -20,6 +20,9 @@ import (
 	"github.com/okengine/oke/internal/idem"
 	"github.com/okengine/oke/internal/journal"
 	"github.com/okengine/oke/internal/lease"
+	"github.com/okengine/oke/internal/tracing"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Gate is the app's authentication and authorization hook. It runs before
@@ -88,7 +91,16 @@ type Config struct {
 	Secrets       Secrets       // for Fx.Secret; nil means EnvSecrets
 	HTTPClient    *http.Client  // for Fx.Fetch; nil means http.DefaultClient
 	// Logger receives background failures; nil means slog.Default().
+	// Records logged while a request or a run is traced carry its
+	// trace_id and span_id (docs/tracing.md).
 	Logger *slog.Logger
+	// TracerProvider is where oke's OpenTelemetry spans go: a server span
+	// per request to a flow, and under it the flow, its durable steps and
+	// their attempts, and each store call (docs/tracing.md). Nil means
+	// otel.GetTracerProvider(), which does nothing until the program
+	// installs a provider (otel.SetTracerProvider); oke brings no
+	// exporter of its own.
+	TracerProvider trace.TracerProvider
 
 	// RetryDelay is how long a run whose step result could not be saved
 	// (the store was unreachable) waits before it is picked up again. Zero
@@ -197,10 +209,10 @@ const (
 // the app's store themselves, as the admin API does, bound each call by it.
 func (a *App) StoreTimeout() time.Duration { return a.cfg.StoreTimeout }
 
-// bound bounds one store call on ctx by Config.StoreTimeout
-// (deadline.Bound): call end with its error.
-func (a *App) bound(ctx context.Context) (_ context.Context, end func(error) error) {
-	return deadline.Bound(ctx, a.cfg.StoreTimeout)
+// bound bounds one store call, op, on ctx by Config.StoreTimeout and
+// traces it (deadline.Call): call end with its error.
+func (a *App) bound(ctx context.Context, op string) (_ context.Context, end func(error) error) {
+	return deadline.Call(ctx, a.cfg.StoreTimeout, op)
 }
 
 // App is a set of flows bound to HTTP routes. It is an http.Handler and
@@ -214,22 +226,25 @@ type App struct {
 	// oke calls. Look for journal's optional interfaces on journal.
 	runs driver.Journal
 	// busy counts the requests in flight, at most Config.MaxInFlight.
-	busy    atomic.Int64
-	sched   journal.Scheduler
-	done    completions      // wakes requests that wait for a key (Prefer: wait)
-	waits   keyWaits         // the requests held by Prefer: wait, by key (wait.go)
-	paces   paces            // the flows' recent durations, for Retry-After (retryafter.go)
-	waiter  driver.KeyWaiter // the driver's notifications of keys completed elsewhere, if it has them
-	unhear  func()           // stops the driver's HearWaiters; nil until Start
-	leases  *lease.Pool      // renews claims' and runs' leases; closed by Close
-	base    context.Context  // cancelled when Close gives up waiting
-	cancel  context.CancelFunc
-	log     *slog.Logger
-	mux     *http.ServeMux
-	flows   map[string]*flow
-	routes  []*route
-	metrics *metrics
-	clock   cron.Clock // the schedules' (Cron); nil until Start: the real clock
+	busy   atomic.Int64
+	sched  journal.Scheduler
+	done   completions      // wakes requests that wait for a key (Prefer: wait)
+	waits  keyWaits         // the requests held by Prefer: wait, by key (wait.go)
+	paces  paces            // the flows' recent durations, for Retry-After (retryafter.go)
+	waiter driver.KeyWaiter // the driver's notifications of keys completed elsewhere, if it has them
+	unhear func()           // stops the driver's HearWaiters; nil until Start
+	leases *lease.Pool      // renews claims' and runs' leases; closed by Close
+	base   context.Context  // cancelled when Close gives up waiting
+	cancel context.CancelFunc
+	log    *slog.Logger // Config.Logger, adding trace ids (tracing.Handler)
+	tracer trace.Tracer // Config.TracerProvider's, when set; else the global's (tracing)
+	// globalTracer caches the tracer of otel.GetTracerProvider() (tracing).
+	globalTracer atomic.Pointer[tracerOf]
+	mux          *http.ServeMux
+	flows        map[string]*flow
+	routes       []*route
+	metrics      *metrics
+	clock        cron.Clock // the schedules' (Cron); nil until Start: the real clock
 
 	// Results by key (results.go): ended wakes the waiters for a run's end
 	// (the requests held for one count in waits).
@@ -268,6 +283,7 @@ type route struct {
 	honors  bool // the binding and flow honor an Idempotency-Key
 	dedupe  []string
 	dedupeT time.Duration
+	span    string // its requests' span name (spanName)
 }
 
 // New returns an app with cfg.
@@ -289,6 +305,9 @@ func New(cfg Config) *App {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if _, ok := cfg.TracerProvider.(noop.TracerProvider); ok {
+		cfg.TracerProvider = nil
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -316,12 +335,16 @@ func New(cfg Config) *App {
 	}
 	a := &App{
 		cfg:      cfg,
-		log:      cfg.Logger,
+		log:      slog.New(tracing.Handler{Handler: cfg.Logger.Handler()}),
 		mux:      http.NewServeMux(),
 		flows:    make(map[string]*flow),
 		metrics:  newMetrics(),
 		stop:     make(chan struct{}),
 		feedsEnd: make(chan struct{}),
+	}
+	if cfg.TracerProvider != nil {
+		a.tracer = cfg.TracerProvider.Tracer(tracing.Scope)
+		tracing.On()
 	}
 	a.journal, _ = cfg.Driver.(driver.Journal)
 	a.waiter, _ = cfg.Driver.(driver.KeyWaiter)
@@ -371,8 +394,8 @@ func (a *App) Handle(b Binding, h Handler) {
 		a.problem(fmt.Errorf("flow %q: binding %s: the path must start with \"/\"", f.name, b))
 		return
 	}
-	rt := &route{b: b, f: f}
 	pattern := b.pattern(f.name)
+	rt := &route{b: b, f: f, span: pattern}
 	params, err := pathParams(pattern)
 	if err != nil {
 		a.problem(fmt.Errorf("flow %q: %w", f.name, err))
@@ -425,7 +448,7 @@ func (a *App) Start(ctx context.Context) error {
 		for _, w := range a.contractWarnings {
 			// Once per process and logger: a test or a benchmark that
 			// starts many apps of the same flows is told once.
-			if _, seen := contractWarned.LoadOrStore(contractWarning{a.log, w}, true); !seen {
+			if _, seen := contractWarned.LoadOrStore(contractWarning{a.cfg.Logger, w}, true); !seen {
 				a.log.Warn("oke: " + w)
 			}
 		}
@@ -663,7 +686,7 @@ const sweepBatch = 1000
 func (a *App) Sweep(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		sctx, end := a.bound(ctx)
+		sctx, end := a.bound(ctx, "sweep")
 		n, err := a.cfg.Driver.Sweep(sctx, sweepBatch)
 		err = end(err)
 		total += n

@@ -46,7 +46,7 @@ func cancelRun(ctx context.Context, j driver.Journal, timeout time.Duration, run
 		return driver.Run{}, fmt.Errorf("cancel %s: %w", runID, ErrCannotCancel)
 	}
 	e := ErrRunCancelled
-	ctx, end := deadline.Bound(ctx, timeout)
+	ctx, end := deadline.Call(ctx, timeout, "cancel_run")
 	run, err := c.CancelRun(ctx, runID, driver.Response{Status: e.Status, ContentType: "application/json",
 		Body: envelopeBytes(e)}, "cancelled: "+e.Message)
 	err = end(err)

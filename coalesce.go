@@ -14,6 +14,7 @@ import (
 	"github.com/okengine/oke/internal/flowtx"
 	"github.com/okengine/oke/internal/idem"
 	"github.com/okengine/oke/internal/token"
+	"github.com/okengine/oke/internal/tracing"
 )
 
 // A coalesced run
@@ -125,12 +126,12 @@ func (a *App) serveCoalesced(ctx context.Context, f *flow, in any, canon []byte,
 	m := f.metrics
 	d, dec, took, answered := a.engine.Held(ctx, k.key, k.fp, k.ttl)
 	if answered {
-		m.claim.Observe(took.Seconds())
+		observe(ctx, m.claim, took.Seconds())
 		if parkedRun(f, dec) {
 			a.answerParked(f, k, dec, k.wait, w)
 			return true
 		}
-		a.answerClaim(f, dec, nil, w)
+		a.answerClaim(ctx, f, dec, nil, w)
 		return true
 	}
 	now := time.Now()
@@ -139,7 +140,8 @@ func (a *App) serveCoalesced(ctx context.Context, f *flow, in any, canon []byte,
 	d.LinkRun(runID)
 	key := k.key
 	run := driver.Run{ID: runID, Flow: f.name, Input: canon, Tenant: id.Tenant, Principal: id.Principal,
-		Owner: owner, Status: driver.RunRunning, Attempts: 1, NextAttempts: 1, IdemKey: &key, CreatedAt: now.UTC()}
+		Owner: owner, Status: driver.RunRunning, Attempts: 1, NextAttempts: 1, IdemKey: &key, CreatedAt: now.UTC(),
+		Trace: tracing.FromContext(ctx)}
 	mj := &memJournal{}
 	e := new(execution)
 	x := &e.x
@@ -158,7 +160,7 @@ func (a *App) serveCoalesced(ctx context.Context, f *flow, in any, canon []byte,
 	co.mu.Unlock()
 
 	dec, err := d.Decide()
-	m.claim.Observe(d.Took().Seconds())
+	observe(ctx, m.claim, d.Took().Seconds())
 	a.engine.NoteHeld(k.key, dec, err)
 	if err == nil && dec.Outcome == idem.InProgress {
 		tx.Rollback() // the transaction never began: the claim went ahead of its BEGIN
@@ -183,7 +185,7 @@ func (a *App) serveCoalesced(ctx context.Context, f *flow, in any, canon []byte,
 		m.coalesceFallbacks.Inc()
 		return false
 	}
-	if !a.answerClaim(f, dec, err, w) {
+	if !a.answerClaim(ctx, f, dec, err, w) {
 		tx.Rollback()
 		return true
 	}

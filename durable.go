@@ -13,6 +13,7 @@ import (
 	"github.com/okengine/oke/internal/deadline"
 	"github.com/okengine/oke/internal/flowtx"
 	"github.com/okengine/oke/internal/journal"
+	"github.com/okengine/oke/internal/tracing"
 )
 
 // runState is what a journal run's context carries.
@@ -43,9 +44,10 @@ type runCtx struct {
 }
 
 // runCtxSteps is how many steps' contexts a runCtx holds; later steps
-// allocate their own. Eleven keep an execution (see runs.go) within the
-// allocator's 1 536-byte size class.
-const runCtxSteps = 11
+// allocate their own. Ten keep an execution (see runs.go) within the
+// allocator's 1 536-byte size class (eleven did until the run and its
+// response kept their trace: driver.Run.Trace, driver.Response.Trace).
+const runCtxSteps = 10
 
 func (c *runCtx) Value(key any) any {
 	if _, ok := key.(runStateKey); ok {
@@ -133,7 +135,7 @@ type storedError struct {
 // Code outside steps runs again on every pick-up, so put every effect —
 // a write, a fetch, Run, Emit — inside a step. In a flow that is not
 // durable, Step simply calls fn.
-func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error), opts ...StepOption) (T, error) {
+func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error), opts ...StepOption) (_ T, err error) {
 	var zero T
 	st := runFrom(ctx)
 	if st == nil {
@@ -149,6 +151,10 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	if saved != nil {
 		return savedOutcome[T](name, saved.Result, saved.Failure)
 	}
+	// The step's span, when the flow's records: its attempts and its save
+	// are its children.
+	ctx, span := stepSpan(ctx, name, p.Seq)
+	defer func() { tracing.End(span, err) }()
 	sc := st.stepContext(ctx, p.Seq, name)
 	var (
 		v  T
@@ -156,7 +162,7 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	)
 	for {
 		sc.emits = 0 // each attempt's Run and Emit calls dedupe with the last attempt's
-		v, err = fn(sc)
+		v, err = attempt(sc, p.Attempts, fn)
 		if err != nil && st.fx.co != nil {
 			// A coalesced run: the error may have aborted its one
 			// transaction. The request runs again the usual way, where

@@ -56,8 +56,8 @@ func (a *App) preferenceApplied(k keyed, w http.ResponseWriter) {
 func (a *App) serveHeld(ctx context.Context, f *flow, in any, id Identity, k keyed, w http.ResponseWriter) {
 	d, dec, took, answered := a.engine.Held(ctx, k.key, k.fp, k.ttl)
 	if answered {
-		f.metrics.claim.Observe(took.Seconds())
-		a.answerClaim(f, dec, nil, w)
+		observe(ctx, f.metrics.claim, took.Seconds())
+		a.answerClaim(ctx, f, dec, nil, w)
 		return
 	}
 	a.serveDeferred(ctx, f, in, id, k, d, w)

@@ -157,9 +157,14 @@ func (m *metrics) forFlow(name string) *flowMetrics {
 	return fm
 }
 
-// MetricsHandler serves the app's metrics in the Prometheus text format.
+// MetricsHandler serves the app's metrics in the Prometheus text format,
+// or in OpenMetrics to a scraper that asks for it (Accept), with exemplars:
+// a sampled request's observation of oke_idempotency_claim_seconds
+// carries its trace_id.
 func (a *App) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})
+	// OpenMetrics, for a scraper that asks for it: the only format that
+	// carries the histograms' exemplars (a traced request's trace_id).
+	return promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{EnableOpenMetrics: true})
 }
 
 // Registry returns the app's Prometheus registry, to add series of your own

@@ -11,6 +11,7 @@ import (
 
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/internal/idem"
+	"github.com/okengine/oke/internal/tracing"
 )
 
 // Results by key. A durable flow that parks (a durable sleep) answers 204 No
@@ -235,15 +236,16 @@ func parkedRun(f *flow, dec idem.Decision) bool {
 // once the run has ended — at once, or after waiting up to wait — else the
 // 204 again.
 func (a *App) answerParked(f *flow, k keyed, dec idem.Decision, wait time.Duration, w http.ResponseWriter) {
-	f.metrics.outcomes[OutcomeReplayed].Inc()
 	ctx := k.waitCtx
+	f.metrics.count(ctx, OutcomeReplayed)
+	tracing.Link(ctx, dec.Response.Trace, "produced_response")
 	run, _, err := a.runs.GetRun(context.WithoutCancel(ctx), dec.RunID)
 	switch {
 	case errors.Is(err, driver.ErrNotFound):
 		writeStored(w, dec.Response) // the run is gone (retention): the stored 204 is all there is
 		return
 	case err != nil:
-		a.log.Error("oke: read a parked run's result", "flow", f.name, "run", dec.RunID, "err", err)
+		a.log.ErrorContext(ctx, "oke: read a parked run's result", "flow", f.name, "run", dec.RunID, "err", err)
 		w.Header().Set(HeaderRunID, dec.RunID)
 		writeStored(w, dec.Response)
 		return

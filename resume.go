@@ -51,7 +51,7 @@ func resumeRun(ctx context.Context, j driver.Journal, timeout time.Duration, run
 	if !ok {
 		return driver.Run{}, fmt.Errorf("resume %s: %w", runID, ErrCannotResume)
 	}
-	ctx, end := deadline.Bound(ctx, timeout)
+	ctx, end := deadline.Call(ctx, timeout, "resume_run")
 	run, err := r.ResumeRun(ctx, runID)
 	err = end(err)
 	if err != nil {

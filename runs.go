@@ -12,13 +12,14 @@ import (
 	"github.com/okengine/oke/internal/idem"
 	"github.com/okengine/oke/internal/journal"
 	"github.com/okengine/oke/internal/token"
+	"github.com/okengine/oke/internal/tracing"
 )
 
 // startRun creates an unowned run of f, due now, for the scheduler.
 func (a *App) startRun(ctx context.Context, f *flow, input []byte, id Identity, parent, event, dedupe string) (string, error) {
 	run, err := a.runs.CreateRun(context.WithoutCancel(ctx), driver.Run{
 		ID: token.RunID(), Flow: f.name, Input: input, Tenant: id.Tenant, Principal: id.Principal,
-		Parent: parent, Event: event, DedupeKey: dedupe,
+		Parent: parent, Event: event, DedupeKey: dedupe, Trace: tracing.FromContext(ctx),
 	}, 0)
 	if errors.Is(err, driver.ErrDuplicate) {
 		return run.ID, nil // started already, by an earlier attempt of the same step
@@ -34,14 +35,25 @@ func (a *App) startRun(ctx context.Context, f *flow, input []byte, id Identity, 
 func (a *App) wake() { a.sched.Wake() }
 
 // resume acquires a due run and executes it (the scheduler's Run).
+// It is traced as a root span, "oke.resume", linked to the span that
+// created the run.
 func (a *App) resume(ctx context.Context, id string) {
+	span := tracing.Span(ctx)
+	if tr := a.tracing(); tr != nil {
+		ctx, span = tr.Start(ctx, "oke.resume")
+		defer span.End()
+	}
 	owner := token.Owner()
 	run, steps, err := a.runs.AcquireRun(ctx, id, owner, a.cfg.Lease)
 	if err != nil {
 		if !errors.Is(err, driver.ErrNotDue) {
-			a.log.Error("oke: acquire run", "run", id, "err", err)
+			a.log.ErrorContext(ctx, "oke: acquire run", "run", id, "err", err)
 		}
 		return
+	}
+	if span.IsRecording() {
+		span.SetAttributes(tracing.Flow.String(run.Flow), tracing.RunID.String(run.ID))
+		tracing.Link(ctx, run.Trace, "created_run")
 	}
 	if a.deadLetter(ctx, run, owner) {
 		return
@@ -216,7 +228,7 @@ func (a *App) finish(ctx context.Context, ex *execution, o outcome) outcome {
 	case o.err != nil:
 		e, declared := asError(o.err)
 		if !declared {
-			a.logFailure(a.flows[run.Flow], o.err)
+			a.logFailure(ctx, a.flows[run.Flow], o.err)
 		}
 		f = driver.Finish{Status: driver.RunFailed, Error: o.err.Error(),
 			Result: &driver.Response{Status: e.Status, ContentType: "application/json", Body: envelopeBytes(e)}}
@@ -282,7 +294,7 @@ func (a *App) runDurable(ctx context.Context, f *flow, in any, input []byte, id 
 	}
 	run, err := a.runs.CreateRun(ctx, driver.Run{
 		ID: runID, Flow: f.name, Input: input, Tenant: id.Tenant, Principal: id.Principal,
-		Owner: owner, IdemKey: idemKey,
+		Owner: owner, IdemKey: idemKey, Trace: tracing.FromContext(ctx),
 	}, a.cfg.Lease)
 	if err != nil {
 		return outcome{store: err}
@@ -357,7 +369,7 @@ func (a *App) ReplayFrom(ctx context.Context, runID string, fromStep int) (strin
 		return "", fmt.Errorf("replay %s from step %d: %w: the run saved %d steps, so a replay may start from step 1 to %d", runID, fromStep, ErrBadStep, len(steps), len(steps)+1)
 	}
 	run := driver.Run{ID: token.RunID(), Flow: old.Flow, Input: old.Input,
-		Tenant: old.Tenant, Principal: old.Principal, ReplayOf: old.ID}
+		Tenant: old.Tenant, Principal: old.Principal, ReplayOf: old.ID, Trace: tracing.FromContext(ctx)}
 	if fromStep == 1 {
 		if _, err := a.runs.CreateRun(ctx, run, 0); err != nil {
 			return "", fmt.Errorf("replay %s: %w", runID, err)

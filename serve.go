@@ -19,6 +19,9 @@ import (
 	"github.com/okengine/oke/internal/httpx"
 	"github.com/okengine/oke/internal/idem"
 	"github.com/okengine/oke/internal/token"
+	"github.com/okengine/oke/internal/tracing"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ServeHTTP implements http.Handler.
@@ -44,14 +47,15 @@ const yieldLease = time.Second
 // headerKey is the request header carrying the client's key.
 const headerKey = "Idempotency-Key"
 
-// serve runs one request to rt: gate → input → key checks → claim → flow.
-func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
+// serveRequest runs one request to rt: gate → input → key checks → claim →
+// flow. serve (tracing.go) calls it in the request's span.
+func (a *App) serveRequest(rt *route, w http.ResponseWriter, r *http.Request) {
 	a.inflight.Add(1)
 	defer a.inflight.Done()
 	f := rt.f
 	m := f.metrics
 	if a.closing.Load() {
-		a.writeUnavailable(w, f, false, ErrShuttingDown)
+		a.writeUnavailable(r.Context(), w, f, false, ErrShuttingDown)
 		return
 	}
 
@@ -90,7 +94,7 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 
 	if f.shape != shapeUnary {
 		if r.Header.Get(headerKey) != "" {
-			m.outcomes[OutcomeIgnored].Inc()
+			m.count(r.Context(), OutcomeIgnored)
 		}
 		a.serveStream(f, in, id, w, r)
 		return
@@ -116,13 +120,13 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 		switch {
 		case len(vals) == 0:
 			if f.opts.Idempotency.Mode == ModeRequired {
-				m.outcomes[OutcomeMissing].Inc()
+				m.count(r.Context(), OutcomeMissing)
 				writeEnvelope(w, ErrIdempotencyKeyMissing)
 				return
 			}
-			m.outcomes[OutcomeNone].Inc()
+			m.count(r.Context(), OutcomeNone)
 		case len(vals) > 1 || idem.ValidateKey(vals[0]) != nil:
-			m.outcomes[OutcomeInvalid].Inc()
+			m.count(r.Context(), OutcomeInvalid)
 			writeEnvelope(w, ErrIdempotencyKeyInvalid)
 			return
 		default:
@@ -136,7 +140,7 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 		}
 	default:
 		if r.Header.Get(headerKey) != "" {
-			m.outcomes[OutcomeIgnored].Inc()
+			m.count(r.Context(), OutcomeIgnored)
 		}
 	}
 
@@ -144,7 +148,7 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 	// store: a slow or hung store must not pile up a goroutine a request.
 	if !a.admit() {
 		m.shed.Inc()
-		a.writeUnavailable(w, f, key != "", ErrStoreUnavailable.WithMessage("The server has too many requests in progress; the request was not run. Retry later with the same Idempotency-Key."))
+		a.writeUnavailable(r.Context(), w, f, key != "", ErrStoreUnavailable.WithMessage("The server has too many requests in progress; the request was not run. Retry later with the same Idempotency-Key."))
 		return
 	}
 	defer a.busy.Add(-1)
@@ -165,7 +169,7 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 		o := a.runDurable(ctx, f, in, canon, id, nil)
 		switch {
 		case o.store != nil:
-			a.writeUnavailable(w, f, false, o.unavailable())
+			a.writeUnavailable(ctx, w, f, false, o.unavailable())
 		case o.busy > 0:
 			w.Header().Set("Retry-After", idem.RetryAfterHeader(o.busy))
 			writeEnvelope(w, ErrIdempotencyInProgress)
@@ -187,21 +191,21 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 			} else if cerr := commitTx(t, fx); cerr != nil {
 				// The commit may have happened, unless its error says
 				// it did not (then only the flow's other effects did).
-				a.logFailure(f, cerr)
+				a.logFailure(ctx, f, cerr)
 				e := ErrOutcomeUnknown.WithCause(cerr)
 				if errors.Is(cerr, driver.ErrNotCommitted) {
 					e = startedUnavailable(fx.hasNonRead(), cerr)
 				}
-				a.writeUnavailable(w, f, false, e)
+				a.writeUnavailable(ctx, w, f, false, e)
 				return
 			}
 		}
 		if err != nil {
 			e, declared := asError(err)
 			if !declared { // a declared failure (e.g. 404) is an answer, not a fault
-				a.logFailure(f, err)
+				a.logFailure(ctx, f, err)
 				if a.unavailable(err) {
-					a.writeUnavailable(w, f, false, startedUnavailable(fx.hasNonRead(), err))
+					a.writeUnavailable(ctx, w, f, false, startedUnavailable(fx.hasNonRead(), err))
 					return
 				}
 			}
@@ -219,6 +223,7 @@ func (a *App) serve(rt *route, w http.ResponseWriter, r *http.Request) {
 	}
 	k := keyed{key: driver.Key{Tenant: id.Tenant, Principal: id.Principal, Flow: f.name, Key: key}, fp: fp, ttl: ttl,
 		waitCtx: r.Context(), wait: preferWait(r)}
+	traceKey(ctx, f, k.key)
 	a.serveClaimed(ctx, f, in, canon, id, k, w)
 }
 
@@ -271,8 +276,8 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 			// on its own, without starting the flow (idem's replayed.go).
 			d, dec, took, answered := a.engine.Held(ctx, k.key, k.fp, k.ttl)
 			if answered {
-				m.claim.Observe(took.Seconds())
-				a.answerClaim(f, dec, nil, w)
+				observe(ctx, m.claim, took.Seconds())
+				a.answerClaim(ctx, f, dec, nil, w)
 				return
 			}
 			a.serveDeferred(ctx, f, in, id, k, d, w)
@@ -285,7 +290,7 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 		runID = token.RunID()
 	}
 	dec, err := a.engine.Begin(ctx, key, fp, ttl, runID)
-	m.claim.Observe(time.Since(start).Seconds())
+	observe(ctx, m.claim, time.Since(start).Seconds())
 	dec = a.await(f, k, dec, err, w)
 	if err == nil && parkedRun(f, dec) {
 		// A durable run's parked 204: its final response may be in the
@@ -293,7 +298,7 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 		a.answerParked(f, k, dec, k.wait-time.Since(start), w)
 		return
 	}
-	if !a.answerClaim(f, dec, err, w) {
+	if !a.answerClaim(ctx, f, dec, err, w) {
 		return
 	}
 	defer a.timeRun(f)() // its pace, for Retry-After (retryafter.go)
@@ -321,13 +326,13 @@ func (a *App) serveRun(ctx context.Context, f *flow, in any, canon []byte, id Id
 		// it over and resumes the run.
 		claim.Abandon()
 		m.notStored.Inc()
-		a.writeUnavailable(w, f, true, o.unavailable())
+		a.writeUnavailable(ctx, w, f, true, o.unavailable())
 		return
 	case o.busy > 0:
 		// The run is held elsewhere: hand the key back soon, so that a
 		// retry after Retry-After checks the run again.
 		claim.Yield(ctx, min(o.busy, yieldLease))
-		m.outcomes[OutcomeInProgress].Inc()
+		m.count(ctx, OutcomeInProgress)
 		w.Header().Set("Retry-After", idem.RetryAfterHeader(o.busy))
 		writeEnvelope(w, ErrIdempotencyInProgress)
 		return
@@ -346,29 +351,30 @@ func (a *App) serveRun(ctx context.Context, f *flow, in any, canon []byte, id Id
 // answerClaim answers a keyed request whose claim did not go to it (a
 // replay, 409, 422, or the store unavailable) and reports whether the
 // claim is the request's to run (idem.Live).
-func (a *App) answerClaim(f *flow, dec idem.Decision, err error, w http.ResponseWriter) bool {
+func (a *App) answerClaim(ctx context.Context, f *flow, dec idem.Decision, err error, w http.ResponseWriter) bool {
 	m := f.metrics
 	if err != nil {
 		a.log.Error("oke: idempotency store unavailable; not running the flow", "flow", f.name, "err", err)
-		a.writeUnavailable(w, f, true, ErrStoreUnavailable.WithCause(err))
+		a.writeUnavailable(ctx, w, f, true, ErrStoreUnavailable.WithCause(err))
 		return false
 	}
 	switch dec.Outcome {
 	case idem.Replay:
-		m.outcomes[OutcomeReplayed].Inc()
+		m.count(ctx, OutcomeReplayed)
+		tracing.Link(ctx, dec.Response.Trace, "produced_response")
 		writeStored(w, dec.Response)
 		return false
 	case idem.InProgress:
-		m.outcomes[OutcomeInProgress].Inc()
+		m.count(ctx, OutcomeInProgress)
 		w.Header().Set("Retry-After", idem.RetryAfterHeader(a.retryAfter(f, dec)))
 		writeEnvelope(w, ErrIdempotencyInProgress)
 		return false
 	case idem.Reused:
-		m.outcomes[OutcomeReused].Inc()
+		m.count(ctx, OutcomeReused)
 		writeEnvelope(w, ErrIdempotencyKeyReused)
 		return false
 	}
-	m.outcomes[OutcomeLive].Inc()
+	m.count(ctx, OutcomeLive)
 	return true
 }
 
@@ -386,7 +392,7 @@ func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, k
 	end := a.timeRun(f) // its pace, if the key is its own (retryafter.go)
 	res, _, runErr := a.callUnary(ctx, f, in, fx)
 	dec, err := d.Decide()
-	f.metrics.claim.Observe(d.Took().Seconds())
+	observe(ctx, f.metrics.claim, d.Took().Seconds())
 	a.engine.NoteHeld(k.key, dec, err)
 	if dec.Outcome == idem.InProgress {
 		// The flow's transaction never began; end it before waiting.
@@ -397,7 +403,7 @@ func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, k
 			return
 		}
 	}
-	if !a.answerClaim(f, dec, err, w) {
+	if !a.answerClaim(ctx, f, dec, err, w) {
 		// The flow's transaction, if it opened one, never began: the
 		// claim went ahead of its BEGIN (or was made before it).
 		fx.takeTx().Rollback()
@@ -437,7 +443,7 @@ func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res 
 	e, declared := (*Error)(nil), false
 	if runErr != nil {
 		if e, declared = asError(runErr); !declared {
-			a.logFailure(f, runErr)
+			a.logFailure(ctx, f, runErr)
 		}
 	}
 	action, answer := idem.Settle(idem.Ran{Failed: runErr != nil, Declared: declared, NonRead: nonRead,
@@ -451,21 +457,21 @@ func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res 
 				if errors.Is(err, driver.ErrNotCommitted) {
 					// Rolled back: the key may run again.
 					claim.Release(ctx)
-					a.logFailure(f, err)
-					a.writeUnavailable(w, f, true, startedUnavailable(fx.hasNonRead(), err))
+					a.logFailure(ctx, f, err)
+					a.writeUnavailable(ctx, w, f, true, startedUnavailable(fx.hasNonRead(), err))
 					return
 				}
 				// The commit may have happened: leave the row to lapse.
 				claim.Abandon()
-				a.logFailure(f, err)
-				a.writeUnavailable(w, f, true, ErrOutcomeUnknown.WithCause(err))
+				a.logFailure(ctx, f, err)
+				a.writeUnavailable(ctx, w, f, true, ErrOutcomeUnknown.WithCause(err))
 				return
 			}
 		}
 		claim.Release(ctx)
 		switch {
 		case answer == idem.AnswerUnavailable:
-			a.writeUnavailable(w, f, true, ErrUnavailable.WithCause(runErr))
+			a.writeUnavailable(ctx, w, f, true, ErrUnavailable.WithCause(runErr))
 		case runErr != nil:
 			writeEnvelope(w, e)
 		default:
@@ -483,6 +489,8 @@ func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res 
 	case idem.StoreResponse:
 		stored = driver.Response{Status: res.status, ContentType: res.contentType, Location: res.location, Body: res.body}
 	}
+	// The request's span, for a replay's link to it.
+	stored.Trace = tracing.FromContext(ctx)
 	// Store before answering: once the client sees the response, a retry
 	// replays it.
 	if ftx != nil {
@@ -512,7 +520,7 @@ func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res 
 			// Unknown whether it committed: the row lapses, and the retry
 			// replays the response or, if nothing committed, runs again.
 			m.notStored.Inc()
-			a.writeUnavailable(w, f, true, ErrOutcomeUnknown.WithCause(err))
+			a.writeUnavailable(ctx, w, f, true, ErrOutcomeUnknown.WithCause(err))
 			return
 		}
 		a.done.done(claim.Key)
@@ -529,7 +537,7 @@ func (a *App) storeOutcome(ctx context.Context, f *flow, claim *idem.Claim, res 
 		// then runs the flow again (a non-durable flow is at least once
 		// across such a failure).
 		m.notStored.Inc()
-		a.writeUnavailable(w, f, true, ErrOutcomeUnknown.WithCause(err))
+		a.writeUnavailable(ctx, w, f, true, ErrOutcomeUnknown.WithCause(err))
 		return
 	}
 	a.done.done(claim.Key)
@@ -549,23 +557,26 @@ func (a *App) answerRefused(ctx context.Context, f *flow, claim *idem.Claim, w h
 		if err == nil {
 			err = fmt.Errorf("flow %s: the key's row is gone after another attempt took it over", f.name)
 		}
-		a.writeUnavailable(w, f, true, ErrOutcomeUnknown.WithCause(err))
+		a.writeUnavailable(ctx, w, f, true, ErrOutcomeUnknown.WithCause(err))
 		return
 	}
-	a.answerClaim(f, dec, nil, w)
+	a.answerClaim(ctx, f, dec, nil, w)
 }
 
 // writeUnavailable answers 503 with e (StoreUnavailable, OutcomeUnknown,
 // Unavailable or ShuttingDown) and counts it: by code in
 // oke_unavailable_total, and, for a keyed request, as its outcome.
-func (a *App) writeUnavailable(w http.ResponseWriter, f *flow, keyed bool, e *Error) {
+func (a *App) writeUnavailable(ctx context.Context, w http.ResponseWriter, f *flow, keyed bool, e *Error) {
 	m := f.metrics
 	m.unavailable(e.Code).Inc()
+	if span := tracing.Span(ctx); span.IsRecording() {
+		span.SetStatus(codes.Error, "503 "+e.Code)
+	}
 	if keyed {
 		if e.Code == ErrOutcomeUnknown.Code {
-			m.outcomes[OutcomeUnknown].Inc()
+			m.count(ctx, OutcomeUnknown)
 		} else {
-			m.outcomes[OutcomeUnavailable].Inc()
+			m.count(ctx, OutcomeUnavailable)
 		}
 	}
 	writeEnvelope(w, e)
@@ -596,6 +607,9 @@ func (a *App) callUnary(ctx context.Context, f *flow, in any, fx *Fx) (res resul
 		ctx, cancel = context.WithTimeout(ctx, f.opts.Timeout)
 		defer cancel()
 	}
+	var span trace.Span
+	ctx, span = flowSpan(ctx, f, fx.runID())
+	defer func() { tracing.End(span, err) }() // after the recover below has set err
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("flow %s panicked: %v\n%s", f.name, p, debug.Stack())
@@ -611,8 +625,8 @@ func (a *App) callUnary(ctx context.Context, f *flow, in any, fx *Fx) (res resul
 	return res, fx, err
 }
 
-func (a *App) logFailure(f *flow, err error) {
-	a.log.Error("oke: flow failed", "flow", f.name, "err", err)
+func (a *App) logFailure(ctx context.Context, f *flow, err error) {
+	a.log.ErrorContext(ctx, "oke: flow failed", "flow", f.name, "err", err)
 }
 
 func (a *App) gate(r *http.Request, flow string) (Identity, error) {

@@ -78,7 +78,7 @@ func (a *App) afterPark(ctx context.Context, runID string, parked bool) {
 		return
 	}
 	sg, _ := a.journal.(driver.Signaler)
-	wctx, end := a.bound(ctx)
+	wctx, end := a.bound(ctx, "wake_for_signal")
 	woke, err := sg.WakeForSignal(wctx, runID, v.(string))
 	err = end(err)
 	if err != nil {
@@ -198,7 +198,7 @@ func sendSignal(ctx context.Context, j driver.Journal, timeout time.Duration, ru
 	if o.key == "" {
 		o.key = "sig_" + newUUID()
 	}
-	sctx, end := deadline.Bound(context.WithoutCancel(ctx), timeout)
+	sctx, end := deadline.Call(context.WithoutCancel(ctx), timeout, "send_signal")
 	_, err = sg.SendSignal(sctx, driver.Signal{RunID: runID, Name: name, Key: o.key, Payload: data})
 	err = end(err)
 	switch {
@@ -285,7 +285,7 @@ func (a *App) Signals(ctx context.Context, runID string) ([]driver.Signal, error
 	if !ok {
 		return nil, fmt.Errorf("signals of %s: %w", runID, ErrCannotSignal)
 	}
-	ctx, end := a.bound(ctx)
+	ctx, end := a.bound(ctx, "signals")
 	sigs, err := sg.Signals(ctx, runID)
 	return sigs, end(err)
 }

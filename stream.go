@@ -55,7 +55,7 @@ func (a *App) serveStream(f *flow, in any, id Identity, w http.ResponseWriter, r
 		}
 		return
 	}
-	a.logFailure(f, err)
+	a.logFailure(ctx, f, err)
 	if !sw.wrote {
 		e, _ := asError(err)
 		writeEnvelope(w, e)

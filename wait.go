@@ -386,7 +386,7 @@ func (a *App) sweepWaits(ctx context.Context, s *waitSweep, rg driver.RowsGetter
 				keys = append(keys, id.key)
 			}
 		}
-		bctx, end := a.bound(ctx) // Config.StoreTimeout, as every store call
+		bctx, end := a.bound(ctx, "get_rows") // Config.StoreTimeout, as every store call
 		rows, err := rg.GetRows(bctx, keys)
 		if err = end(err); err != nil {
 			continue // unreadable: keep waiting, read again next time
@@ -551,7 +551,7 @@ func (a *App) watchKey(ctx context.Context, f *flow, id waitID, g *waitGroup) {
 // announce announces a wait for key to the driver (driver.KeyWaiter), the
 // announcement bounded by Config.StoreTimeout as every store call.
 func (a *App) announce(ctx context.Context, key driver.Key) (<-chan struct{}, func()) {
-	bctx, end := a.bound(ctx)
+	bctx, end := a.bound(ctx, "wait_for")
 	defer end(nil)
 	return a.waiter.WaitFor(bctx, key)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/internal/httpx"
+	"github.com/okengine/oke/internal/tracing"
 )
 
 // RunView is a journal run as the admin API and the CLI show it.
@@ -53,6 +54,9 @@ type RunView struct {
 	// keyed request did (driver.Run.IdemKey): the console links the run to
 	// its row, and the row (runId) back to the run.
 	IdemKey *driver.Key `json:"idemKey,omitempty"`
+	// TraceID is the OpenTelemetry trace of the request (or step) that
+	// created the run, when it was traced (32 hex digits; docs/tracing.md).
+	TraceID string `json:"traceId,omitempty"`
 }
 
 // TimingView is where a run's time went, derived from its steps' times:
@@ -124,7 +128,8 @@ func ViewRun(r driver.Run, steps []driver.Step) RunView {
 	v := RunView{ID: r.ID, Flow: r.Flow, Status: r.Status.String(), Input: rawJSON(r.Input), Tenant: r.Tenant,
 		Principal: r.Principal, Attempts: r.Attempts, Owner: r.Owner, ReplayOf: r.ReplayOf, Parent: r.Parent,
 		Event: r.Event, Error: r.Error, Result: viewStored(r.Result), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-		StepCount: max(r.Steps, len(steps)), Strikes: r.Strikes, Dead: r.Status == driver.RunDead}
+		StepCount: max(r.Steps, len(steps)), Strikes: r.Strikes, Dead: r.Status == driver.RunDead,
+		TraceID: tracing.TraceID(r.Trace)}
 	if r.IdemKey != nil {
 		k := *r.IdemKey
 		v.IdemKey = &k
@@ -230,6 +235,10 @@ type RowView struct {
 	TTLLeftMs  int64 `json:"ttlLeftMs"`
 	BodyHidden bool  `json:"bodyHidden,omitempty"`
 	BodyBytes  int   `json:"bodyBytes,omitempty"`
+	// TraceID is the OpenTelemetry trace of the request that produced the
+	// stored response, when it was traced (32 hex digits): a replay's span
+	// links to it (docs/tracing.md).
+	TraceID string `json:"traceId,omitempty"`
 }
 
 // ViewRow turns an idempotency row into a RowView, stored body included,
@@ -244,6 +253,9 @@ func viewRow(row driver.Row, now time.Time, reveal bool) RowView {
 		State: row.State.String(), RunID: row.RunID, ExpiresAt: row.ExpiresAt, CreatedAt: row.CreatedAt,
 		Response: viewStored(row.Response), Expired: row.State != 0 && row.Expired(now),
 		TTLLeftMs: max(row.ExpiresAt.Sub(now).Milliseconds(), 0)}
+	if row.Response != nil {
+		v.TraceID = tracing.TraceID(row.Response.Trace)
+	}
 	if row.State == driver.Running {
 		left := max(row.LeaseUntil.Sub(now).Milliseconds(), 0)
 		v.LeaseLeftMs = &left

@@ -73,12 +73,19 @@ func (s State) String() string {
 	return "unknown"
 }
 
-// Response is a stored HTTP response: only what is replayed.
+// Response is a stored HTTP response: what is replayed, and the trace of
+// the request that produced it.
 type Response struct {
 	Status      int    `json:"status"`
 	ContentType string `json:"contentType,omitempty"`
 	Location    string `json:"location,omitempty"`
 	Body        []byte `json:"body,omitempty"`
+	// Trace names the OpenTelemetry span of the request that produced the
+	// response, when that request was traced: its trace ID and span ID in
+	// hex, joined by "-" (32 + 1 + 16 characters). A replay's span links
+	// to it. Empty when the request was not traced. A driver stores it
+	// with the response and returns it as given; it is never replayed.
+	Trace string `json:"trace,omitempty"`
 }
 
 // Row is one idempotency row as stored.

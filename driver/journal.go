@@ -106,6 +106,10 @@ type Run struct {
 	Event     string // the event that started it (OnEvent flows)
 	DedupeKey string // unique among runs when not empty
 	IdemKey   *Key   // the Idempotency-Key row that started it, if any
+	// Trace names the OpenTelemetry span that created the run (a traced
+	// request's, or the step's that started it), as Response.Trace does;
+	// empty when none was traced. CreateRun stores it; it never changes.
+	Trace string
 
 	Result *Response // Completed/Failed: the final response
 	// Error is what went wrong, for people: for a failed or dead run, why it

@@ -69,6 +69,7 @@ func appendPayload(b []byte, r *record) ([]byte, error) {
 			b = base64.StdEncoding.AppendEncode(b, p.Body)
 			b = append(b, '"')
 		}
+		b = appendOptString(b, `,"trace":`, p.Trace)
 		b = append(b, '}')
 	}
 	return append(b, '}'), nil
@@ -223,6 +224,9 @@ func decodeFast(p []byte) (_ *record, ok bool) {
 		}
 		if s.try(`,"body":`) {
 			resp.Body = s.base64()
+		}
+		if s.try(`,"trace":`) { // an older oke wrote none
+			resp.Trace = s.str()
 		}
 		s.lit(`}`)
 		r.Response = resp

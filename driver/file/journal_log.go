@@ -73,6 +73,7 @@ type jrecord struct {
 	Event      string           `json:"event,omitempty"`
 	DedupeKey  string           `json:"dedupeKey,omitempty"`
 	IdemKey    *driver.Key      `json:"idemKey,omitempty"`
+	Trace      string           `json:"trace,omitempty"` // a run's Trace (run); an older oke wrote none
 	Result     *driver.Response `json:"result,omitempty"`
 	Error      string           `json:"error,omitempty"`
 	CreatedAt  time.Time        `json:"createdAt,omitzero"`
@@ -118,7 +119,7 @@ func runRecord(e *jrun) *jrecord {
 		Status: r.Status.String(), Owner: r.Owner, LeaseUntil: r.LeaseUntil, WakeAt: r.WakeAt,
 		Attempts: r.Attempts, Next: r.NextAttempts, ReplayOf: r.ReplayOf, Parent: r.Parent, Event: r.Event,
 		DedupeKey: r.DedupeKey, IdemKey: r.IdemKey, Result: r.Result, Error: r.Error,
-		CreatedAt: r.CreatedAt, At: r.UpdatedAt, Strikes: r.Strikes,
+		CreatedAt: r.CreatedAt, At: r.UpdatedAt, Strikes: r.Strikes, Trace: r.Trace,
 	}
 	return rec
 }
@@ -206,7 +207,7 @@ func (j *journal) replayRecord(payload []byte, size int) error {
 			ID: rec.ID, Flow: rec.Flow, Input: rec.Input, Tenant: rec.Tenant, Principal: rec.Principal,
 			Status: status, Owner: rec.Owner, LeaseUntil: rec.LeaseUntil, WakeAt: rec.WakeAt,
 			Attempts: rec.Attempts, NextAttempts: rec.Next, ReplayOf: rec.ReplayOf, Parent: rec.Parent, Event: rec.Event,
-			DedupeKey: rec.DedupeKey, IdemKey: rec.IdemKey, Result: rec.Result, Error: rec.Error,
+			DedupeKey: rec.DedupeKey, IdemKey: rec.IdemKey, Result: rec.Result, Error: rec.Error, Trace: rec.Trace,
 			CreatedAt: rec.CreatedAt, UpdatedAt: rec.At, Strikes: rec.Strikes,
 		}
 		for _, s := range rec.Starts {

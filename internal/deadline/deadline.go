@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/tracing"
 )
 
 // ErrTimeout is what a store call that did not answer within its deadline
@@ -58,4 +59,16 @@ func markTimeout(d time.Duration, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w (%v): %w", ErrTimeout, d, err)
+}
+
+// Call is Bound for the store call op ("claim", "get", "save_step", …),
+// traced: when ctx's span records, the call gets a span of its own
+// (tracing.Store), ended with the call's error by end.
+func Call(ctx context.Context, d time.Duration, op string) (context.Context, func(error) error) {
+	tctx, done := tracing.Store(ctx, op)
+	if done == nil {
+		return Bound(ctx, d)
+	}
+	bctx, end := Bound(tctx, d)
+	return bctx, func(err error) error { return done(end(err)) }
 }

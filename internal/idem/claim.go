@@ -81,9 +81,10 @@ type Engine struct {
 	replayed replayedKeys
 }
 
-// bound bounds one driver call on ctx by StoreTimeout (deadline.Bound).
-func (e *Engine) bound(ctx context.Context) (context.Context, func(error) error) {
-	return deadline.Bound(ctx, e.StoreTimeout)
+// bound bounds one driver call, op, on ctx by StoreTimeout and traces it
+// (deadline.Call).
+func (e *Engine) bound(ctx context.Context, op string) (context.Context, func(error) error) {
+	return deadline.Call(ctx, e.StoreTimeout, op)
 }
 
 func (e *Engine) lease() time.Duration {
@@ -99,7 +100,7 @@ func (e *Engine) lease() time.Duration {
 func (e *Engine) Begin(ctx context.Context, key driver.Key, fp string, ttl time.Duration, runID string) (Decision, error) {
 	owner := token.Owner()
 	lease := e.lease()
-	cctx, end := e.bound(ctx)
+	cctx, end := e.bound(ctx, "claim")
 	res, err := e.Driver.Claim(cctx, driver.ClaimRequest{
 		Key: key, Fingerprint: fp, Owner: owner, Lease: lease, TTL: ttl, RunID: runID,
 	})
@@ -168,7 +169,7 @@ func (e *Engine) Stored(ctx context.Context, key driver.Key, fp string, margin t
 // the same rules as Begin (ok true); no row, or one that does not stand, is
 // ok false.
 func (e *Engine) fromRow(ctx context.Context, key driver.Key, fp string, stands func(row driver.Row, now time.Time) bool) (d Decision, ok bool, err error) {
-	gctx, end := e.bound(ctx)
+	gctx, end := e.bound(ctx, "get")
 	row, err := e.Driver.Get(gctx, key)
 	err = end(err)
 	if errors.Is(err, driver.ErrNotFound) {
@@ -267,7 +268,7 @@ func (c *Claim) Complete(ctx context.Context, resp driver.Response) error {
 		if attempt > 0 {
 			time.Sleep(time.Duration(attempt) * 50 * time.Millisecond)
 		}
-		cctx, end := c.e.bound(ctx)
+		cctx, end := c.e.bound(ctx, "complete")
 		err = end(c.e.Driver.Complete(cctx, c.Key, c.owner, resp, c.ttl))
 		// A store that did not answer in time is not asked again: the
 		// answer would only come later still.
@@ -304,7 +305,7 @@ func (c *Claim) CommitRun(ctx context.Context, conn *sql.Conn, resp driver.Respo
 		return errors.New("store a durable run in a transaction: the driver cannot")
 	}
 	key := c.Key
-	cctx, end := c.e.bound(context.WithoutCancel(ctx))
+	cctx, end := c.e.bound(context.WithoutCancel(ctx), "commit_run")
 	err := end(d.CommitRun(cctx, conn, &key, c.owner, resp, c.ttl, run, steps))
 	if err != nil {
 		err = fmt.Errorf("store the durable run and its response in the flow's transaction: %w", err)
@@ -321,7 +322,7 @@ func (c *Claim) CommitComplete(ctx context.Context, conn *sql.Conn, resp driver.
 	if !ok {
 		return errors.New("store idempotent response in a transaction: the driver keeps no SQL rows")
 	}
-	cctx, end := c.e.bound(context.WithoutCancel(ctx))
+	cctx, end := c.e.bound(context.WithoutCancel(ctx), "commit_complete")
 	err := end(d.CommitComplete(cctx, conn, c.Key, c.owner, resp, c.ttl))
 	if err != nil {
 		err = fmt.Errorf("store idempotent response in the flow's transaction: %w", err)
@@ -333,7 +334,7 @@ func (c *Claim) CommitComplete(ctx context.Context, conn *sql.Conn, resp driver.
 // reclaim makes again, as a claim of its own, a claim that was held by a
 // transaction that ended: the next effect on it needs its row.
 func (c *Claim) reclaim(ctx context.Context) error {
-	cctx, end := c.e.bound(ctx)
+	cctx, end := c.e.bound(ctx, "claim")
 	res, err := c.e.Driver.Claim(cctx, driver.ClaimRequest{
 		Key: c.Key, Fingerprint: c.Row.Fingerprint, Owner: c.owner, Lease: c.lease, TTL: c.ttl,
 	})
@@ -356,7 +357,7 @@ func (c *Claim) Release(ctx context.Context) error {
 		return nil
 	}
 	c.stop()
-	rctx, end := c.e.bound(context.WithoutCancel(ctx))
+	rctx, end := c.e.bound(context.WithoutCancel(ctx), "release")
 	err := end(c.e.Driver.Release(rctx, c.Key, c.owner))
 	if err != nil {
 		err = fmt.Errorf("release idempotency key: %w", err)
@@ -370,7 +371,7 @@ func (c *Claim) Release(ctx context.Context) error {
 // request with the key takes it over.
 func (c *Claim) Yield(ctx context.Context, lease time.Duration) {
 	c.stop()
-	rctx, end := c.e.bound(context.WithoutCancel(ctx))
+	rctx, end := c.e.bound(context.WithoutCancel(ctx), "renew")
 	if err := end(c.e.Driver.Renew(rctx, c.Key, c.owner, lease)); err != nil {
 		c.report("yield", err)
 	}

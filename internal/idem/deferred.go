@@ -141,7 +141,7 @@ func (d *Deferred) Decide() (Decision, error) {
 	case unmade:
 		d.state, d.start, d.alone = sent, time.Now(), true
 		d.mu.Unlock()
-		ctx, end := d.e.bound(d.ctx)
+		ctx, end := d.e.bound(d.ctx, "claim")
 		res, err := d.e.Driver.Claim(ctx, d.req)
 		d.Done(res, end(err))
 	case sent:
