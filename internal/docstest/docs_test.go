@@ -48,11 +48,11 @@ var imports = map[string]string{
 
 // A block is one fenced block of a doc.
 type block struct {
-	doc   string // path relative to the checkout
-	line  int    // of the opening fence
-	lang  string
-	src   string
-	skip  string // the reason of a docs:skip marker before it
+	doc  string // path relative to the checkout
+	line int    // of the opening fence
+	lang string
+	src  string
+	skip string // the reason of a docs:skip marker before it
 }
 
 func (b block) String() string { return fmt.Sprintf("%s:%d", b.doc, b.line) }
