@@ -13,9 +13,10 @@
 //     uses (see imports). A fragment may declare a variable it does not use
 //     again: it is an excerpt.
 //   - The names a doc's fragments share but do not show (ctx, fx, the types
-//     of the example) are declared in a hidden setup, an HTML comment
-//     `<!-- docs:setup` … `-->` holding Go declarations (imports included)
-//     that is built with every fragment of that doc.
+//     of the example) are declared in a hidden setup: an HTML comment whose
+//     first line is `<!-- docs:setup` and last `-->`, holding Go
+//     declarations (imports are added as for a fragment). It is built with
+//     every fragment after it, up to the next setup.
 //   - A line `<!-- docs:skip REASON -->` right before a block leaves it out;
 //     the test reports each skipped block and its reason.
 package docstest

@@ -36,6 +36,7 @@ var imports = map[string]string{
 	"oketest":        "github.com/okengine/oke/oketest",
 	"os":             "os",
 	"paymentsclient": "github.com/okengine/oke/examples/payments/paymentsclient",
+	"rand":           "crypto/rand",
 	"postgres":       "github.com/okengine/oke/driver/postgres",
 	"slices":         "slices",
 	"slog":           "log/slog",
@@ -48,18 +49,18 @@ var imports = map[string]string{
 
 // A block is one fenced block of a doc.
 type block struct {
-	doc  string // path relative to the checkout
-	line int    // of the opening fence
-	lang string
-	src  string
-	skip string // the reason of a docs:skip marker before it
+	doc   string // path relative to the checkout
+	line  int    // of the opening fence
+	lang  string
+	src   string
+	skip  string // the reason of a docs:skip marker before it
+	setup string // the Go declarations of the docs:setup comment above it
 }
 
 func (b block) String() string { return fmt.Sprintf("%s:%d", b.doc, b.line) }
 
 var (
-	skipMarker  = regexp.MustCompile(`^<!--\s*docs:skip\s+(.+?)\s*-->\s*$`)
-	setupMarker = regexp.MustCompile(`(?s)<!--\s*docs:setup\n(.*?)-->`)
+	skipMarker = regexp.MustCompile(`^<!--\s*docs:skip\s+(.+?)\s*-->\s*$`)
 )
 
 // docs returns README.md and docs/*.md of the checkout at root.
@@ -76,19 +77,27 @@ func docs(t *testing.T, root string) []string {
 	return names
 }
 
-// parse returns the fenced blocks of a markdown text and its setups (the Go
-// declarations of its docs:setup comments).
-func parse(doc, text string) (blocks []block, setups []string, err error) {
-	for _, m := range setupMarker.FindAllStringSubmatch(text, -1) {
-		setups = append(setups, m[1])
-	}
+// parse returns the fenced blocks of a markdown text. A docs:setup comment
+// applies to the blocks after it, up to the next one.
+func parse(doc, text string) (blocks []block, err error) {
 	lines := strings.Split(text, "\n")
+	setup := ""
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
+		if strings.TrimSpace(l) == "<!-- docs:setup" {
+			start := i + 1
+			for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "-->"; i++ {
+			}
+			if i == len(lines) {
+				return nil, fmt.Errorf("%s:%d: a docs:setup comment with no --> line", doc, start)
+			}
+			setup = strings.Join(lines[start:i], "\n") + "\n"
+			continue
+		}
 		if !strings.HasPrefix(l, "```") || len(l) == 3 {
 			continue
 		}
-		b := block{doc: doc, line: i + 1, lang: strings.Fields(l[3:])[0]}
+		b := block{doc: doc, line: i + 1, lang: strings.Fields(l[3:])[0], setup: setup}
 		for j := i - 1; j >= 0 && strings.TrimSpace(lines[j]) != ""; j-- {
 			if m := skipMarker.FindStringSubmatch(lines[j]); m != nil {
 				b.skip = m[1]
@@ -99,12 +108,12 @@ func parse(doc, text string) (blocks []block, setups []string, err error) {
 			body = append(body, lines[i])
 		}
 		if i == len(lines) {
-			return nil, nil, fmt.Errorf("%s:%d: a ``` block that is never closed", doc, b.line)
+			return nil, fmt.Errorf("%s:%d: a ``` block that is never closed", doc, b.line)
 		}
 		b.src = strings.Join(body, "\n") + "\n"
 		blocks = append(blocks, b)
 	}
-	return blocks, setups, nil
+	return blocks, nil
 }
 
 // qualifiers returns the import declarations src needs: the names of
@@ -197,16 +206,14 @@ var (
 
 // buildGo builds blocks (each with its doc's setups) in a throwaway module
 // and returns, per block that does not compile, the compiler's errors.
-func buildGo(t *testing.T, blocks []block, setups map[string][]string) map[int][]string {
+func buildGo(t *testing.T, blocks []block) map[int][]string {
 	t.Helper()
 	files := map[string]string{}
 	for i, b := range blocks {
 		dir := fmt.Sprintf("b%d/", i)
 		files[dir+"snippet.go"] = goFile(b.src)
-		if strings.HasPrefix(files[dir+"snippet.go"], "package snippet") {
-			for j, s := range setups[b.doc] {
-				files[fmt.Sprintf("%ssetup%d.go", dir, j)] = "package snippet\n\n" + qualifiers(s) + "\n" + s
-			}
+		if b.setup != "" && strings.HasPrefix(files[dir+"snippet.go"], "package snippet") {
+			files[dir+"setup.go"] = "package snippet\n\n" + qualifiers(b.setup) + "\n" + b.setup
 		}
 	}
 	mod := modtest.New(t, files)
@@ -249,18 +256,16 @@ func onlyUnused(out string) bool {
 func TestGoBlocksBuild(t *testing.T) {
 	root := modtest.Root(t)
 	var gos []block
-	setups := map[string][]string{}
 	skipped := 0
 	for _, doc := range docs(t, root) {
 		text, err := os.ReadFile(filepath.Join(root, doc))
 		if err != nil {
 			t.Fatal(err)
 		}
-		blocks, s, err := parse(doc, string(text))
+		blocks, err := parse(doc, string(text))
 		if err != nil {
 			t.Fatal(err)
 		}
-		setups[doc] = s
 		for _, b := range blocks {
 			if b.lang != "go" {
 				continue
@@ -273,7 +278,7 @@ func TestGoBlocksBuild(t *testing.T) {
 			gos = append(gos, b)
 		}
 	}
-	failed := buildGo(t, gos, setups)
+	failed := buildGo(t, gos)
 	for i, b := range gos {
 		if errs := failed[i]; len(errs) > 0 {
 			t.Errorf("%s: the ```go block does not compile (fix it, or mark it <!-- docs:skip REASON -->):\n\t%s\n--- as built:\n%s",
