@@ -24,10 +24,12 @@ var imports = map[string]string{
 	"bytes":          "bytes",
 	"client":         "github.com/okengine/oke/client",
 	"context":        "context",
+	"driver":         "github.com/okengine/oke/driver",
 	"errors":         "errors",
 	"file":           "github.com/okengine/oke/driver/file",
 	"fmt":            "fmt",
 	"http":           "net/http",
+	"io":             "io",
 	"json":           "encoding/json",
 	"log":            "log",
 	"maps":           "maps",
@@ -45,6 +47,7 @@ var imports = map[string]string{
 	"sync":           "sync",
 	"testing":        "testing",
 	"time":           "time",
+	"uuid":           "github.com/google/uuid",
 }
 
 // A block is one fenced block of a doc.
@@ -156,7 +159,11 @@ func qualifiers(src string) string {
 	return b.String()
 }
 
-var returnsResponse = regexp.MustCompile(`return (oke\.Response\[[^\]]+\])\{\}, `)
+var (
+	returnsResponse = regexp.MustCompile(`return (oke\.Response\[[^\]]+\])\{\}, `)
+	returnsOK       = regexp.MustCompile(`(?m)^\s*return oke\.(?:OK|Created|Accepted)\((\w+)\{`)
+	returnsErr      = regexp.MustCompile(`(?m)^\s*return err\s*(//.*)?$`)
+)
 
 // goFile returns the Go file a block is built as, and its package's name.
 func goFile(src string) string {
@@ -170,6 +177,10 @@ func goFile(src string) string {
 	results := ""
 	if m := returnsResponse.FindStringSubmatch(src); m != nil {
 		results = "(" + m[1] + ", error) "
+	} else if m := returnsOK.FindStringSubmatch(src); m != nil {
+		results = "(oke.Response[" + m[1] + "], error) "
+	} else if returnsErr.MatchString(src) {
+		results = "error "
 	}
 	return file + "func _() " + results + "{\n" + src + "\npanic(\"the end of a docs fragment\")\n}\n"
 }
