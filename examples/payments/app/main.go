@@ -102,6 +102,11 @@ func Run(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 10 * time.Second
 	}
+	stopTracing, err := startTracing(ctx, stderr) // OTEL_EXPORTER_OTLP_ENDPOINT
+	if err != nil {
+		return err
+	}
+	defer stopTracing(5 * time.Second)
 	s, err := Open(ctx, cfg)
 	if err != nil {
 		return err
