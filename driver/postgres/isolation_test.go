@@ -54,8 +54,10 @@ func TestTwoAppsOnOneSchema(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/remind", strings.NewReader(fmt.Sprintf(`{"N":%d}`, n)))
 			w := httptest.NewRecorder()
 			app.ServeHTTP(w, r)
-			if w.Code != http.StatusNoContent {
-				t.Fatalf("app %d: %d %s, want 204", i, w.Code, w.Body)
+			// 204 while the run sleeps; 201 when the nap was over before
+			// its sleep was saved (a loaded machine), which does not park.
+			if w.Code != http.StatusNoContent && w.Code != http.StatusCreated {
+				t.Fatalf("app %d: %d %s, want 204 (or 201 once the nap is over)", i, w.Code, w.Body)
 			}
 		}
 	}
