@@ -32,10 +32,17 @@ type api struct {
 
 // bound is ctx with a.timeout more to run n store calls (at least one).
 func (a *api) bound(ctx context.Context, n int) (context.Context, context.CancelFunc) {
-	if a.timeout <= 0 {
+	return storeBound(ctx, a.timeout, n)
+}
+
+// storeBound is ctx with n times d more (at least once), or ctx with a
+// cancel and no deadline when d is zero or less (Config.StoreTimeout's
+// "no bound").
+func storeBound(ctx context.Context, d time.Duration, n int) (context.Context, context.CancelFunc) {
+	if d <= 0 {
 		return context.WithCancel(ctx)
 	}
-	return context.WithTimeout(ctx, time.Duration(max(n, 1))*a.timeout)
+	return context.WithTimeout(ctx, time.Duration(max(n, 1))*d)
 }
 
 // Limits of the API.

@@ -27,10 +27,7 @@ type storeRevocations struct {
 
 // bound is ctx with s.timeout more to run n store calls.
 func (s *storeRevocations) bound(ctx context.Context, n int) (context.Context, context.CancelFunc) {
-	if s.timeout <= 0 {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, time.Duration(n)*s.timeout)
+	return storeBound(ctx, s.timeout, n)
 }
 
 func logoutKey(id string) driver.Key {
