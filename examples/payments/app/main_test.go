@@ -115,21 +115,29 @@ func waitListening(t *testing.T, stderr *syncBuffer, done <-chan struct{}) strin
 	}
 }
 
-// Run serves until its context ends, then stops cleanly.
-func TestRun(t *testing.T) {
+// runDemo starts app.Run on the file driver in a temporary folder, on a
+// free port, and returns its URL, its stderr and stop, which ends the run
+// and returns Run's error once it has returned.
+func runDemo(t *testing.T) (url string, stderr *syncBuffer, stop func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := app.DefaultConfig()
 	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
-	var stderr syncBuffer
+	stderr = &syncBuffer{}
 	done := make(chan struct{})
 	var runErr error
-	go func() { defer close(done); runErr = app.Run(ctx, cfg, &stderr) }()
-	url := waitListening(t, &stderr, done)
+	go func() { defer close(done); runErr = app.Run(ctx, cfg, stderr) }()
+	t.Cleanup(func() { cancel(); <-done })
+	url = waitListening(t, stderr, done)
+	return url, stderr, func() error { cancel(); <-done; return runErr }
+}
+
+// Run serves until its context ends, then stops cleanly.
+func TestRun(t *testing.T) {
+	url, stderr, stop := runDemo(t)
 	do(t, url, "GET", "/healthz", "").want(t, 200, "")
-	cancel()
-	<-done
-	if runErr != nil {
-		t.Fatalf("Run: %v", runErr)
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 	if !strings.Contains(stderr.String(), "payments: stopped") {
 		t.Fatalf("stderr %q does not say it stopped", stderr.String())

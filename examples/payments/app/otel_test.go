@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,8 +9,6 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel"
-
-	"github.com/okengine/oke/examples/payments/app"
 )
 
 // TestRunExportsOTLP: with OTEL_EXPORTER_OTLP_ENDPOINT set, the demo
@@ -39,19 +36,10 @@ func TestRunExportsOTLP(t *testing.T) {
 	prev := otel.GetTracerProvider()
 	defer otel.SetTracerProvider(prev)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	cfg := app.DefaultConfig()
-	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
-	var stderr syncBuffer
-	done := make(chan struct{})
-	var runErr error
-	go func() { defer close(done); runErr = app.Run(ctx, cfg, &stderr) }()
-	url := waitListening(t, &stderr, done)
+	url, stderr, stop := runDemo(t)
 	do(t, url, "POST", "/charges", `{"amount":1200,"currency":"usd"}`, "Idempotency-Key", "otlp-test-key-000001").want(t, 201, "")
-	cancel()
-	<-done
-	if runErr != nil {
-		t.Fatalf("Run: %v", runErr)
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -67,15 +55,10 @@ func TestRunExportsOTLP(t *testing.T) {
 func TestRunWithoutOTLPExportsNothing(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
-	ctx, cancel := context.WithCancel(context.Background())
-	cfg := app.DefaultConfig()
-	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
-	var stderr syncBuffer
-	done := make(chan struct{})
-	go func() { defer close(done); app.Run(ctx, cfg, &stderr) }()
-	waitListening(t, &stderr, done)
-	cancel()
-	<-done
+	_, stderr, stop := runDemo(t)
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
 	if bytes.Contains([]byte(stderr.String()), []byte("exporting traces")) {
 		t.Fatalf("an exporter started with no endpoint set: %s", stderr.String())
 	}
