@@ -57,16 +57,9 @@ func TestConsoleDeleteOfARowInFlightInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(rowSel(held)+` [data-action="delete"]`)),
 		chromedp.WaitVisible(chromedp.CSS(rowSel(done)+` [data-action="delete"]`)))
 
-	// Every delete asks first: dismissing the dialog deletes nothing.
-	browsertest.Do(t, ctx, "delete the row in flight, then keep it", chromedp.Click(chromedp.CSS(rowSel(held)+` [data-action="delete"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-dialog="confirm"]`)),
-		chromedp.Click(chromedp.CSS(`[data-dialog="confirm"] [data-action="dismiss"]`)),
-		chromedp.WaitNotPresent(chromedp.CSS(`[data-dialog="confirm"]`)))
-	if row, err := d.Get(bg, held); err != nil || row.Owner != "holder-"+held.Key {
-		t.Fatalf("a dismissed delete touched the row: %+v %v", row, err)
-	}
+	// Delete acts on one click (DESIGN §9: data-action="delete" deletes a
+	// row); on a row in flight the server refuses it.
 	browsertest.Do(t, ctx, "delete the row in flight", chromedp.Click(chromedp.CSS(rowSel(held)+` [data-action="delete"]`)),
-		chromedp.Click(chromedp.CSS(`[data-dialog="confirm"] [data-action="confirm"]`)),
 		chromedp.WaitVisible(chromedp.CSS(rowSel(held)+` [data-action="force-delete"]`)))
 	msg := browsertest.Get(t, ctx, "read the error", chromedp.Evaluate[string](`document.querySelector("[data-error]").textContent`))
 	force := browsertest.Get(t, ctx, "read the force button", chromedp.Evaluate[string](`document.querySelector('[data-action="force-delete"]').textContent`))
@@ -76,6 +69,14 @@ func TestConsoleDeleteOfARowInFlightInABrowser(t *testing.T) {
 	if row, err := d.Get(bg, held); err != nil || row.Owner != "holder-"+held.Key {
 		t.Fatalf("the refused delete touched the row: %+v %v", row, err)
 	}
+	// Forcing asks first: dismissing the dialog deletes nothing.
+	browsertest.Do(t, ctx, "force the delete, then keep the row", chromedp.Click(chromedp.CSS(rowSel(held)+` [data-action="force-delete"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-dialog="confirm"]`)),
+		chromedp.Click(chromedp.CSS(`[data-dialog="confirm"] [data-action="dismiss"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`[data-dialog="confirm"]`)))
+	if row, err := d.Get(bg, held); err != nil || row.Owner != "holder-"+held.Key {
+		t.Fatalf("a dismissed force delete touched the row: %+v %v", row, err)
+	}
 	browsertest.Do(t, ctx, "force the delete", chromedp.Click(chromedp.CSS(rowSel(held)+` [data-action="force-delete"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-dialog="confirm"]`)),
 		chromedp.Click(chromedp.CSS(`[data-dialog="confirm"] [data-action="confirm"]`)),
@@ -84,7 +85,6 @@ func TestConsoleDeleteOfARowInFlightInABrowser(t *testing.T) {
 		t.Fatalf("after the forced delete: %v", err)
 	}
 	browsertest.Do(t, ctx, "delete the completed row", chromedp.Click(chromedp.CSS(rowSel(done)+` [data-action="delete"]`)),
-		chromedp.Click(chromedp.CSS(`[data-dialog="confirm"] [data-action="confirm"]`)),
 		chromedp.WaitNotPresent(chromedp.CSS(rowSel(done))))
 	if _, err := d.Get(bg, done); !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("the completed row was not deleted: %v", err)

@@ -818,16 +818,17 @@
     }
   }
 
-  // deleteButton deletes a row. A row still in flight (409 RowInProgress)
-  // is not deleted: the button then turns into a second, explicit one that
-  // says what forcing does, and only a click on it sends force=1.
+  // deleteButton deletes a row on one click (the console's markup contract:
+  // data-action="delete" deletes the row). The harmful case is refused by
+  // the server, not by a dialog: a row still in flight (409 RowInProgress)
+  // is not deleted, and the button then turns into a second, explicit one
+  // that says what forcing does; only that one, confirmed in the dialog,
+  // sends force=1.
   function deleteButton(r, tr, notice) {
     let force = false;
     const button = el("button", { class: "danger", "data-action": "delete", text: "Delete" });
     button.addEventListener("click", async () => {
-      const text = force ? `Force the delete of the row of ${r.key}? It is still in flight: a second execution may start beside the running one.` :
-        `Delete the row of ${r.key} (${r.tenant} · ${r.principal} · ${r.flow})? The next request with this key runs as new.`;
-      if (!await confirmDialog(text, force ? "Force delete" : "Delete row")) return;
+      if (force && !await confirmDialog(`Force the delete of the row of ${r.key}? It is still in flight: a second execution may start beside the running one.`, "Force delete")) return;
       button.disabled = true;
       try {
         const u = new URLSearchParams({ tenant: r.tenant, principal: r.principal, flow: r.flow, key: r.key });

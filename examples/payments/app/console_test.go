@@ -191,8 +191,6 @@ func consoleInABrowser(t *testing.T, e *env) {
 	}
 	browsertest.Screenshot(t, ctx, shots, "idempotency")
 	browsertest.Do(t, ctx, "delete the row", chromedp.Click(chromedp.CSS(row+` [data-action="delete"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-dialog="confirm"]`)),
-		chromedp.Click(chromedp.CSS(`[data-dialog="confirm"] [data-action="confirm"]`)),
 		chromedp.WaitNotPresent(chromedp.CSS(row)))
 	q := url.Values{"tenant": {"default"}, "principal": {"anon"}, "flow": {"payments.charge"}, "key": {chargeKey}}
 	e.do("GET", "/_oke/idempotency/row?"+q.Encode(), "").want(t, 404, "NotFound")
