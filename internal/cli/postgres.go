@@ -16,11 +16,18 @@ import (
 
 // The pool a command opens on -postgres: a command makes one store call at
 // a time, so two connections are plenty, and it gives up on an
-// unreachable server soon.
+// unreachable server soon. Its statements are bounded in the server too:
+// a statement that runs longer than pgStatementTimeout, or waits longer
+// than pgLockTimeout for a row lock (a row an app holds in its claim's
+// transaction), fails with the server's error instead of hanging the
+// command. A DSN that sets statement_timeout or lock_timeout itself
+// (postgres://…?statement_timeout=120s) keeps its own.
 const (
-	pgMaxConns       = 2
-	pgConnectTimeout = 5 * time.Second
-	pgAppName        = "oke-cli"
+	pgMaxConns         = 2
+	pgConnectTimeout   = 5 * time.Second
+	pgAppName          = "oke-cli"
+	pgStatementTimeout = "30s"
+	pgLockTimeout      = "10s"
 )
 
 // openPostgres opens the database at dsn with the Postgres driver, its
@@ -37,8 +44,10 @@ func openPostgres(ctx context.Context, dsn, schema string, readOnly bool) (*driv
 	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > pgConnectTimeout {
 		cfg.ConnConfig.ConnectTimeout = pgConnectTimeout
 	}
-	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
-		cfg.ConnConfig.RuntimeParams["application_name"] = pgAppName
+	for param, def := range map[string]string{"application_name": pgAppName, "statement_timeout": pgStatementTimeout, "lock_timeout": pgLockTimeout} {
+		if cfg.ConnConfig.RuntimeParams[param] == "" {
+			cfg.ConnConfig.RuntimeParams[param] = def
+		}
 	}
 	if readOnly {
 		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"

@@ -47,6 +47,22 @@ func TestPostgresSourceReadOnly(t *testing.T) {
 	if _, _, err := ro.listRows(ctx, driver.Key{}, 10); err != nil {
 		t.Errorf("a read on a read-only source: %v", err)
 	}
+	// The server bounds the command's statements and lock waits.
+	for param, want := range map[string]string{"statement_timeout": pgStatementTimeout, "lock_timeout": pgLockTimeout} {
+		var got string
+		if err := ro.d.(*postgres.Driver).Pool().QueryRow(ctx, "SELECT current_setting($1)", param).Scan(&got); err != nil || got != want {
+			t.Errorf("%s on the command's connections: %q, %v; want %q", param, got, err, want)
+		}
+	}
+	// A DSN's own statement_timeout wins, and the server enforces it.
+	short, err := openPostgres(ctx, cli+"&statement_timeout=100ms", postgres.DefaultSchema, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.close()
+	if _, err := short.d.(*postgres.Driver).Pool().Exec(ctx, "SELECT pg_sleep(5)"); err == nil || !strings.Contains(err.Error(), "statement timeout") {
+		t.Errorf("a statement longer than the DSN's statement_timeout: %v, want the server's statement timeout", err)
+	}
 
 	rw, err := openPostgres(ctx, cli, postgres.DefaultSchema, false)
 	if err != nil {
