@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/deadline"
 	"github.com/okengine/oke/internal/idem"
 	"github.com/okengine/oke/internal/journal"
 	"github.com/okengine/oke/internal/token"
@@ -358,12 +359,41 @@ func (a *App) ReplayFrom(ctx context.Context, runID string, fromStep int) (strin
 	if a.journal == nil {
 		return "", fmt.Errorf("replay %s: %w", runID, ErrNotDurable)
 	}
-	old, steps, err := a.runs.GetRun(ctx, runID)
+	id, err := replayRun(ctx, a.runs, runID, fromStep, a.cfg.Lease, a.cfg.Clock, func(old driver.Run) error {
+		if a.flows[old.Flow] == nil {
+			return fmt.Errorf("replay %s: flow %q is not bound to this app", runID, old.Flow)
+		}
+		return nil
+	})
+	if err == nil {
+		a.wake()
+	}
+	return id, err
+}
+
+// ReplayRun is App.ReplayFrom on a journal of its own, for tools that open
+// a store without an app (oke runs replay -data DIR, -postgres DSN): it
+// creates the new run, due now, and an app on that store executes it when
+// its scheduler next looks (an app on Postgres at once). The run's flow
+// need not be bound. Each store call is bounded by DefaultStoreTimeout.
+// Errors: driver.ErrNotFound for an unknown run, ErrBadStep for a step the
+// run cannot be replayed from.
+func ReplayRun(ctx context.Context, j driver.Journal, runID string, fromStep int) (string, error) {
+	return replayRun(ctx, deadline.Journal(j, DefaultStoreTimeout), runID, fromStep, idem.DefaultLease, time.Now, nil)
+}
+
+// replayRun creates the replay of run runID on j from step fromStep, held
+// for lease while it copies the steps it reuses; check, when not nil,
+// vets the old run first.
+func replayRun(ctx context.Context, j driver.Journal, runID string, fromStep int, lease time.Duration, now func() time.Time, check func(driver.Run) error) (string, error) {
+	old, steps, err := j.GetRun(ctx, runID)
 	if err != nil {
 		return "", fmt.Errorf("replay %s: %w", runID, err)
 	}
-	if a.flows[old.Flow] == nil {
-		return "", fmt.Errorf("replay %s: flow %q is not bound to this app", runID, old.Flow)
+	if check != nil {
+		if err := check(old); err != nil {
+			return "", err
+		}
 	}
 	if fromStep < 1 || fromStep > len(steps)+1 {
 		return "", fmt.Errorf("replay %s from step %d: %w: the run saved %d steps, so a replay may start from step 1 to %d", runID, fromStep, ErrBadStep, len(steps), len(steps)+1)
@@ -371,10 +401,9 @@ func (a *App) ReplayFrom(ctx context.Context, runID string, fromStep int) (strin
 	run := driver.Run{ID: token.RunID(), Flow: old.Flow, Input: old.Input,
 		Tenant: old.Tenant, Principal: old.Principal, ReplayOf: old.ID, Trace: tracing.FromContext(ctx)}
 	if fromStep == 1 {
-		if _, err := a.runs.CreateRun(ctx, run, 0); err != nil {
+		if _, err := j.CreateRun(ctx, run, 0); err != nil {
 			return "", fmt.Errorf("replay %s: %w", runID, err)
 		}
-		a.wake()
 		return run.ID, nil
 	}
 	// Create the run held, copy the steps it reuses, then release it for
@@ -383,20 +412,19 @@ func (a *App) ReplayFrom(ctx context.Context, runID string, fromStep int) (strin
 	// (with the steps copied so far: the rest run again, as after any cut).
 	owner := token.Owner()
 	run.Owner = owner
-	if _, err := a.runs.CreateRun(ctx, run, a.cfg.Lease); err != nil {
+	if _, err := j.CreateRun(ctx, run, lease); err != nil {
 		return "", fmt.Errorf("replay %s: %w", runID, err)
 	}
 	ctx = context.WithoutCancel(ctx)
 	for _, st := range steps[:fromStep-1] {
 		st.Attempts = 0 // this run never ran it
-		if err := a.runs.SaveStep(ctx, run.ID, owner, st); err != nil {
+		if err := j.SaveStep(ctx, run.ID, owner, st); err != nil {
 			return "", fmt.Errorf("replay %s from step %d: copy step %d: %w", runID, fromStep, st.Seq, err)
 		}
 	}
-	if err := a.runs.FinishRun(ctx, run.ID, owner, driver.Finish{Status: driver.RunRunning, WakeAt: a.cfg.Clock()}); err != nil {
+	if err := j.FinishRun(ctx, run.ID, owner, driver.Finish{Status: driver.RunRunning, WakeAt: now()}); err != nil {
 		return "", fmt.Errorf("replay %s from step %d: release the new run: %w", runID, fromStep, err)
 	}
-	a.wake()
 	return run.ID, nil
 }
 

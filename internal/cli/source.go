@@ -18,7 +18,6 @@ import (
 	"github.com/okengine/oke/admin"
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/file"
-	"github.com/okengine/oke/internal/token"
 )
 
 // source is where the runs and idempotency commands read: a running app's
@@ -400,44 +399,18 @@ func (s *driverSource) getRun(ctx context.Context, id string) (admin.RunView, er
 	return v, nil
 }
 
-// replay creates the new run as App.ReplayFrom does: from step 1, unowned
-// and due now; from a later step, held by this tool while it copies the
-// steps it reuses, then released, due now. The app's scheduler executes it
-// when an app next opens the folder.
+// replay creates the new run with oke.ReplayRun (App.ReplayFrom without an
+// app): due now, executed by the scheduler of an app on the store (on a
+// data folder, when an app next opens it).
 func (s *driverSource) replay(ctx context.Context, id string, from int) (string, error) {
-	old, steps, err := s.j.GetRun(ctx, id)
-	if errors.Is(err, driver.ErrNotFound) {
+	nid, err := oke.ReplayRun(ctx, s.j, id, from)
+	switch {
+	case errors.Is(err, driver.ErrNotFound):
 		return "", fmt.Errorf("%w: no run has id %q in %s", errNoRun, id, s.where)
+	case errors.Is(err, oke.ErrBadStep):
+		return "", &usageError{fmt.Errorf("-from-step %d: %w", from, err)}
 	}
-	if err != nil {
-		return "", err
-	}
-	if from < 1 || from > len(steps)+1 {
-		return "", &usageError{fmt.Errorf("-from-step %d: run %s saved %s, so a replay may start from step 1 to %d", from, id, count(len(steps), "step", "steps"), len(steps)+1)}
-	}
-	run := driver.Run{ID: token.RunID(), Flow: old.Flow, Input: old.Input,
-		Tenant: old.Tenant, Principal: old.Principal, ReplayOf: old.ID}
-	if from == 1 {
-		if _, err := s.j.CreateRun(ctx, run, 0); err != nil {
-			return "", fmt.Errorf("replay %s: %w", id, err)
-		}
-		return run.ID, nil
-	}
-	owner := token.Owner()
-	run.Owner = owner
-	if _, err := s.j.CreateRun(ctx, run, time.Minute); err != nil {
-		return "", fmt.Errorf("replay %s: %w", id, err)
-	}
-	for _, st := range steps[:from-1] {
-		st.Attempts = 0 // the new run never ran it
-		if err := s.j.SaveStep(ctx, run.ID, owner, st); err != nil {
-			return "", fmt.Errorf("replay %s from step %d: copy step %d: %w", id, from, st.Seq, err)
-		}
-	}
-	if err := s.j.FinishRun(ctx, run.ID, owner, driver.Finish{Status: driver.RunRunning, WakeAt: time.Now()}); err != nil {
-		return "", fmt.Errorf("replay %s from step %d: release the new run: %w", id, from, err)
-	}
-	return run.ID, nil
+	return nid, err
 }
 
 func (s *driverSource) cancel(ctx context.Context, id string) (admin.RunView, error) {
