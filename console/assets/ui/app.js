@@ -921,6 +921,7 @@
           el("td", {}, last ? el("a", { class: "mono", href: "#/runs/" + encodeURIComponent(last.runId), text: last.runId }) : "–"),
           el("td", {}, last ? statusEl(last.status) : "")));
       }
+      labelCells(table);
     };
     render(await api("GET", "schedules"));
     main.append(table);

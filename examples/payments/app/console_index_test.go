@@ -189,18 +189,31 @@ func TestConsoleIndexInABrowser(t *testing.T) {
 		}
 	}
 
-	// A 420 px screen: nothing wider than the page.
+	// A 420 px screen: nothing wider than the page, and every stacked
+	// table cell labelled with its column.
 	browsertest.Do(t, ctx, "a narrow screen", chromedp.EmulateViewport(420, 800), chromedp.Navigate(base+"#/idempotency"),
 		chromedp.WaitVisible(chromedp.CSS(`#main[data-shown="/idempotency"] [data-row="`+chargeKey+`"]`)))
-	for _, page := range []string{"/idempotency", "/runs", "/flows", "/runs/" + remindRun} {
+	for _, page := range []string{"/idempotency", "/runs", "/flows", "/schedules", "/runs/" + remindRun} {
 		browsertest.Do(t, ctx, "open "+page, chromedp.Navigate(base+"#"+page),
 			chromedp.WaitVisible(chromedp.CSS(`#main[data-shown="`+page+`"]`)))
 		if w := browsertest.Get(t, ctx, "measure "+page, chromedp.Evaluate[int](`document.documentElement.scrollWidth`)); w > 420 {
 			t.Errorf("at 420 px the page %s is %d px wide: it scrolls sideways", page, w)
 		}
+		if n := browsertest.Get(t, ctx, "count unlabelled cells of "+page, chromedp.Evaluate[int](unlabelledCells)); n != 0 {
+			t.Errorf("at 420 px the page %s has %d table cells without a data-label: stacked, they show no column name", page, n)
+		}
 		browsertest.ScreenshotViewport(t, ctx, shots, "narrow"+strings.ReplaceAll(page, "/", "-"))
 	}
 }
+
+// unlabelledCells counts the body cells of the page's tables that have no
+// data-label though their column has a name (an actions column has none).
+const unlabelledCells = `[...document.querySelectorAll("#main table")].reduce((n, table) => {
+	const heads = [...table.querySelectorAll("thead th")].map((th) => th.textContent);
+	for (const tr of table.querySelectorAll("tbody tr"))
+		[...tr.children].forEach((td, i) => { if (heads[i] && !td.hasAttribute("colspan") && !td.dataset.label) n++; });
+	return n;
+}, 0)`
 
 func contains(list []string, s string) bool { return count(list, s) > 0 }
 
