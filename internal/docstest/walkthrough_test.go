@@ -177,6 +177,11 @@ func walkthroughs(t *testing.T, root string) (pages []page, blocks int) {
 // of its own against a demo of its own, and checks that every command
 // prints what the doc shows under it.
 func TestWalkthroughs(t *testing.T) {
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the walkthroughs run with bash and curl: %v (install it)", err)
+		}
+	}
 	root := modtest.Root(t)
 	pages, blocks := walkthroughs(t, root)
 	if len(pages) == 0 {
