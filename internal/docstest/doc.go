@@ -19,4 +19,31 @@
 //     every fragment after it, up to the next setup.
 //   - A line `<!-- docs:skip REASON -->` right before a block leaves it out;
 //     the test reports each skipped block and its reason.
+//
+// The curl walkthroughs (TestWalkthroughs):
+//
+//   - A shell block (```sh, bash, shell, console) with the line
+//     `<!-- docs:run -->` right before it is run with bash -euo pipefail in
+//     a fresh folder, against a demo of its page's own (as `go run
+//     ./examples/payments` there: the file driver, data and admin-token in
+//     .oke), after the run blocks above it on the page, in the same shell:
+//     variables and exports carry over, as in a reader's terminal. Each
+//     page gets a new demo, so a page may count what it did (metrics, ids).
+//     localhost:8080 in a command is the demo's address.
+//   - A shell block that calls curl on localhost:8080 must be marked
+//     docs:run or docs:skip REASON.
+//   - The comment lines right under a command (no blank line between) are
+//     what it prints: each must be a whole line of its stdout, in that order
+//     (other lines may come between). … stands for any text; a note in
+//     parentheses after two or more spaces is not part of the line. A
+//     command that prints must show at least one line of it; one that shows
+//     nothing must print nothing (send it to /dev/null). Comments after a
+//     blank line are prose.
+//   - A command's trailing comment (`curl … # the first request`) is prose;
+//     one that starts with a status (`# 201`) is refused: show the status
+//     line under the command (curl -i), where it is checked.
+//   - Nothing may wait on a guess: a command that needs another to have got
+//     somewhere polls for it (until …; do sleep 0.1; done), never sleeps a
+//     fixed time for it. A sleep that only lets time pass (past a TTL) is
+//     fine.
 package docstest

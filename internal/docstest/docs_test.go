@@ -57,6 +57,7 @@ type block struct {
 	lang  string
 	src   string
 	skip  string // the reason of a docs:skip marker before it
+	run   bool   // a docs:run marker before it: a walkthrough run against the demo
 	setup string // the Go declarations of the docs:setup comment above it
 }
 
@@ -64,6 +65,7 @@ func (b block) String() string { return fmt.Sprintf("%s:%d", b.doc, b.line) }
 
 var (
 	skipMarker = regexp.MustCompile(`^<!--\s*docs:skip\s+(.+?)\s*-->\s*$`)
+	runMarker  = regexp.MustCompile(`^<!--\s*docs:run\s*-->\s*$`)
 )
 
 // docs returns README.md and docs/*.md of the checkout at root.
@@ -104,6 +106,9 @@ func parse(doc, text string) (blocks []block, err error) {
 		for j := i - 1; j >= 0 && strings.TrimSpace(lines[j]) != ""; j-- {
 			if m := skipMarker.FindStringSubmatch(lines[j]); m != nil {
 				b.skip = m[1]
+			}
+			if runMarker.MatchString(lines[j]) {
+				b.run = true
 			}
 		}
 		var body []string
