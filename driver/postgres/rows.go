@@ -14,14 +14,16 @@ import (
 
 // rowCols are the columns of oke_idempotency in the order scanRow reads them.
 const rowCols = `tenant, principal, flow, idem_key, fingerprint, state, owner, lease_until,
-	expires_at, created_at, completed_at, resp_status, resp_content_type, resp_location, resp_body, run_id`
+	expires_at, created_at, completed_at, resp_status, resp_content_type, resp_location, resp_body, run_id,
+	resp_trace`
 
 // prefixed returns rowCols with each column qualified by alias.
 func prefixed(alias string) string {
 	return alias + `.tenant, ` + alias + `.principal, ` + alias + `.flow, ` + alias + `.idem_key, ` +
 		alias + `.fingerprint, ` + alias + `.state, ` + alias + `.owner, ` + alias + `.lease_until, ` +
 		alias + `.expires_at, ` + alias + `.created_at, ` + alias + `.completed_at, ` + alias + `.resp_status, ` +
-		alias + `.resp_content_type, ` + alias + `.resp_location, ` + alias + `.resp_body, ` + alias + `.run_id`
+		alias + `.resp_content_type, ` + alias + `.resp_location, ` + alias + `.resp_body, ` + alias + `.run_id, ` +
+		alias + `.resp_trace`
 }
 
 // rowScan receives one row's columns, each nullable so that it can also read
@@ -37,10 +39,11 @@ type rowScan struct {
 	contentType, location            pgtype.Text
 	body                             []byte
 	runID                            pgtype.Text
+	trace                            pgtype.Text // resp_trace: NULL when untraced
 }
 
 // rowDests is how many columns a rowScan reads.
-const rowDests = 16
+const rowDests = 17
 
 func (s *rowScan) dest() []any {
 	return s.appendDest(make([]any, 0, rowDests))
@@ -48,7 +51,7 @@ func (s *rowScan) dest() []any {
 
 func (s *rowScan) appendDest(d []any) []any {
 	return append(d, &s.tenant, &s.principal, &s.flow, &s.key, &s.fp, &s.state, &s.owner, &s.leaseUntil,
-		&s.expiresAt, &s.createdAt, &s.completedAt, &s.status, &s.contentType, &s.location, &s.body, &s.runID)
+		&s.expiresAt, &s.createdAt, &s.completedAt, &s.status, &s.contentType, &s.location, &s.body, &s.runID, &s.trace)
 }
 
 // row returns the scanned row, and false when the columns were all NULL.
@@ -73,6 +76,7 @@ func (s *rowScan) row() (driver.Row, bool) {
 			ContentType: s.contentType.String,
 			Location:    s.location.String,
 			Body:        s.body,
+			Trace:       s.trace.String,
 		}
 		if r.Response.Body == nil {
 			r.Response.Body = []byte{}
@@ -158,6 +162,7 @@ WITH done AS (
 		resp_content_type = NULL,
 		resp_location = NULL,
 		resp_body = NULL,
+		resp_trace = NULL,
 		run_id = CASE WHEN NOT ` + expiredSQL("t") + ` AND t.run_id <> '' THEN t.run_id ELSE excluded.run_id END
 	WHERE ` + mayReplaceSQL("t", "excluded.fingerprint") + `
 	RETURNING ` + prefixed("t") + `
@@ -277,7 +282,7 @@ func (d *Driver) Renew(ctx context.Context, key driver.Key, owner string, lease 
 const completeSQL = `UPDATE {s}.oke_idempotency SET
 		state = 2, owner = '', lease_until = NULL, completed_at = now(),
 		expires_at = now() + $6 * interval '1 microsecond',
-		resp_status = $7, resp_content_type = $8, resp_location = $9, resp_body = $10
+		resp_status = $7, resp_content_type = $8, resp_location = $9, resp_body = $10, resp_trace = $11
 	WHERE ` + keyWhere + ` AND owner = $5 AND state = 1`
 
 func completeArgs(key driver.Key, owner string, resp driver.Response, ttl time.Duration) []any {
@@ -286,7 +291,7 @@ func completeArgs(key driver.Key, owner string, resp driver.Response, ttl time.D
 		body = []byte{}
 	}
 	return []any{key.Tenant, key.Principal, key.Flow, key.Key, owner,
-		micros(ttl), resp.Status, resp.ContentType, resp.Location, body}
+		micros(ttl), resp.Status, resp.ContentType, resp.Location, body, nullText(resp.Trace)}
 }
 
 // Complete implements driver.Driver. The response is durable when it returns
@@ -319,11 +324,11 @@ func (d *Driver) Complete(ctx context.Context, key driver.Key, owner string, res
 	return nil
 }
 
-// completeNotifySQL is completeSQL that also sends notice $12 on channel
-// $11 when it stores the response: the notification goes out when, and
+// completeNotifySQL is completeSQL that also sends notice $13 on channel
+// $12 when it stores the response: the notification goes out when, and
 // only if, the completion commits.
 const completeNotifySQL = `WITH u AS (` + completeSQL + ` RETURNING 1 AS one)
-	SELECT count(*) FROM u, LATERAL (SELECT pg_notify($11, $12) WHERE u.one = 1) AS n`
+	SELECT count(*) FROM u, LATERAL (SELECT pg_notify($12, $13) WHERE u.one = 1) AS n`
 
 // Release implements driver.Driver.
 func (d *Driver) Release(ctx context.Context, key driver.Key, owner string) error {
