@@ -6,8 +6,9 @@ import "strings"
 // the migration 016_claim_function_trace.sql creates: it first tries a
 // plain INSERT … ON CONFLICT DO NOTHING of the new Running row, and only
 // when the key exists runs claimSQL, the whole claim. The result is the
-// same row either way (claimSQL's columns). Why: a new key is the common
-// case, and claimSQL's plan — three CTEs over the same key, a locking read,
+// same row either way (claimSQL's columns: the row written, claimedCols,
+// and the row seen, rowCols). Why: a new key is the common case, and
+// claimSQL's plan — three CTEs over the same key, a locking read,
 // an upsert and two outer joins — costs the server more to set up and run
 // than the insert alone: measured on the claim alone, 9 550 against 12 400
 // claims/s. A replay still writes nothing (an insert that finds its key
@@ -21,8 +22,10 @@ import "strings"
 // (Postgres refuses CREATE OR REPLACE of another result type): it ships as
 // a function of a new name, and the old one stays for an older oke still
 // running against the schema during a rolling upgrade. Migration 004 made
-// {s}.oke_claim, which returns rowCols without resp_trace; 016 made
-// {s}.oke_claim_v2, which returns resp_trace too (migration 015 added it).
+// {s}.oke_claim, which returns rowCols without resp_trace for both rows;
+// 016 made {s}.oke_claim_v2, which returns the row seen with resp_trace
+// (migration 015 added it) and the row written without the response's
+// columns (always NULL there: claimedCols), 31 columns where 004 had 34.
 // A later migration may drop oke_claim once no oke before 016 runs.
 
 // claimFunction is the claim function this driver calls and
@@ -50,10 +53,15 @@ func claimFunctionSQL() string {
 	for _, p := range claimParams {
 		params = append(params, p.name+" "+p.typ)
 	}
-	for _, side := range []string{"up_", "seen_"} {
-		for i, c := range cols {
-			out = append(out, side+c+" "+rowTypes[i])
-		}
+	types := map[string]string{}
+	for i, c := range cols {
+		types[c] = rowTypes[i]
+	}
+	for _, c := range claimedCols {
+		out = append(out, "up_"+c+" "+types[c])
+	}
+	for i, c := range cols {
+		out = append(out, "seen_"+c+" "+rowTypes[i])
 	}
 	for _, t := range rowTypes {
 		nulls = append(nulls, "NULL::"+t)
@@ -76,7 +84,7 @@ BEGIN
 	VALUES (p_tenant, p_principal, p_flow, p_key, p_fp, 1, p_owner,
 		now() + p_lease * interval '1 microsecond', now() + p_ttl * interval '1 microsecond', now(), p_run_id)
 	ON CONFLICT (tenant, principal, flow, idem_key) DO NOTHING
-	RETURNING ` + prefixed("t") + `, ` + strings.Join(nulls, ", ") + `, NULL::boolean, now();
+	RETURNING ` + qualified("t", claimedCols) + `, ` + strings.Join(nulls, ", ") + `, NULL::boolean, now();
 	IF FOUND THEN
 		RETURN;
 	END IF;

@@ -10,7 +10,7 @@ import (
 // claimFunctionHash is the SHA-256 of claimFunctionSQL() as migration 016
 // (016_claim_function_trace.sql) applied it. (Migration 004 applied
 // 93c19aa1…, oke_claim, before resp_trace.)
-const claimFunctionHash = "f40759b0f6ae260bfe8e6843c45b43b5a08118d09fae0bebf0f83cd1d24754ab"
+const claimFunctionHash = "0515727a9be17517efc89c527be9073439b3867c2e6e9aabe1a404bb3b3c30da"
 
 // TestClaimFunctionIsClaimSQL: a schema gets the claim function once, from
 // the migration that creates it, so the function must not change under a

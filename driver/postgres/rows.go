@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,7 +14,14 @@ import (
 )
 
 // rowCols are the columns of oke_idempotency in the order scanRow reads them.
-const rowCols = `tenant, principal, flow, idem_key, fingerprint, state, owner, lease_until,
+const rowCols = `tenant, principal, flow, idem_key, ` + rowValueCols
+
+// rowValueCols are rowCols after the key's four columns, in order: what
+// Get reads (appendValueDest), the key being its argument. Thirteen
+// columns: a result of at most sixteen fits pgconn's field descriptions
+// without an allocation, and the key's text is not read (nor allocated)
+// again.
+const rowValueCols = `fingerprint, state, owner, lease_until,
 	expires_at, created_at, completed_at, resp_status, resp_content_type, resp_location, resp_body, run_id,
 	resp_trace`
 
@@ -24,6 +32,21 @@ func prefixed(alias string) string {
 		alias + `.expires_at, ` + alias + `.created_at, ` + alias + `.completed_at, ` + alias + `.resp_status, ` +
 		alias + `.resp_content_type, ` + alias + `.resp_location, ` + alias + `.resp_body, ` + alias + `.run_id, ` +
 		alias + `.resp_trace`
+}
+
+// claimedCols are the columns a claim reports of the row it wrote
+// (claimSQL's up): rowCols without the response's (resp_*), which a
+// Running row never has. Five fewer columns for every claim to describe,
+// send and scan.
+var claimedCols = []string{"tenant", "principal", "flow", "idem_key", "fingerprint", "state", "owner",
+	"lease_until", "expires_at", "created_at", "completed_at", "run_id"}
+
+// claimedDests is how many columns appendClaimedDest reads: len(claimedCols).
+const claimedDests = 12
+
+// qualified returns cols, each qualified by alias, joined by commas.
+func qualified(alias string, cols []string) string {
+	return alias + "." + strings.Join(cols, ", "+alias+".")
 }
 
 // rowScan receives one row's columns, each nullable so that it can also read
@@ -50,8 +73,28 @@ func (s *rowScan) dest() []any {
 }
 
 func (s *rowScan) appendDest(d []any) []any {
+	return s.appendValueDest(append(d, &s.tenant, &s.principal, &s.flow, &s.key))
+}
+
+// appendClaimedDest appends the destinations of claimedCols.
+func (s *rowScan) appendClaimedDest(d []any) []any {
 	return append(d, &s.tenant, &s.principal, &s.flow, &s.key, &s.fp, &s.state, &s.owner, &s.leaseUntil,
+		&s.expiresAt, &s.createdAt, &s.completedAt, &s.runID)
+}
+
+// appendValueDest appends the destinations of rowValueCols: rowCols after
+// the key's.
+func (s *rowScan) appendValueDest(d []any) []any {
+	return append(d, &s.fp, &s.state, &s.owner, &s.leaseUntil,
 		&s.expiresAt, &s.createdAt, &s.completedAt, &s.status, &s.contentType, &s.location, &s.body, &s.runID, &s.trace)
+}
+
+// setKey sets the key's columns to key, for a read of rowValueCols.
+func (s *rowScan) setKey(key driver.Key) {
+	s.tenant = pgtype.Text{String: key.Tenant, Valid: true}
+	s.principal = pgtype.Text{String: key.Principal, Valid: true}
+	s.flow = pgtype.Text{String: key.Flow, Valid: true}
+	s.key = pgtype.Text{String: key.Key, Valid: true}
 }
 
 // row returns the scanned row, and false when the columns were all NULL.
@@ -127,7 +170,8 @@ func mayReplaceSQL(t, fp string) string {
 //     row only when it has expired or is a lapsed Running row with the same
 //     fingerprint (a takeover keeps the run the row links); ON CONFLICT lets
 //     the primary key decide between concurrent claims of a new key;
-//   - the outer SELECT reports both rows and the database clock.
+//   - the outer SELECT reports both rows (the one up wrote without the
+//     response's columns: claimedCols) and the database clock.
 //
 // Every time is now(): the database's clock, the same for the whole
 // statement.
@@ -167,7 +211,7 @@ WITH done AS (
 	WHERE ` + mayReplaceSQL("t", "excluded.fingerprint") + `
 	RETURNING ` + prefixed("t") + `
 )
-SELECT ` + prefixed("up") + `, ` + prefixed("seen") + `, seen.expired, now()
+SELECT ` + qualified("up", claimedCols) + `, ` + prefixed("seen") + `, seen.expired, now()
 FROM (VALUES (1)) AS one
 LEFT JOIN up ON true
 LEFT JOIN (SELECT * FROM old UNION ALL SELECT * FROM done) AS seen ON true`
@@ -221,11 +265,11 @@ type claimScan struct {
 	up, old    rowScan
 	oldExpired pgtype.Bool
 	now        time.Time
-	slice      [2*rowDests + 2]any
+	slice      [claimedDests + rowDests + 2]any
 }
 
 func (c *claimScan) dest() []any {
-	return append(c.old.appendDest(c.up.appendDest(c.slice[:0])), &c.oldExpired, &c.now)
+	return append(c.old.appendDest(c.up.appendClaimedDest(c.slice[:0])), &c.oldExpired, &c.now)
 }
 
 // result is the claim's outcome; false when the statement found no row to
@@ -342,8 +386,10 @@ func (d *Driver) Get(ctx context.Context, key driver.Key) (driver.Row, error) {
 		return driver.Row{}, err
 	}
 	var s rowScan
-	err := d.pool.QueryRow(ctx, d.sql(`SELECT `+rowCols+` FROM {s}.oke_idempotency WHERE `+keyWhere),
-		key.Tenant, key.Principal, key.Flow, key.Key).Scan(s.dest()...)
+	var dest [rowDests - 4]any
+	s.setKey(key)
+	err := d.pool.QueryRow(ctx, d.sql(`SELECT `+rowValueCols+` FROM {s}.oke_idempotency WHERE `+keyWhere),
+		key.Tenant, key.Principal, key.Flow, key.Key).Scan(s.appendValueDest(dest[:0])...)
 	if err != nil {
 		return driver.Row{}, d.wrap("get", err)
 	}
