@@ -25,6 +25,10 @@ func TestClaimFunctionIsClaimSQL(t *testing.T) {
 	if got := hex.EncodeToString(sum[:]); got != claimFunctionHash {
 		t.Errorf("the claim function changed (sha256 %s, the latest claim migration applied %s): schemas migrated before keep the old one; add a migration that replaces it, then update claimFunctionHash", got, claimFunctionHash)
 	}
+	if len(claimedCols) != claimedDests || len(rowTypes) != rowDests || len(strings.Split(rowCols, ",")) != rowDests {
+		t.Errorf("claimedCols %d (claimedDests %d), rowTypes %d, rowCols %d (rowDests %d)",
+			len(claimedCols), claimedDests, len(rowTypes), len(strings.Split(rowCols, ",")), rowDests)
+	}
 	// Its second branch is claimSQL, parameters named.
 	body := claimSQL
 	for i := len(claimParams); i >= 1; i-- {
