@@ -19,6 +19,8 @@ import (
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/file"
 	"github.com/okengine/oke/driver/memory"
+	"github.com/okengine/oke/driver/postgres"
+	"github.com/okengine/oke/internal/pgtest"
 )
 
 type chargeIn struct {
@@ -95,7 +97,7 @@ func attr(s sdktrace.ReadOnlySpan, key string) string {
 // claim and the key's hash, never the key or the body; the replay's span
 // says "replay" and links to the trace that produced the answer, which
 // the row and the run keep; the log lines of a traced request carry its
-// trace_id. On the memory and file drivers.
+// trace_id. On the memory, file and Postgres drivers.
 func TestTracing(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -108,6 +110,19 @@ func TestTracing(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { d.Close() })
+			return d
+		}},
+		{"postgres", func(t *testing.T) driver.Driver {
+			_, dsn := pgtest.NewDatabase(t, "oke_tracing")
+			c := pgtest.Charge(t, pgtest.DriverConns(2))
+			d, err := postgres.Open(context.Background(), c.DSN(pgtest.WithPoolSize(dsn, 2)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Close() })
+			if err := d.Migrate(context.Background()); err != nil {
+				t.Fatal(err)
+			}
 			return d
 		}},
 	} {

@@ -111,7 +111,10 @@ type Run struct {
 	// empty when none was traced. CreateRun stores it; it never changes.
 	Trace string
 
-	Result *Response // Completed/Failed: the final response
+	// Result is a Completed or Failed run's final response. Its Trace is
+	// not the run's and need not be kept (the Postgres driver does not):
+	// Trace above names the run's span.
+	Result *Response
 	// Error is what went wrong, for people: for a failed or dead run, why it
 	// ended so; for an unfinished one, the last failed attempt's error (a
 	// step that waits for its retry, a store failure), as FinishRun was

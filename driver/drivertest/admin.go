@@ -354,7 +354,7 @@ func testFindRows(t *testing.T, d driver.Driver) {
 			ttl = short // expired by the look-up: still found
 		}
 		mustClaim(t, d, req(k, fpA, "owner", hold, ttl))
-		complete(t, d, k, "owner", sampleResponse(), ttl)
+		complete(t, d, k, "owner", tracedResponse(), ttl)
 	}
 	time.Sleep(after)
 	find := func(k driver.Key, limit int) []driver.Key {
@@ -366,8 +366,8 @@ func testFindRows(t *testing.T, d driver.Driver) {
 		var keys []driver.Key
 		for _, r := range rows {
 			keys = append(keys, r.Key)
-			if r.State != driver.Completed || diffResponse(r.Response, ptr(sampleResponse())) != "" {
-				t.Errorf("FindRows(%+v): row %+v: state %v, response %s", k, r.Key, r.State, diffResponse(r.Response, ptr(sampleResponse())))
+			if r.State != driver.Completed || diffResponse(r.Response, ptr(tracedResponse())) != "" {
+				t.Errorf("FindRows(%+v): row %+v: state %v, response %s", k, r.Key, r.State, diffResponse(r.Response, ptr(tracedResponse())))
 			}
 		}
 		return keys

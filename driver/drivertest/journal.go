@@ -230,6 +230,7 @@ func diffRunFields(got, want driver.Run) []string {
 		{"Parent", got.Parent, want.Parent},
 		{"Event", got.Event, want.Event},
 		{"DedupeKey", got.DedupeKey, want.DedupeKey},
+		{"Trace", got.Trace, want.Trace},
 	} {
 		if f.g != f.w {
 			add(f.name, f.g, f.w)
@@ -400,6 +401,7 @@ func testCreateRunFields(t *testing.T, j journal) {
 		Event:     "order.paid",
 		DedupeKey: "evt_1",
 		IdemKey:   &driver.Key{Tenant: "globex", Principal: "apikey:7", Flow: "payments.refund", Key: "idem-key-0000-fields"},
+		Trace:     sampleTrace,
 	}
 	got := createRun(t, j, want, 0)
 	sameRunFields(t, "CreateRun's run", got, want)
@@ -413,6 +415,9 @@ func testCreateRunFields(t *testing.T, j journal) {
 		t.Fatalf("ListRuns: %v, want the one run", listIDs(runs))
 	}
 	sameRunFields(t, "ListRuns", runs[0], want)
+	// The pick-up that resumes it (a resume's span links to its trace).
+	acquired, _ := acquire(t, j, want.ID, "worker-1", hold)
+	sameRunFields(t, "AcquireRun", acquired, want)
 }
 
 func testCreateRunTakenID(t *testing.T, j journal) {

@@ -46,6 +46,7 @@ var rowRules = []rowRule{
 	{"ClaimWithDifferentFingerprintIsNotClaimed", testClaimDifferentFingerprint},
 	{"ClaimAfterCompleteReturnsStoredResponse", testClaimAfterComplete},
 	{"CompleteCopiesResponseBody", testCompleteCopiesBody},
+	{"StoredResponseKeepsItsTrace", testResponseTrace},
 	{"ExpiredRowIsClaimedAgain", testExpiredRowIsClaimed},
 	{"LiveLeaseHoldsRowPastItsTTL", testLiveLeasePastTTL},
 	{"LapsedRowWithSameFingerprintIsTakenOver", testLapsedSameFingerprintTakenOver},
@@ -99,6 +100,18 @@ func sampleResponse() driver.Response {
 		Location:    "/charges/ch_1",
 		Body:        body,
 	}
+}
+
+// sampleTrace names a span as Response.Trace and Run.Trace do: trace ID
+// and span ID in hex, joined by "-".
+const sampleTrace = "4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"
+
+// tracedResponse is sampleResponse with the trace of the request that
+// produced it.
+func tracedResponse() driver.Response {
+	r := sampleResponse()
+	r.Trace = sampleTrace
+	return r
 }
 
 func claim(t *testing.T, d driver.Driver, r driver.ClaimRequest) driver.ClaimResult {
@@ -200,6 +213,8 @@ func diffResponse(got, want *driver.Response) string {
 		return fmt.Sprintf("Response = {%d %q %q body %q}, want {%d %q %q body %q}",
 			got.Status, got.ContentType, got.Location, got.Body,
 			want.Status, want.ContentType, want.Location, want.Body)
+	case got.Trace != want.Trace:
+		return fmt.Sprintf("Response.Trace = %q, want %q", got.Trace, want.Trace)
 	}
 	return ""
 }
@@ -296,6 +311,7 @@ func testClaimAfterComplete(t *testing.T, d driver.Driver) {
 		resp driver.Response
 	}{
 		{"created", sampleResponse()},
+		{"traced", tracedResponse()},
 		{"no-content", driver.Response{Status: 204}},
 		{"declared-failure", driver.Response{Status: 402, ContentType: "application/json",
 			Body: []byte(`{"error":{"code":"PaymentDeclined","message":"card declined"}}`)}},
@@ -327,6 +343,59 @@ func testClaimAfterComplete(t *testing.T, d driver.Driver) {
 		}
 		sameRow(t, tc.name+": Get after complete", get(t, d, key), row)
 	}
+}
+
+// testResponseTrace: the trace of the request that produced a response
+// (Response.Trace, what a replay's span links to) is stored with it, as
+// given, and comes back from every read of the row: the claim that
+// replays it, Get and List. A response stored without one has none, also
+// where the key's earlier, expired response had one.
+func testResponseTrace(t *testing.T, d driver.Driver) {
+	traced, untraced, reused := testKey("traced"), testKey("untraced"), testKey("reused")
+	want := tracedResponse()
+	mustClaim(t, d, req(traced, fpA, "owner-1", hold, day))
+	complete(t, d, traced, "owner-1", want, day)
+	mustClaim(t, d, req(untraced, fpA, "owner-1", hold, day))
+	complete(t, d, untraced, "owner-1", sampleResponse(), day)
+	mustClaim(t, d, req(reused, fpA, "owner-1", hold, day))
+	complete(t, d, reused, "owner-1", tracedResponse(), short)
+
+	time.Sleep(after)
+	// The expired row's key, claimed again and completed without a trace.
+	if res := claim(t, d, req(reused, fpB, "owner-2", hold, day)); !res.Claimed || res.Row.Response != nil {
+		t.Fatalf("claim of the expired key: Claimed %v, response %+v; want claimed, no response", res.Claimed, res.Row.Response)
+	}
+	complete(t, d, reused, "owner-2", sampleResponse(), day)
+
+	for _, tc := range []struct {
+		key  driver.Key
+		fp   string
+		want driver.Response
+	}{{traced, fpA, want}, {untraced, fpA, sampleResponse()}, {reused, fpB, sampleResponse()}} {
+		if s := diffResponse(get(t, d, tc.key).Response, &tc.want); s != "" {
+			t.Errorf("%s: Get: %s", tc.key.Key, s)
+		}
+		res := claim(t, d, req(tc.key, tc.fp, "owner-3", hold, day))
+		if res.Claimed {
+			t.Fatalf("%s: the replay's claim: Claimed = true", tc.key.Key)
+		}
+		if s := diffResponse(res.Row.Response, &tc.want); s != "" {
+			t.Errorf("%s: the replay's claim: %s", tc.key.Key, s)
+		}
+	}
+	rows, err := d.List(t.Context(), driver.Key{}, many)
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	for _, r := range rows {
+		if r.Key == traced {
+			if s := diffResponse(r.Response, &want); s != "" {
+				t.Errorf("List: %s", s)
+			}
+			return
+		}
+	}
+	t.Errorf("List: no row %q", traced.Key)
 }
 
 func testCompleteCopiesBody(t *testing.T, d driver.Driver) {

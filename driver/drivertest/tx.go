@@ -294,7 +294,7 @@ func testCommitComplete(t *testing.T, f *txFixture) {
 	mustClaim(t, f.d, req(key, fpA, "owner-1", hold, day))
 	conn := f.begin()
 	f.mustInsert(conn, "charge")
-	resp := sampleResponse()
+	resp := tracedResponse()
 	if err := f.d.CommitComplete(t.Context(), conn, key, "owner-1", resp, day); err != nil {
 		t.Fatalf("CommitComplete: %v", err)
 	}
@@ -445,7 +445,7 @@ func testBeginClaimedWinner(t *testing.T, f *txFixture) {
 	if err != nil || tk.taken != 1 || tk.done != 1 || !tk.res.Claimed {
 		t.Fatalf("the first statement behind the claim of a free key: %v; claim %+v (taken %d, told %d times); want it claimed, the statement run", err, tk.res, tk.taken, tk.done)
 	}
-	resp := sampleResponse()
+	resp := tracedResponse()
 	if err := f.d.CommitComplete(t.Context(), conn, key, "owner-1", resp, day); err != nil {
 		t.Fatalf("CommitComplete: %v", err)
 	}
@@ -494,7 +494,7 @@ func testBeginClaimedRunning(t *testing.T, f *txFixture) {
 func testBeginClaimedCompleted(t *testing.T, f *txFixture) {
 	key := testKey("claimed-completed")
 	mustClaim(t, f.d, req(key, fpA, "first", hold, day))
-	resp := sampleResponse()
+	resp := tracedResponse()
 	complete(t, f.d, key, "first", resp, day)
 	tk := &ticket{req: req(key, fpA, "replay", hold, day)}
 	conn, err := f.beginClaimed(tk, "replay")
@@ -609,7 +609,8 @@ func testHeldReplacesExpired(t *testing.T, f *txFixture) {
 			key = testKey("held-expired-swept")
 		}
 		mustClaim(t, f.d, req(key, fpB, "old", hold, short))
-		complete(t, f.d, key, "old", driver.Response{Status: 200, Body: []byte(`"old"`)}, short)
+		complete(t, f.d, key, "old", driver.Response{Status: 200, Body: []byte(`"old"`),
+			Trace: "0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331"}, short)
 		time.Sleep(after)
 		conn := f.mustHold(key, "new", "new")
 		if swept {
@@ -617,7 +618,7 @@ func testHeldReplacesExpired(t *testing.T, f *txFixture) {
 				t.Fatalf("Sweep: %v", err)
 			}
 		}
-		resp := sampleResponse()
+		resp := tracedResponse()
 		if err := f.d.CommitComplete(t.Context(), conn, key, "new", resp, day); err != nil {
 			t.Fatalf("swept %v: CommitComplete over the expired row: %v", swept, err)
 		}

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/okengine/oke"
 	"github.com/okengine/oke/driver"
@@ -36,16 +39,19 @@ type pipeIn struct {
 	Sleep bool `json:"sleep,omitempty"`
 }
 
-func newCoalescedApp(t *testing.T, poll time.Duration) *coalescedApp {
+func newCoalescedApp(t *testing.T, poll time.Duration, opts ...func(*oke.Config)) *coalescedApp {
 	t.Helper()
 	d, rt := roundTripDriver(t)
 	c := &coalescedApp{t: t, d: d, rt: rt, table: pgx.Identifier{d.Schema(), "counts"}.Sanitize()}
 	if _, err := d.Pool().Exec(t.Context(), `CREATE TABLE `+c.table+` (tag text NOT NULL, step int NOT NULL, n int NOT NULL, PRIMARY KEY (tag, step))`); err != nil {
 		t.Fatal(err)
 	}
-	c.app = oke.New(oke.Config{Driver: d, SweepInterval: -1, PollInterval: poll})
-	opts := oke.Options{Durable: true}
-	flow := oke.NewFlow("t.coalesced", opts, func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[int], error) {
+	cfg := oke.Config{Driver: d, SweepInterval: -1, PollInterval: poll}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c.app = oke.New(cfg)
+	flow := oke.NewFlow("t.coalesced", oke.Options{Durable: true}, func(ctx context.Context, in pipeIn, fx *oke.Fx) (oke.Response[int], error) {
 		for i := 1; i <= in.Steps; i++ {
 			if _, err := oke.Step(ctx, fmt.Sprint("step ", i), func(ctx context.Context) (int, error) {
 				c.ran.Add(1)
@@ -258,5 +264,71 @@ func TestCoalescedRunOverAnExpiredRow(t *testing.T) {
 	}
 	if run.Status != driver.RunCompleted || len(names) != 2 || row.State != driver.Completed || row.RunID != run.ID || row.Response == nil || row.Response.Status != 201 {
 		t.Fatalf("run %s with steps %q; row %+v linked to %q", run.Status, names, row, row.RunID)
+	}
+}
+
+// TestCoalescedRunKeepsItsTrace: a traced keyed request of a coalesced
+// flow writes its run and its answer in the one statement sent with the
+// COMMIT (insertRunCompletedSQL, or insertRunReplacedSQL over an expired
+// row), and both keep the request's trace: the run's Trace, what a resume
+// links to, and the answer's, what a replay links to.
+func TestCoalescedRunKeepsItsTrace(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	c := newCoalescedApp(t, -1, func(cfg *oke.Config) { cfg.TracerProvider = tp })
+	expired := "coalesced-trace-expired-0001"
+	k := driver.Key{Tenant: "default", Principal: "anon", Flow: "t.coalesced", Key: expired}
+	if res, err := c.d.Claim(t.Context(), driver.ClaimRequest{Key: k, Fingerprint: "an older request", Owner: "old", Lease: time.Minute, TTL: time.Millisecond}); err != nil || !res.Claimed {
+		t.Fatalf("claim: %+v %v", res, err)
+	}
+	old := driver.Response{Status: 200, Body: []byte(`1`), Trace: "0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331"}
+	if err := c.d.Complete(t.Context(), k, "old", old, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // past its TTL, by the server's clock too
+	for _, key := range []string{"coalesced-trace-fresh-00001", expired} {
+		rec.Reset()
+		c.rt.take()
+		if w := c.post(`{"steps":2}`, key); w.Code != http.StatusCreated || w.Header().Get("Idempotent-Replayed") != "" {
+			t.Fatalf("%s: %d %s, want a live 201", key, w.Code, w.Body)
+		}
+		_, _, sqls := c.rt.take()
+		// The run's insert, and no statement of the key's row of its own
+		// (the usual path's completion): the one statement wrote both.
+		runs, rows := 0, 0
+		for _, q := range sqls {
+			if strings.HasPrefix(q, "WITH r AS") && strings.Contains(q, ".oke_runs") {
+				runs++
+			}
+			if strings.Contains(q, ".oke_idempotency") {
+				rows++
+			}
+		}
+		if runs != 1 || rows != 0 {
+			t.Fatalf("%s: statements %q: want the run and the key's row written together, with the COMMIT", key, sqls)
+		}
+		var server trace.SpanContext
+		for _, s := range rec.Ended() {
+			if s.SpanKind() == trace.SpanKindServer {
+				server = s.SpanContext()
+			}
+		}
+		if !server.IsValid() {
+			t.Fatalf("%s: no server span", key)
+		}
+		want := server.TraceID().String() + "-"
+		run, _ := c.runOf(key)
+		row, err := c.d.Get(t.Context(), driver.Key{Tenant: "default", Principal: "anon", Flow: "t.coalesced", Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(run.Trace, want) || len(run.Trace) != 32+1+16 {
+			t.Errorf("%s: run's Trace %q, want the request's (trace %s)", key, run.Trace, server.TraceID())
+		}
+		if row.Response == nil || !strings.HasPrefix(row.Response.Trace, want) || len(row.Response.Trace) != 32+1+16 {
+			t.Errorf("%s: the answer's Trace %+v, want the request's (trace %s)", key, row.Response, server.TraceID())
+		}
 	}
 }

@@ -80,8 +80,9 @@
 // row does not yield, the statement sees neither row; the decision (not
 // claimed) is made, and a plain SELECT reports the winner's row.
 //
-// The statement runs inside a PL/pgSQL function, oke_claim (migration
-// 004_claim_function.sql, generated from the statement): a new key — the
+// The statement runs inside a PL/pgSQL function, oke_claim_v2 (migration
+// 016_claim_function_trace.sql, generated from the statement; it replaced
+// 004's oke_claim, which returned no trace): a new key — the
 // usual case — is first tried with a plain INSERT … ON CONFLICT DO NOTHING,
 // and the whole statement runs only when the key exists. The outcome is
 // the same; the server does about 15 % less work per claim of a new key.

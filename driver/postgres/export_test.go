@@ -16,3 +16,6 @@ var LockKey = lockKey
 // WaitsHeard is how many keys d knows some instance waits for (the "w:"
 // messages its listener heard and has not seen completed yet).
 func WaitsHeard(d *Driver) int64 { return d.watch.keys.nHeard.Load() }
+
+// ClaimFunction is the name of the claim function the driver calls.
+const ClaimFunction = claimFunction

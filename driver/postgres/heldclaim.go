@@ -148,8 +148,8 @@ const (
 // claim made without the lock took the key meanwhile.
 const insertCompletedSQL = `INSERT INTO {s}.oke_idempotency
 		(tenant, principal, flow, idem_key, fingerprint, state, owner, expires_at, created_at, completed_at,
-		 resp_status, resp_content_type, resp_location, resp_body)
-	VALUES ($1, $2, $3, $4, $5, 2, '', now() + $6 * interval '1 microsecond', now(), now(), $7, $8, $9, $10)`
+		 resp_status, resp_content_type, resp_location, resp_body, resp_trace)
+	VALUES ($1, $2, $3, $4, $5, 2, '', now() + $6 * interval '1 microsecond', now(), now(), $7, $8, $9, $10, $11)`
 
 // replaceCompletedSQL stores the response of a held claim over the row the
 // lookup found (expired, or lapsed), or as a new row if the sweep deleted
@@ -160,13 +160,13 @@ const insertCompletedSQL = `INSERT INTO {s}.oke_idempotency
 // later now(), and may not).
 var replaceCompletedSQL = `WITH u AS (INSERT INTO {s}.oke_idempotency AS t
 		(tenant, principal, flow, idem_key, fingerprint, state, owner, expires_at, created_at, completed_at,
-		 resp_status, resp_content_type, resp_location, resp_body)
-	VALUES ($1, $2, $3, $4, $5, 2, '', now() + $6 * interval '1 microsecond', now(), now(), $7, $8, $9, $10)
+		 resp_status, resp_content_type, resp_location, resp_body, resp_trace)
+	VALUES ($1, $2, $3, $4, $5, 2, '', now() + $6 * interval '1 microsecond', now(), now(), $7, $8, $9, $10, $11)
 	ON CONFLICT (tenant, principal, flow, idem_key) DO UPDATE SET
 		fingerprint = excluded.fingerprint, state = 2, owner = '', lease_until = NULL,
 		expires_at = excluded.expires_at, created_at = excluded.created_at, completed_at = excluded.completed_at,
 		resp_status = excluded.resp_status, resp_content_type = excluded.resp_content_type,
-		resp_location = excluded.resp_location, resp_body = excluded.resp_body
+		resp_location = excluded.resp_location, resp_body = excluded.resp_body, resp_trace = excluded.resp_trace
 	WHERE ` + mayReplaceSQL("t", "excluded.fingerprint") + `
 	RETURNING 1) SELECT 1 / count(*) FROM u`
 
@@ -192,7 +192,7 @@ func (h *heldClaim) completion(d *Driver, resp driver.Response, ttl time.Duratio
 	}
 	k := h.key
 	args := []any{k.Tenant, k.Principal, k.Flow, k.Key, h.fp, micros(ttl),
-		resp.Status, resp.ContentType, resp.Location, body}
+		resp.Status, resp.ContentType, resp.Location, body, nullText(resp.Trace)}
 	if h.prev == nil {
 		return d.sql(insertCompletedSQL), args
 	}

@@ -16,7 +16,7 @@ import (
 var runCols = []string{"id", "flow", "input", "tenant", "principal", "status", "owner", "lease_until",
 	"wake_at", "attempts", "replay_of", "parent", "event", "dedupe_key", "idem_tenant", "idem_principal",
 	"idem_flow", "idem_key", "result_status", "result_content_type", "result_location", "result_body",
-	"error", "created_at", "updated_at", "next_attempts", "strikes"}
+	"error", "created_at", "updated_at", "next_attempts", "strikes", "trace"}
 
 // runColumns returns runCols, each qualified by alias when it is not empty.
 func runColumns(alias string) string {
@@ -53,13 +53,14 @@ type runScan struct {
 	createdAt, updatedAt                *time.Time
 	nextAttempts                        *int32
 	strikes                             *int32
+	trace                               *string // NULL when untraced
 }
 
 func (s *runScan) dest() []any {
 	return []any{&s.id, &s.flow, &s.input, &s.tenant, &s.principal, &s.status, &s.owner, &s.leaseUntil,
 		&s.wakeAt, &s.attempts, &s.replayOf, &s.parent, &s.event, &s.dedupe, &s.idemTenant, &s.idemPrincipal,
 		&s.idemFlow, &s.idemKey, &s.resultStatus, &s.resultContentType, &s.resultLocation, &s.resultBody,
-		&s.errText, &s.createdAt, &s.updatedAt, &s.nextAttempts, &s.strikes}
+		&s.errText, &s.createdAt, &s.updatedAt, &s.nextAttempts, &s.strikes, &s.trace}
 }
 
 // run returns the scanned run, and false when the columns were all NULL.
@@ -84,6 +85,7 @@ func (s *runScan) run() (driver.Run, bool) {
 		Error:      derefText(s.errText),
 		CreatedAt:  derefTime(s.createdAt),
 		UpdatedAt:  derefTime(s.updatedAt),
+		Trace:      derefText(s.trace),
 	}
 	if s.attempts != nil {
 		r.Attempts = int(*s.attempts)
@@ -152,7 +154,7 @@ func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Durat
 			VALUES ($1, $2, $3, $4, $5, $6, $7,
 				CASE WHEN $7 <> '' THEN now() + $8 * interval '1 microsecond' END,
 				$9, CASE WHEN $7 <> '' THEN 1 ELSE 0 END, $10, $11, $12, $13, $14, $15, $16, $17,
-				$18, $19, $20, $21, $22, now(), now(), CASE WHEN $7 <> '' THEN 1 ELSE 0 END, 0)
+				$18, $19, $20, $21, $22, now(), now(), CASE WHEN $7 <> '' THEN 1 ELSE 0 END, 0, $24)
 			ON CONFLICT (dedupe_key) DO NOTHING
 			RETURNING `+runColumns("r")+`
 		)
@@ -162,7 +164,7 @@ func (d *Driver) CreateRun(ctx context.Context, run driver.Run, lease time.Durat
 		FROM ins`),
 		run.ID, run.Flow, input, run.Tenant, run.Principal, int16(run.Status), run.Owner, micros(lease),
 		nullTime(run.WakeAt), run.ReplayOf, run.Parent, run.Event, nullText(run.DedupeKey),
-		it, ip, ifl, ik, rs, rct, rloc, rbody, run.Error, d.channel).Scan(append(s.dest(), &notified)...)
+		it, ip, ifl, ik, rs, rct, rloc, rbody, run.Error, d.channel, nullText(run.Trace)).Scan(append(s.dest(), &notified)...)
 	if err == nil {
 		r, _ := s.run()
 		return r, nil

@@ -16,14 +16,15 @@ const regenerate = "go generate ./driver/postgres/ (go test ./driver/postgres/ -
 // generatedMigrations are the migration files written from Go: the file,
 // and what it holds after the generated-file header. A migration a schema
 // may have applied must not change: when claimFunctionSQL changes (see
-// TestClaimFunctionIsClaimSQL), 004_claim_function.sql stays as it is —
-// remove it from this list — and a new migration generated from
-// claimFunctionSQL replaces the function.
+// TestClaimFunctionIsClaimSQL), the file that holds it now stays as it is
+// — remove it from this list — and a new migration generated from
+// claimFunctionSQL replaces the function. 004_claim_function.sql was the
+// first (oke_claim); 016_claim_function_trace.sql replaced it.
 var generatedMigrations = []struct {
 	file string
 	sql  func() string
 }{
-	{"004_claim_function.sql", claimFunctionSQL},
+	{"016_claim_function_trace.sql", claimFunctionSQL},
 }
 
 // generatedHeader starts every generated migration file.

@@ -355,3 +355,131 @@ func TestConnectTimeoutIsErrUnavailable(t *testing.T) {
 		t.Fatalf("a connect that timed out: Unavailable(%v) = false, want true", err)
 	}
 }
+
+// TestMigrateUpgradesASchemaWithoutTraces: a schema an oke before
+// migration 015 made and used (migrations 001–014 applied, a completed row
+// and a finished run written) upgrades in place: Migrate applies only 015
+// (the trace columns) and 016 (the claim function that returns them); the
+// old row replays and the old run reads with no trace; new rows and runs
+// keep theirs; and the claim function of 004 is still there and answers as
+// before, for an older oke still running against the schema during a
+// rolling upgrade.
+func TestMigrateUpgradesASchemaWithoutTraces(t *testing.T) {
+	url, admin := server(t)
+	schema := fmt.Sprintf("oke_test_%d_upgrade", os.Getpid())
+	dropSchemaAtEnd(t, schema)
+	q := pgx.Identifier{schema}.Sanitize()
+	ctx := t.Context()
+
+	// The schema as oke before 015 left it.
+	entries, err := os.ReadDir("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	for _, s := range []string{"CREATE SCHEMA " + q, "SET LOCAL search_path TO " + q,
+		"CREATE TABLE " + q + ".oke_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"} {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var old []string
+	for _, e := range entries {
+		var v int
+		if _, err := fmt.Sscanf(e.Name(), "%d_", &v); err != nil || v >= 15 {
+			continue
+		}
+		b, err := os.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, strings.ReplaceAll(string(b), "{s}", q), pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatalf("%s: %v", e.Name(), err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO "+q+".oke_migrations (version, name) VALUES ($1, $2)", v, e.Name()); err != nil {
+			t.Fatal(err)
+		}
+		old = append(old, e.Name())
+	}
+	// A key the old oke claimed (with its function) and completed, and a
+	// run it finished.
+	oldKey := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "idem-key-0000-before-015"}
+	for _, s := range []string{
+		`SELECT count(*) FROM ` + q + `.oke_claim('t', 'p', 'f', 'idem-key-0000-before-015', 'fp', 'o', 60000000, 3600000000, 'run-before-015')`,
+		`UPDATE ` + q + `.oke_idempotency SET state = 2, owner = '', lease_until = NULL, completed_at = now(),
+			resp_status = 201, resp_content_type = 'application/json', resp_location = '', resp_body = '"old"'`,
+		`INSERT INTO ` + q + `.oke_runs (id, flow, input, tenant, principal, status, created_at, updated_at,
+			result_status, result_content_type, result_location, result_body)
+			VALUES ('run-before-015', 'f', '{}', 't', 'p', 3, now(), now(), 201, 'application/json', '', '"old"')`,
+	} {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(old) != 9 { // 001–004 and 010–014
+		t.Fatalf("only %q predate 015", old)
+	}
+
+	d := openDriver(t, url, 1, postgres.WithSchema(schema))
+	applied, err := d.ApplyMigrations(ctx)
+	if err != nil {
+		t.Fatalf("Migrate of a schema at 014: %v", err)
+	}
+	if strings.Join(applied, ",") != "015_trace.sql,016_claim_function_trace.sql" {
+		t.Fatalf("Migrate applied %q, want 015 and 016 only", applied)
+	}
+
+	// What the old oke wrote reads, and replays, with no trace.
+	res, err := d.Claim(ctx, driver.ClaimRequest{Key: oldKey, Fingerprint: "fp", Owner: "o2", Lease: time.Minute, TTL: time.Hour})
+	if err != nil || res.Claimed || res.Row.Response == nil || string(res.Row.Response.Body) != `"old"` || res.Row.Response.Trace != "" {
+		t.Fatalf("replay of the old row: %+v, %v; want its response, no trace", res, err)
+	}
+	run, _, err := d.GetRun(ctx, "run-before-015")
+	if err != nil || run.Status != driver.RunCompleted || run.Trace != "" {
+		t.Fatalf("the old run: %+v, %v; want it completed, no trace", run, err)
+	}
+
+	// New rows and runs keep their traces.
+	const tr = "4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"
+	newKey := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "idem-key-0000-after-015"}
+	if res, err := d.Claim(ctx, driver.ClaimRequest{Key: newKey, Fingerprint: "fp", Owner: "o", Lease: time.Minute, TTL: time.Hour}); err != nil || !res.Claimed {
+		t.Fatalf("claim of a new key: %+v, %v", res, err)
+	}
+	if err := d.Complete(ctx, newKey, "o", driver.Response{Status: 201, Body: []byte(`"new"`), Trace: tr}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if row, err := d.Get(ctx, newKey); err != nil || row.Response == nil || row.Response.Trace != tr {
+		t.Fatalf("the new row: %+v, %v; want trace %s", row, err, tr)
+	}
+	if r, err := d.CreateRun(ctx, driver.Run{ID: "run-after-015", Flow: "f", Tenant: "t", Principal: "p", Trace: tr}, 0); err != nil || r.Trace != tr {
+		t.Fatalf("a new run: %+v, %v; want trace %s", r, err, tr)
+	}
+
+	// The old claim function still answers as an older oke reads it: its
+	// 34 columns, the new key's completed row among them.
+	rows, err := d.Pool().Query(ctx, `SELECT * FROM `+q+`.oke_claim('t', 'p', 'f', 'idem-key-0000-after-015', 'fp', 'o3', 60000000, 3600000000, '')`)
+	if err != nil {
+		t.Fatalf("the old claim function: %v", err)
+	}
+	defer rows.Close()
+	if n := len(rows.FieldDescriptions()); n != 34 {
+		t.Errorf("the old claim function returns %d columns, want the 34 it returned before", n)
+	}
+	if !rows.Next() {
+		t.Fatalf("the old claim function returned no row: %v", rows.Err())
+	}
+	vals, err := rows.Values()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vals[0] != nil || vals[16] != "t" || vals[21] != int16(2) {
+		t.Errorf("the old claim function: up %v, seen tenant %v state %v; want no claim, the completed row seen", vals[0], vals[16], vals[21])
+	}
+}

@@ -41,19 +41,16 @@ func TestReplayClaimWritesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(context.Background())
-		var up, old rowScan
-		var oldExpired *bool
-		var now time.Time
-		dest := append(append(up.dest(), old.dest()...), &oldExpired, &now)
+		var c claimScan
 		if err := tx.QueryRow(t.Context(), d.sql(claimSQL), key.Tenant, key.Principal, key.Flow, key.Key,
-			req.Fingerprint, owner, micros(req.Lease), micros(req.TTL), "").Scan(dest...); err != nil {
+			req.Fingerprint, owner, micros(req.Lease), micros(req.TTL), "").Scan(c.dest()...); err != nil {
 			t.Fatal(err)
 		}
 		var xid *string
 		if err := tx.QueryRow(t.Context(), `SELECT pg_current_xact_id_if_assigned()::text`).Scan(&xid); err != nil {
 			t.Fatal(err)
 		}
-		_, claimed = up.row()
+		_, claimed = c.up.row()
 		if err := tx.Commit(t.Context()); err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,15 +14,39 @@ import (
 )
 
 // rowCols are the columns of oke_idempotency in the order scanRow reads them.
-const rowCols = `tenant, principal, flow, idem_key, fingerprint, state, owner, lease_until,
-	expires_at, created_at, completed_at, resp_status, resp_content_type, resp_location, resp_body, run_id`
+const rowCols = `tenant, principal, flow, idem_key, ` + rowValueCols
+
+// rowValueCols are rowCols after the key's four columns, in order: what
+// Get reads (appendValueDest), the key being its argument. Thirteen
+// columns: a result of at most sixteen fits pgconn's field descriptions
+// without an allocation, and the key's text is not read (nor allocated)
+// again.
+const rowValueCols = `fingerprint, state, owner, lease_until,
+	expires_at, created_at, completed_at, resp_status, resp_content_type, resp_location, resp_body, run_id,
+	resp_trace`
 
 // prefixed returns rowCols with each column qualified by alias.
 func prefixed(alias string) string {
 	return alias + `.tenant, ` + alias + `.principal, ` + alias + `.flow, ` + alias + `.idem_key, ` +
 		alias + `.fingerprint, ` + alias + `.state, ` + alias + `.owner, ` + alias + `.lease_until, ` +
 		alias + `.expires_at, ` + alias + `.created_at, ` + alias + `.completed_at, ` + alias + `.resp_status, ` +
-		alias + `.resp_content_type, ` + alias + `.resp_location, ` + alias + `.resp_body, ` + alias + `.run_id`
+		alias + `.resp_content_type, ` + alias + `.resp_location, ` + alias + `.resp_body, ` + alias + `.run_id, ` +
+		alias + `.resp_trace`
+}
+
+// claimedCols are the columns a claim reports of the row it wrote
+// (claimSQL's up): rowCols without the response's (resp_*), which a
+// Running row never has. Five fewer columns for every claim to describe,
+// send and scan.
+var claimedCols = []string{"tenant", "principal", "flow", "idem_key", "fingerprint", "state", "owner",
+	"lease_until", "expires_at", "created_at", "completed_at", "run_id"}
+
+// claimedDests is how many columns appendClaimedDest reads: len(claimedCols).
+const claimedDests = 12
+
+// qualified returns cols, each qualified by alias, joined by commas.
+func qualified(alias string, cols []string) string {
+	return alias + "." + strings.Join(cols, ", "+alias+".")
 }
 
 // rowScan receives one row's columns, each nullable so that it can also read
@@ -37,18 +62,39 @@ type rowScan struct {
 	contentType, location            pgtype.Text
 	body                             []byte
 	runID                            pgtype.Text
+	trace                            pgtype.Text // resp_trace: NULL when untraced
 }
 
 // rowDests is how many columns a rowScan reads.
-const rowDests = 16
+const rowDests = 17
 
 func (s *rowScan) dest() []any {
 	return s.appendDest(make([]any, 0, rowDests))
 }
 
 func (s *rowScan) appendDest(d []any) []any {
+	return s.appendValueDest(append(d, &s.tenant, &s.principal, &s.flow, &s.key))
+}
+
+// appendClaimedDest appends the destinations of claimedCols.
+func (s *rowScan) appendClaimedDest(d []any) []any {
 	return append(d, &s.tenant, &s.principal, &s.flow, &s.key, &s.fp, &s.state, &s.owner, &s.leaseUntil,
-		&s.expiresAt, &s.createdAt, &s.completedAt, &s.status, &s.contentType, &s.location, &s.body, &s.runID)
+		&s.expiresAt, &s.createdAt, &s.completedAt, &s.runID)
+}
+
+// appendValueDest appends the destinations of rowValueCols: rowCols after
+// the key's.
+func (s *rowScan) appendValueDest(d []any) []any {
+	return append(d, &s.fp, &s.state, &s.owner, &s.leaseUntil,
+		&s.expiresAt, &s.createdAt, &s.completedAt, &s.status, &s.contentType, &s.location, &s.body, &s.runID, &s.trace)
+}
+
+// setKey sets the key's columns to key, for a read of rowValueCols.
+func (s *rowScan) setKey(key driver.Key) {
+	s.tenant = pgtype.Text{String: key.Tenant, Valid: true}
+	s.principal = pgtype.Text{String: key.Principal, Valid: true}
+	s.flow = pgtype.Text{String: key.Flow, Valid: true}
+	s.key = pgtype.Text{String: key.Key, Valid: true}
 }
 
 // row returns the scanned row, and false when the columns were all NULL.
@@ -73,6 +119,7 @@ func (s *rowScan) row() (driver.Row, bool) {
 			ContentType: s.contentType.String,
 			Location:    s.location.String,
 			Body:        s.body,
+			Trace:       s.trace.String,
 		}
 		if r.Response.Body == nil {
 			r.Response.Body = []byte{}
@@ -123,7 +170,8 @@ func mayReplaceSQL(t, fp string) string {
 //     row only when it has expired or is a lapsed Running row with the same
 //     fingerprint (a takeover keeps the run the row links); ON CONFLICT lets
 //     the primary key decide between concurrent claims of a new key;
-//   - the outer SELECT reports both rows and the database clock.
+//   - the outer SELECT reports both rows (the one up wrote without the
+//     response's columns: claimedCols) and the database clock.
 //
 // Every time is now(): the database's clock, the same for the whole
 // statement.
@@ -158,11 +206,12 @@ WITH done AS (
 		resp_content_type = NULL,
 		resp_location = NULL,
 		resp_body = NULL,
+		resp_trace = NULL,
 		run_id = CASE WHEN NOT ` + expiredSQL("t") + ` AND t.run_id <> '' THEN t.run_id ELSE excluded.run_id END
 	WHERE ` + mayReplaceSQL("t", "excluded.fingerprint") + `
 	RETURNING ` + prefixed("t") + `
 )
-SELECT ` + prefixed("up") + `, ` + prefixed("seen") + `, seen.expired, now()
+SELECT ` + qualified("up", claimedCols) + `, ` + prefixed("seen") + `, seen.expired, now()
 FROM (VALUES (1)) AS one
 LEFT JOIN up ON true
 LEFT JOIN (SELECT * FROM old UNION ALL SELECT * FROM done) AS seen ON true`
@@ -216,11 +265,11 @@ type claimScan struct {
 	up, old    rowScan
 	oldExpired pgtype.Bool
 	now        time.Time
-	slice      [2*rowDests + 2]any
+	slice      [claimedDests + rowDests + 2]any
 }
 
 func (c *claimScan) dest() []any {
-	return append(c.old.appendDest(c.up.appendDest(c.slice[:0])), &c.oldExpired, &c.now)
+	return append(c.old.appendDest(c.up.appendClaimedDest(c.slice[:0])), &c.oldExpired, &c.now)
 }
 
 // result is the claim's outcome; false when the statement found no row to
@@ -277,7 +326,7 @@ func (d *Driver) Renew(ctx context.Context, key driver.Key, owner string, lease 
 const completeSQL = `UPDATE {s}.oke_idempotency SET
 		state = 2, owner = '', lease_until = NULL, completed_at = now(),
 		expires_at = now() + $6 * interval '1 microsecond',
-		resp_status = $7, resp_content_type = $8, resp_location = $9, resp_body = $10
+		resp_status = $7, resp_content_type = $8, resp_location = $9, resp_body = $10, resp_trace = $11
 	WHERE ` + keyWhere + ` AND owner = $5 AND state = 1`
 
 func completeArgs(key driver.Key, owner string, resp driver.Response, ttl time.Duration) []any {
@@ -286,7 +335,7 @@ func completeArgs(key driver.Key, owner string, resp driver.Response, ttl time.D
 		body = []byte{}
 	}
 	return []any{key.Tenant, key.Principal, key.Flow, key.Key, owner,
-		micros(ttl), resp.Status, resp.ContentType, resp.Location, body}
+		micros(ttl), resp.Status, resp.ContentType, resp.Location, body, nullText(resp.Trace)}
 }
 
 // Complete implements driver.Driver. The response is durable when it returns
@@ -319,11 +368,11 @@ func (d *Driver) Complete(ctx context.Context, key driver.Key, owner string, res
 	return nil
 }
 
-// completeNotifySQL is completeSQL that also sends notice $12 on channel
-// $11 when it stores the response: the notification goes out when, and
+// completeNotifySQL is completeSQL that also sends notice $13 on channel
+// $12 when it stores the response: the notification goes out when, and
 // only if, the completion commits.
 const completeNotifySQL = `WITH u AS (` + completeSQL + ` RETURNING 1 AS one)
-	SELECT count(*) FROM u, LATERAL (SELECT pg_notify($11, $12) WHERE u.one = 1) AS n`
+	SELECT count(*) FROM u, LATERAL (SELECT pg_notify($12, $13) WHERE u.one = 1) AS n`
 
 // Release implements driver.Driver.
 func (d *Driver) Release(ctx context.Context, key driver.Key, owner string) error {
@@ -337,8 +386,10 @@ func (d *Driver) Get(ctx context.Context, key driver.Key) (driver.Row, error) {
 		return driver.Row{}, err
 	}
 	var s rowScan
-	err := d.pool.QueryRow(ctx, d.sql(`SELECT `+rowCols+` FROM {s}.oke_idempotency WHERE `+keyWhere),
-		key.Tenant, key.Principal, key.Flow, key.Key).Scan(s.dest()...)
+	var dest [rowDests - 4]any
+	s.setKey(key)
+	err := d.pool.QueryRow(ctx, d.sql(`SELECT `+rowValueCols+` FROM {s}.oke_idempotency WHERE `+keyWhere),
+		key.Tenant, key.Principal, key.Flow, key.Key).Scan(s.appendValueDest(dest[:0])...)
 	if err != nil {
 		return driver.Row{}, d.wrap("get", err)
 	}

@@ -13,13 +13,13 @@ import (
 var _ driver.RunCommitter = (*Driver)(nil)
 
 // insertRunCTE inserts a whole run, unowned, and its steps (from arrays),
-// as the CTEs r and s of one statement.
+// as the CTEs r and s of one statement; $26 is the run's trace.
 const insertRunCTE = `WITH r AS (
 		INSERT INTO {s}.oke_runs (id, flow, input, tenant, principal, status, owner, lease_until, wake_at,
 			attempts, next_attempts, idem_tenant, idem_principal, idem_flow, idem_key,
-			result_status, result_content_type, result_location, result_body, error, created_at, updated_at)
+			result_status, result_content_type, result_location, result_body, error, created_at, updated_at, trace)
 		VALUES ($1, $2, $3, $4, $5, $6, '', NULL, $7, 1, 1, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-			coalesce($17, now()), now())
+			coalesce($17, now()), now(), $26)
 		RETURNING id, status
 	), s AS (
 		INSERT INTO {s}.oke_steps (run_id, seq, name, result, failure, attempts, started_at, finished_at)
@@ -40,12 +40,12 @@ var insertRunSQL = insertRunCTE + `
 // statement, for a claim the transaction holds (heldclaim.go): the row is
 // new (insertCompleted), or replaces the one the lookup found, failing with
 // a division by zero when that may no longer be replaced (as
-// replaceCompletedSQL does). $26–$35 are the completion's arguments
+// replaceCompletedSQL does). $27–$37 are the completion's arguments
 // (heldClaim.completion's, in its order).
 const completedRowValues = `INSERT INTO {s}.oke_idempotency AS t
 		(tenant, principal, flow, idem_key, fingerprint, state, owner, expires_at, created_at, completed_at,
-		 resp_status, resp_content_type, resp_location, resp_body, run_id)
-	VALUES ($26, $27, $28, $29, $30, 2, '', now() + $31 * interval '1 microsecond', now(), now(), $32, $33, $34, $35, $1)`
+		 resp_status, resp_content_type, resp_location, resp_body, resp_trace, run_id)
+	VALUES ($27, $28, $29, $30, $31, 2, '', now() + $32 * interval '1 microsecond', now(), now(), $33, $34, $35, $36, $37, $1)`
 
 var (
 	insertRunCompletedSQL = insertRunCTE + `, k AS (` + completedRowValues + ` RETURNING 1)
@@ -55,7 +55,8 @@ var (
 			fingerprint = excluded.fingerprint, state = 2, owner = '', lease_until = NULL,
 			expires_at = excluded.expires_at, created_at = excluded.created_at, completed_at = excluded.completed_at,
 			resp_status = excluded.resp_status, resp_content_type = excluded.resp_content_type,
-			resp_location = excluded.resp_location, resp_body = excluded.resp_body, run_id = excluded.run_id
+			resp_location = excluded.resp_location, resp_body = excluded.resp_body, resp_trace = excluded.resp_trace,
+			run_id = excluded.run_id
 		WHERE ` + mayReplaceSQL("t", "excluded.fingerprint") + `
 		RETURNING 1)
 	SELECT ` + runNotifySQL + `, 1 / (SELECT count(*) FROM k) FROM r`
@@ -137,5 +138,5 @@ func insertRunArgs(run driver.Run, steps []driver.Step, channel string) []any {
 	}
 	return []any{run.ID, run.Flow, input, run.Tenant, run.Principal, int16(run.Status), nullTime(run.WakeAt),
 		it, ip, ifl, ik, rs, rct, rloc, rbody, run.Error, nullTime(run.CreatedAt),
-		seq, names, results, failures, attempts, started, finished, channel}
+		seq, names, results, failures, attempts, started, finished, channel, nullText(run.Trace)}
 }

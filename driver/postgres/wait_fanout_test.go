@@ -110,7 +110,7 @@ func TestPreferWaitersOfOneKeyShareOneWatch(t *testing.T) {
 	var claims int
 	var waits []string
 	for _, sql := range log.take() {
-		if strings.Contains(sql, ".oke_claim(") {
+		if strings.Contains(sql, "."+postgres.ClaimFunction+"(") {
 			claims++ // each request's own claim, which found the key in progress
 			continue
 		}
