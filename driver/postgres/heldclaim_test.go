@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -143,7 +145,7 @@ func TestHeldClaimCompletedKeyAlwaysReplays(t *testing.T) {
 	}
 	defer tx.Rollback(context.Background())
 	k := driver.Key{Tenant: "default", Principal: "anon", Flow: "held.charge", Key: key}
-	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, postgres.LockKey(k)); err != nil {
+	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, postgres.LockKey(d, k)); err != nil {
 		t.Fatal(err)
 	}
 	replays("with the key's lock held elsewhere")
@@ -521,5 +523,114 @@ func TestHeldClaimLapsesWhileARequestWaits(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d charges written, want 1", n)
+	}
+}
+
+// The advisory locks of a claim held in a transaction are its schema's: two
+// apps on two schemas of one database, with the same key, do not exclude
+// each other (before, the second got a 409 while the first ran, although
+// their rows are in different tables), and on one schema the key still
+// excludes.
+func TestHeldClaimLocksAreTheSchemas(t *testing.T) {
+	t.Parallel()
+	twoDrivers(t)
+	da, db := newDriver(t), newDriver(t)
+	ctx := t.Context()
+	ta, tb := chargesTable(t, da), chargesTable(t, db)
+	key := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "schema-lock-key-00000001"}
+
+	a, tka, err := heldTx(t, da, ta, key, "a", 1)
+	if err != nil || !tka.res.Claimed {
+		t.Fatalf("app A: %v, claim %+v; want it claimed", err, tka.res)
+	}
+	b, tkb, err := heldTx(t, db, tb, key, "b", 2)
+	if err != nil || !tkb.res.Claimed || tkb.res.Busy {
+		t.Fatalf("app B, another schema, while A holds the key: %v, claim %+v; want it claimed, not busy", err, tkb.res)
+	}
+	for _, c := range []struct {
+		name  string
+		d     *postgres.Driver
+		table string
+	}{{"A", da, ta}, {"B", db, tb}} {
+		again, tk, err := heldTx(t, c.d, c.table, key, "again", 3)
+		if !errors.Is(err, errNotOurs) || tk.res.Claimed || !tk.res.Busy || !tk.res.BusySame {
+			t.Errorf("a second claim on %s's schema while it holds the key: %v, claim %+v; want busy with the same request (409)", c.name, err, tk.res)
+		}
+		again.Close()
+	}
+	for _, c := range []struct {
+		name string
+		conn *sql.Conn
+		d    *postgres.Driver
+	}{{"A", a, da}, {"B", b, db}} {
+		resp := driver.Response{Status: 201, ContentType: "application/json", Body: []byte(`{}`)}
+		if err := c.d.CommitComplete(ctx, c.conn, key, strings.ToLower(c.name), resp, time.Hour); err != nil {
+			t.Errorf("%s's completion: %v", c.name, err)
+		}
+	}
+}
+
+// During a rolling deploy an older instance, whose lock on a key was the
+// same on every schema, and this one exclude each other on one schema: a
+// claim while the older one holds the key is busy, with the answer of the
+// older one's payload (409 for the same, 422 for another), and while this
+// one holds it the older one's lock cannot be had, and the older one's
+// look at who holds the key (oke_lock_holder with its keys) finds this one
+// with its payload.
+func TestHeldClaimExcludesAnOlderInstance(t *testing.T) {
+	t.Parallel()
+	d := newDriver(t)
+	ctx := t.Context()
+	table := chargesTable(t, d)
+	key := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "older-instance-key-00001"}
+
+	// The older instance's held claim, with one payload or another: its
+	// request's lock, shared, then the key's, exclusive and tried.
+	for _, c := range []struct {
+		fp   string
+		same bool
+	}{{"fp", true}, {"other", false}} {
+		older, err := d.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bool
+		if err := older.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1) FROM (SELECT pg_advisory_xact_lock_shared($2) OFFSET 0) AS r`,
+			postgres.LegacyLockKey(key), postgres.LegacyRequestLockKey(key, c.fp)).Scan(&got); err != nil || !got {
+			older.Rollback(ctx)
+			t.Fatalf("the older instance's lock: %v, %v", got, err)
+		}
+		conn, tk, err := heldTx(t, d, table, key, "new", 1)
+		if !errors.Is(err, errNotOurs) || tk.res.Claimed || !tk.res.Busy || tk.res.BusySame != c.same {
+			t.Errorf("a claim while an older instance holds the key with payload %q: %v, claim %+v; want busy, BusySame %v", c.fp, err, tk.res, c.same)
+		}
+		conn.Close()
+		if err := older.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// This one holds the key.
+	held, tk, err := heldTx(t, d, table, key, "new", 1)
+	if err != nil || !tk.res.Claimed {
+		t.Fatalf("a claim once the older instance let go: %v, claim %+v; want it claimed", err, tk.res)
+	}
+	defer held.Close()
+	var got bool
+	if err := d.Pool().QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, postgres.LegacyLockKey(key)).Scan(&got); err != nil || got {
+		t.Errorf("the older instance's lock while this one holds the key: %v, %v; want it refused", got, err)
+	}
+	parts := func(k int64) (int64, int64) { return int64(uint32(uint64(k) >> 32)), int64(uint32(uint64(k))) }
+	for _, c := range []struct {
+		fp   string
+		want int16
+	}{{"fp", 1}, {"other", 2}} {
+		k1, k2 := parts(postgres.LegacyLockKey(key))
+		r1, r2 := parts(postgres.LegacyRequestLockKey(key, c.fp))
+		var holder int16
+		if err := d.Pool().QueryRow(ctx, `SELECT `+pgx.Identifier{d.Schema()}.Sanitize()+`.oke_lock_holder($1, $2, $3, $4)`,
+			k1, k2, r1, r2).Scan(&holder); err != nil || holder != c.want {
+			t.Errorf("the older instance asks who holds the key, for payload %q: %d, %v; want %d", c.fp, holder, err, c.want)
+		}
 	}
 }
