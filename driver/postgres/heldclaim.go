@@ -26,7 +26,10 @@ import (
 //   - lock (heldLockSQL) takes two transaction-scoped advisory locks: the
 //     request's, on the key and fingerprint (shared: requests with the
 //     same payload never wait for each other), then the key's (exclusive,
-//     tried). It fails when another transaction holds the key.
+//     tried), both keyed by the schema too, so that schemas of one
+//     database do not share them, and with them the older, schema-less
+//     forms, shared, for instances of an older oke on the schema. It
+//     fails when another transaction holds the key.
 //   - lookup (heldLookupSQL) reads the key's row, if any, with a snapshot
 //     taken after the lock, and says in a transaction-local setting
 //     (oke.held_claim) whether the key is free: no row, or one a claim may
@@ -60,10 +63,10 @@ import (
 // the transaction's locks), so the row, not the locks, decides: 422 for
 // another payload, never a 409 while the answer is knowable (issue 21).
 //
-// A free key — the common case — costs two lock calls, one index probe and
-// a setting ahead of the flow's statement, in the same round trip; and a
-// key this process has replayed once is answered without a claim at all
-// (internal/idem/replayed.go).
+// A free key — the common case — costs four lock calls (two of them the
+// older forms), one index probe and a setting ahead of the flow's
+// statement, in the same round trip; and a key this process has replayed
+// once is answered without a claim at all (internal/idem/replayed.go).
 //
 // No row is written until the completion, which stores the response as the
 // row (insertCompletedSQL, or replaceCompletedSQL over the row the lookup
@@ -104,7 +107,8 @@ import (
 // an older instance and this one on one schema exclusive during a rolling
 // deploy (the older one's exclusive lock and this one's shared lock
 // conflict), while two instances of this oke on different schemas, which
-// only share them, never wait for each other (docs/postgres.md, "Upgrade").
+// only share them, never wait for each other (docs/postgres.md,
+// "Upgrading to schema-scoped locks").
 const heldLockSQL = `SELECT CASE WHEN pg_try_advisory_xact_lock($1) AND pg_try_advisory_xact_lock_shared($3) THEN 1
 	ELSE {s}.oke_claim_refused('another transaction holds the key') END
 	FROM (SELECT pg_advisory_xact_lock_shared($2), pg_advisory_xact_lock_shared($4) OFFSET 0) AS request_lock`

@@ -22,6 +22,7 @@ import (
 	"github.com/okengine/oke"
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/postgres"
+	"github.com/okengine/oke/internal/pgtest"
 )
 
 // heldPool is the pool size of the held-claim tests' drivers: enough
@@ -632,5 +633,39 @@ func TestHeldClaimExcludesAnOlderInstance(t *testing.T) {
 			k1, k2, r1, r2).Scan(&holder); err != nil || holder != c.want {
 			t.Errorf("the older instance asks who holds the key, for payload %q: %d, %v; want %d", c.fp, holder, err, c.want)
 		}
+	}
+}
+
+// Two apps on two schemas of one database, each with its flow's claim held
+// in its transaction: while app A runs a request with a key, a request to
+// app B with the same key is its own (201), and a second request to A with
+// it is 409. Before, B answered 409 too: the key's lock was the database's.
+func TestHeldClaimAppsOnTwoSchemasDoNotShareKeys(t *testing.T) {
+	t.Parallel()
+	pgtest.Need(t, 2*pgtest.DriverConns(heldPool))
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	appA, _ := heldApp(t, func(int) <-chan struct{} {
+		once.Do(func() { close(entered) })
+		return release
+	})
+	appB, _ := heldApp(t, nil)
+	const key = "two-schemas-key-00000001"
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() { first <- postCharge(t, appA, key, 1, 100) }()
+	select {
+	case <-entered: // A holds the key, its flow waits
+	case w := <-first:
+		t.Fatalf("app A's first request: %d %s before its flow waited", w.Code, w.Body)
+	}
+	if w := postCharge(t, appB, key, 1, 100); w.Code != http.StatusCreated {
+		t.Errorf("app B, same key, while app A holds it on its schema: %d %s; want 201", w.Code, w.Body)
+	}
+	if w := postCharge(t, appA, key, 1, 100); w.Code != http.StatusConflict {
+		t.Errorf("app A, same key, while its first request runs: %d %s; want 409", w.Code, w.Body)
+	}
+	close(release)
+	if w := <-first; w.Code != http.StatusCreated {
+		t.Errorf("app A's first request: %d %s; want 201", w.Code, w.Body)
 	}
 }
