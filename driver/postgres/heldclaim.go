@@ -246,8 +246,10 @@ func (d *Driver) lockKey(k driver.Key) int64 {
 func legacyLockKey(k driver.Key) int64 { return hashParts(nil, k.Tenant, k.Principal, k.Flow, k.Key) }
 
 // lockScope is what lock keys on schema hash ahead of a key's parts, in
-// their encoding: a tag, so that no key's parts encode the same, and the
-// schema's name. Computed once, at Open.
+// their encoding: a tag and the schema's name, two parts more than the
+// legacy forms hash, so that no legacy lock's bytes are a schema's lock's
+// (the encoding of a list of parts is the list's alone). Computed once, at
+// Open.
 func lockScope(schema string) []byte {
 	var b []byte
 	for _, p := range []string{"oke.schema", schema} {
