@@ -35,6 +35,9 @@ type claimPrelude struct {
 	d    *Driver
 	t    driver.ClaimTicket
 	held *heldClaim
+	// locks are the advisory lock keys of the claim sendHeld sent, which
+	// its statement reads through pointers.
+	locks heldLocks
 }
 
 // Before implements pgpipe.Prelude.

@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +22,7 @@ import (
 	"github.com/okengine/oke"
 	"github.com/okengine/oke/driver"
 	"github.com/okengine/oke/driver/postgres"
+	"github.com/okengine/oke/internal/pgtest"
 )
 
 // heldPool is the pool size of the held-claim tests' drivers: enough
@@ -143,7 +146,7 @@ func TestHeldClaimCompletedKeyAlwaysReplays(t *testing.T) {
 	}
 	defer tx.Rollback(context.Background())
 	k := driver.Key{Tenant: "default", Principal: "anon", Flow: "held.charge", Key: key}
-	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, postgres.LockKey(k)); err != nil {
+	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, postgres.LockKey(d, k)); err != nil {
 		t.Fatal(err)
 	}
 	replays("with the key's lock held elsewhere")
@@ -521,5 +524,148 @@ func TestHeldClaimLapsesWhileARequestWaits(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d charges written, want 1", n)
+	}
+}
+
+// The advisory locks of a claim held in a transaction are its schema's: two
+// apps on two schemas of one database, with the same key, do not exclude
+// each other (before, the second got a 409 while the first ran, although
+// their rows are in different tables), and on one schema the key still
+// excludes.
+func TestHeldClaimLocksAreTheSchemas(t *testing.T) {
+	t.Parallel()
+	twoDrivers(t)
+	da, db := newDriver(t), newDriver(t)
+	ctx := t.Context()
+	ta, tb := chargesTable(t, da), chargesTable(t, db)
+	key := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "schema-lock-key-00000001"}
+
+	a, tka, err := heldTx(t, da, ta, key, "a", 1)
+	if err != nil || !tka.res.Claimed {
+		t.Fatalf("app A: %v, claim %+v; want it claimed", err, tka.res)
+	}
+	b, tkb, err := heldTx(t, db, tb, key, "b", 2)
+	if err != nil || !tkb.res.Claimed || tkb.res.Busy {
+		t.Fatalf("app B, another schema, while A holds the key: %v, claim %+v; want it claimed, not busy", err, tkb.res)
+	}
+	for _, c := range []struct {
+		name  string
+		d     *postgres.Driver
+		table string
+	}{{"A", da, ta}, {"B", db, tb}} {
+		again, tk, err := heldTx(t, c.d, c.table, key, "again", 3)
+		if !errors.Is(err, errNotOurs) || tk.res.Claimed || !tk.res.Busy || !tk.res.BusySame {
+			t.Errorf("a second claim on %s's schema while it holds the key: %v, claim %+v; want busy with the same request (409)", c.name, err, tk.res)
+		}
+		again.Close()
+	}
+	for _, c := range []struct {
+		name string
+		conn *sql.Conn
+		d    *postgres.Driver
+	}{{"A", a, da}, {"B", b, db}} {
+		resp := driver.Response{Status: 201, ContentType: "application/json", Body: []byte(`{}`)}
+		if err := c.d.CommitComplete(ctx, c.conn, key, strings.ToLower(c.name), resp, time.Hour); err != nil {
+			t.Errorf("%s's completion: %v", c.name, err)
+		}
+	}
+}
+
+// During a rolling deploy an older instance, whose lock on a key was the
+// same on every schema, and this one exclude each other on one schema: a
+// claim while the older one holds the key is busy, with the answer of the
+// older one's payload (409 for the same, 422 for another), and while this
+// one holds it the older one's lock cannot be had, and the older one's
+// look at who holds the key (oke_lock_holder with its keys) finds this one
+// with its payload.
+func TestHeldClaimExcludesAnOlderInstance(t *testing.T) {
+	t.Parallel()
+	d := newDriver(t)
+	ctx := t.Context()
+	table := chargesTable(t, d)
+	key := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "older-instance-key-00001"}
+
+	// The older instance's held claim, with one payload or another: its
+	// request's lock, shared, then the key's, exclusive and tried.
+	for _, c := range []struct {
+		fp   string
+		same bool
+	}{{"fp", true}, {"other", false}} {
+		older, err := d.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bool
+		if err := older.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1) FROM (SELECT pg_advisory_xact_lock_shared($2) OFFSET 0) AS r`,
+			postgres.LegacyLockKey(key), postgres.LegacyRequestLockKey(key, c.fp)).Scan(&got); err != nil || !got {
+			older.Rollback(ctx)
+			t.Fatalf("the older instance's lock: %v, %v", got, err)
+		}
+		conn, tk, err := heldTx(t, d, table, key, "new", 1)
+		if !errors.Is(err, errNotOurs) || tk.res.Claimed || !tk.res.Busy || tk.res.BusySame != c.same {
+			t.Errorf("a claim while an older instance holds the key with payload %q: %v, claim %+v; want busy, BusySame %v", c.fp, err, tk.res, c.same)
+		}
+		conn.Close()
+		if err := older.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// This one holds the key.
+	held, tk, err := heldTx(t, d, table, key, "new", 1)
+	if err != nil || !tk.res.Claimed {
+		t.Fatalf("a claim once the older instance let go: %v, claim %+v; want it claimed", err, tk.res)
+	}
+	defer held.Close()
+	var got bool
+	if err := d.Pool().QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, postgres.LegacyLockKey(key)).Scan(&got); err != nil || got {
+		t.Errorf("the older instance's lock while this one holds the key: %v, %v; want it refused", got, err)
+	}
+	parts := func(k int64) (int64, int64) { return int64(uint32(uint64(k) >> 32)), int64(uint32(uint64(k))) }
+	for _, c := range []struct {
+		fp   string
+		want int16
+	}{{"fp", 1}, {"other", 2}} {
+		k1, k2 := parts(postgres.LegacyLockKey(key))
+		r1, r2 := parts(postgres.LegacyRequestLockKey(key, c.fp))
+		var holder int16
+		if err := d.Pool().QueryRow(ctx, `SELECT `+pgx.Identifier{d.Schema()}.Sanitize()+`.oke_lock_holder($1, $2, $3, $4)`,
+			k1, k2, r1, r2).Scan(&holder); err != nil || holder != c.want {
+			t.Errorf("the older instance asks who holds the key, for payload %q: %d, %v; want %d", c.fp, holder, err, c.want)
+		}
+	}
+}
+
+// Two apps on two schemas of one database, each with its flow's claim held
+// in its transaction: while app A runs a request with a key, a request to
+// app B with the same key is its own (201), and a second request to A with
+// it is 409. Before, B answered 409 too: the key's lock was the database's.
+func TestHeldClaimAppsOnTwoSchemasDoNotShareKeys(t *testing.T) {
+	t.Parallel()
+	pgtest.Need(t, 2*pgtest.DriverConns(heldPool))
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	appA, _ := heldApp(t, func(int) <-chan struct{} {
+		once.Do(func() { close(entered) })
+		return release
+	})
+	appB, _ := heldApp(t, nil)
+	const key = "two-schemas-key-00000001"
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() { first <- postCharge(t, appA, key, 1, 100) }()
+	select {
+	case <-entered: // A holds the key, its flow waits
+	case w := <-first:
+		t.Fatalf("app A's first request: %d %s before its flow waited", w.Code, w.Body)
+	}
+	if w := postCharge(t, appB, key, 1, 100); w.Code != http.StatusCreated {
+		t.Errorf("app B, same key, while app A holds it on its schema: %d %s; want 201", w.Code, w.Body)
+	}
+	if w := postCharge(t, appA, key, 1, 100); w.Code != http.StatusConflict {
+		t.Errorf("app A, same key, while its first request runs: %d %s; want 409", w.Code, w.Body)
+	}
+	close(release)
+	if w := <-first; w.Code != http.StatusCreated {
+		t.Errorf("app A's first request: %d %s; want 201", w.Code, w.Body)
 	}
 }

@@ -50,6 +50,7 @@ type Driver struct {
 	watch   watch // the wake-up listener and its watchers (notify.go)
 
 	retention time.Duration // WithRetention
+	lockScope []byte        // what the schema's advisory lock keys hash ahead of a key (heldclaim.go)
 
 	dbOnce sync.Once
 	db     *sql.DB       // DB's handle on txPool, opened on first use
@@ -100,7 +101,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Driver, error) {
 	if c.schema == "" {
 		return nil, errors.New("postgres: open: empty schema name")
 	}
-	d := &Driver{schema: c.schema, quoted: pgx.Identifier{c.schema}.Sanitize(), channel: channelName(c.schema), pool: c.pool, retention: c.retention}
+	d := &Driver{schema: c.schema, quoted: pgx.Identifier{c.schema}.Sanitize(), channel: channelName(c.schema), lockScope: lockScope(c.schema), pool: c.pool, retention: c.retention}
 	if d.pool == nil {
 		cfg, err := pgxpool.ParseConfig(dsn)
 		if err != nil {
