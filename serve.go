@@ -301,7 +301,7 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 	if !a.answerClaim(ctx, f, dec, err, w) {
 		return
 	}
-	defer a.timeRun(f)() // its pace, for Retry-After (retryafter.go)
+	defer a.timeRun(f).end() // its pace, for Retry-After (retryafter.go)
 	claim := dec.Claim
 	if !f.opts.Durable {
 		res, fx, runErr := a.runUnary(ctx, f, in, id)
@@ -389,7 +389,7 @@ func (a *App) answerClaim(ctx context.Context, f *flow, dec idem.Decision, err e
 // by a read of the key's row).
 func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, k keyed, d *idem.Deferred, w http.ResponseWriter) {
 	fx := &Fx{app: a, flow: f, identity: id, claim: d}
-	end := a.timeRun(f) // its pace, if the key is its own (retryafter.go)
+	timer := a.timeRun(f) // its pace, if the key is its own (retryafter.go)
 	res, _, runErr := a.callUnary(ctx, f, in, fx)
 	dec, err := d.Decide()
 	observe(ctx, f.metrics.claim, d.Took().Seconds())
@@ -409,7 +409,7 @@ func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, k
 		fx.takeTx().Rollback()
 		return
 	}
-	defer end()
+	defer timer.end()
 	f.metrics.executions.Inc() // the function ran with its key
 	a.finishUnary(ctx, f, dec.Claim, res, fx, runErr, w)
 }
@@ -621,6 +621,10 @@ func (a *App) callUnary(ctx context.Context, f *flow, in any, fx *Fx) (res resul
 		// is a replay, 409 or 422 in the outcomes.
 		f.metrics.executions.Inc()
 	}
+	// The deadlines of the flow's statements with rows end with it: their
+	// rows are read by then, or never will be.
+	fx.holdStatements()
+	defer fx.releaseStatements()
 	res, err = f.unary(ctx, in, fx)
 	return res, fx, err
 }
