@@ -135,3 +135,34 @@ func TestBoundsInFlightShareATimer(t *testing.T) {
 		c.end(nil)
 	}
 }
+
+// TestBoundAfterFunc: a context derived from a bound (context.WithCancel,
+// context.AfterFunc: what pgx does with a query's context) ends when the
+// bound does, and a stopped AfterFunc is not called.
+func TestBoundAfterFunc(t *testing.T) {
+	ctx, end := deadline.Bound(context.Background(), time.Millisecond)
+	child, cancel := context.WithCancel(ctx)
+	defer cancel()
+	called := make(chan struct{})
+	context.AfterFunc(ctx, func() { close(called) })
+	stopped := context.AfterFunc(ctx, func() { t.Error("a stopped AfterFunc was called") })
+	if !stopped() {
+		t.Fatal("stop of an AfterFunc not yet called reported false")
+	}
+	<-child.Done()
+	<-called
+	if err := end(child.Err()); !errors.Is(err, deadline.ErrTimeout) {
+		t.Fatalf("%v: want ErrTimeout", err)
+	}
+	ctx, end = deadline.Bound(context.Background(), time.Hour)
+	child, cancel = context.WithCancel(ctx)
+	defer cancel()
+	end(nil)
+	<-child.Done()
+	if !errors.Is(child.Err(), context.Canceled) {
+		t.Fatalf("a child of an ended bound: %v, want context.Canceled", child.Err())
+	}
+	late := make(chan struct{})
+	context.AfterFunc(ctx, func() { close(late) }) // on a bound that ended
+	<-late
+}

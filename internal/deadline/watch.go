@@ -44,9 +44,17 @@ type bound struct {
 	next     *bound
 	listed   bool
 
-	mu   sync.Mutex
-	done chan struct{} // made when asked for
-	err  error         // DeadlineExceeded once the deadline passed, Canceled once ended
+	mu     sync.Mutex
+	done   chan struct{} // made when asked for
+	err    error         // DeadlineExceeded once the deadline passed, Canceled once ended
+	afters []after       // AfterFunc's, called when b ends
+	nextID uint64
+}
+
+// after is a function of AfterFunc's, to call when its bound ends.
+type after struct {
+	id uint64
+	f  func()
 }
 
 // start returns a bound of parent, which has no Done channel, for a call
@@ -115,16 +123,55 @@ func (w *watch) fire() {
 	}
 }
 
-// stop ends b with err, unless it ended already.
+// stop ends b with err, unless it ended already, and calls its AfterFunc
+// functions.
 func (b *bound) stop(err error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.err != nil {
+		b.mu.Unlock()
 		return
 	}
 	b.err = err
 	if b.done != nil {
 		close(b.done)
+	}
+	afters := b.afters
+	b.afters = nil
+	b.mu.Unlock()
+	for _, a := range afters {
+		a.f()
+	}
+}
+
+// AfterFunc arranges for f to be called once b ends, and returns stop,
+// which keeps it from being called if it was not yet. The context package
+// looks for this method on a parent (context.AfterFunc, and a
+// context.WithCancel of b, as pgx's watch of a query's context is):
+// without it, each would start a goroutine to wait for b's Done. f is
+// called on the goroutine that ends b; the context package's functions
+// only cancel a context there (context.AfterFunc's own function runs on a
+// goroutine of its own).
+func (b *bound) AfterFunc(f func()) (stop func() bool) {
+	b.mu.Lock()
+	if b.err != nil {
+		b.mu.Unlock()
+		f()
+		return func() bool { return false }
+	}
+	b.nextID++
+	id := b.nextID
+	b.afters = append(b.afters, after{id: id, f: f})
+	b.mu.Unlock()
+	return func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for i, a := range b.afters {
+			if a.id == id {
+				b.afters = append(b.afters[:i], b.afters[i+1:]...)
+				return true
+			}
+		}
+		return false
 	}
 }
 
