@@ -55,7 +55,7 @@ func (fx *Fx) statementTimeout() time.Duration {
 // statement and the reading of its rows; release (nil when there is no
 // deadline) ends it. A statement with rows keeps its deadline until the
 // flow's function returns (Fx.releaseStatements), when its rows are read
-// or can no longer be: call done for one without rows once it returned.
+// or can no longer be: one without rows calls release once it returned.
 func (fx *Fx) statement(ctx context.Context, rows bool) (_ context.Context, release func()) {
 	ctx, release = deadline.Statement(ctx, fx.statementTimeout())
 	if release != nil && rows {
