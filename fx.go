@@ -36,6 +36,12 @@ type Fx struct {
 	txMu sync.Mutex
 	tx   *flowtx.Tx // opened by Tx
 
+	// stmts are the releases of the deadlines of the flow's statements
+	// with rows (Fx.statement), held (not nil) from callUnary's start and
+	// called when the flow's function returns; guarded by txMu, on the
+	// root Fx only.
+	stmts []func()
+
 	// claim is the request's Idempotency-Key claim when the flow defers it
 	// (ClaimInTx); set on the root Fx only.
 	claim *idem.Deferred

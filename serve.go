@@ -47,108 +47,52 @@ const yieldLease = time.Second
 // headerKey is the request header carrying the client's key.
 const headerKey = "Idempotency-Key"
 
-// serveRequest runs one request to rt: gate → input → key checks → claim →
-// flow. serve (tracing.go) calls it in the request's span.
+// serveRequest runs one request to rt, in named stages: admission (the app
+// is not closing, the gate lets the caller in), decode (the body and the
+// URL's parameters into the flow's input), protect (what keeps a retry
+// from running the flow twice: nothing, the Idempotency-Key or a webhook's
+// dedupe key, a durable run), then — past Config.MaxInFlight's shedding —
+// dispatch to the mode's serve function. Every stage before dispatch
+// stores nothing: a request it refuses can be sent again as is. serve
+// (tracing.go) calls it in the request's span.
 func (a *App) serveRequest(rt *route, w http.ResponseWriter, r *http.Request) {
 	a.inflight.Add(1)
 	defer a.inflight.Done()
 	f := rt.f
-	m := f.metrics
 	if a.closing.Load() {
 		a.writeUnavailable(r.Context(), w, f, false, ErrShuttingDown)
 		return
 	}
-
-	// 1. Gate: 401/403 store nothing.
+	// Gate: 401/403.
 	id, err := a.gate(r, f.name)
 	if err != nil {
 		e, _ := asError(err)
 		writeEnvelope(w, e)
 		return
 	}
-
-	// 2. Input: decode and validate; a failure stores nothing.
-	var body []byte
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Body != nil {
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
-		if err != nil {
-			var mb *http.MaxBytesError
-			if errors.As(err, &mb) {
-				writeEnvelope(w, ErrPayloadTooLarge.WithMessage("The request body is larger than the limit of %d bytes.", mb.Limit))
-				return
-			}
-			writeEnvelope(w, &Error{Status: http.StatusBadRequest, Code: CodeMalformedJSON, Message: "The request body could not be read.", Err: err})
-			return
-		}
-	}
-	if len(body) > 0 && !bodyTypeAccepted(r.Header.Get("Content-Type")) {
-		writeEnvelope(w, ErrUnsupportedMediaType)
+	body, in, e := a.decodeRequest(rt, w, r)
+	if e != nil {
+		writeEnvelope(w, e)
 		return
 	}
-	in, ierr := f.decode(body, input{params: a.paramsOf(rt, r), path: rt.params,
-		query: r.Method == http.MethodGet || r.Method == http.MethodHead})
-	if ierr != nil {
-		writeEnvelope(w, ierr)
-		return
-	}
-
-	if f.shape != shapeUnary {
+	if f.shape != shapeUnary { // streams and feeds honor no key
 		if r.Header.Get(headerKey) != "" {
-			m.count(r.Context(), OutcomeIgnored)
+			f.metrics.count(r.Context(), OutcomeIgnored)
 		}
 		a.serveStream(f, in, id, w, r)
 		return
 	}
-
-	// 3. Which key, if any, protects this call.
-	var (
-		key   string
-		fp    string
-		canon []byte
-		ttl   = f.ttl
-	)
-	switch {
-	case rt.dedupe != nil:
-		k, e := dedupeKey(body, rt.dedupe)
-		if e != nil {
-			writeEnvelope(w, e)
-			return
-		}
-		key, fp, ttl = k, idem.Fingerprint(f.name, nil), rt.dedupeT
-	case rt.honors:
-		vals := r.Header.Values(headerKey)
-		switch {
-		case len(vals) == 0:
-			if f.opts.Idempotency.Mode == ModeRequired {
-				m.count(r.Context(), OutcomeMissing)
-				writeEnvelope(w, ErrIdempotencyKeyMissing)
-				return
-			}
-			m.count(r.Context(), OutcomeNone)
-		case len(vals) > 1 || idem.ValidateKey(vals[0]) != nil:
-			m.count(r.Context(), OutcomeInvalid)
-			writeEnvelope(w, ErrIdempotencyKeyInvalid)
-			return
-		default:
-			key = vals[0]
-			canon, err = json.Marshal(in)
-			if err != nil {
-				writeEnvelope(w, ErrInternal.WithCause(fmt.Errorf("encode input for fingerprint: %w", err)))
-				return
-			}
-			fp = idem.Fingerprint(f.name, canon)
-		}
-	default:
-		if r.Header.Get(headerKey) != "" {
-			m.count(r.Context(), OutcomeIgnored)
-		}
+	p, e := a.protect(rt, body, in, r)
+	if e != nil {
+		writeEnvelope(w, e)
+		return
 	}
 
 	// Past Config.MaxInFlight the request is shed before it touches the
 	// store: a slow or hung store must not pile up a goroutine a request.
 	if !a.admit() {
-		m.shed.Inc()
-		a.writeUnavailable(r.Context(), w, f, key != "", ErrStoreUnavailable.WithMessage("The server has too many requests in progress; the request was not run. Retry later with the same Idempotency-Key."))
+		f.metrics.shed.Inc()
+		a.writeUnavailable(r.Context(), w, f, p.key != "", ErrStoreUnavailable.WithMessage("The server has too many requests in progress; the request was not run. Retry later with the same Idempotency-Key."))
 		return
 	}
 	defer a.busy.Add(-1)
@@ -159,72 +103,186 @@ func (a *App) serveRequest(rt *route, w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		ctx = context.WithoutCancel(ctx)
 	}
-	if key == "" && f.opts.Durable {
-		if canon == nil {
-			if canon, err = json.Marshal(in); err != nil {
-				writeEnvelope(w, ErrInternal.WithCause(fmt.Errorf("encode input: %w", err)))
-				return
-			}
-		}
-		o := a.runDurable(ctx, f, in, canon, id, nil)
-		switch {
-		case o.store != nil:
-			a.writeUnavailable(ctx, w, f, false, o.unavailable())
-		case o.busy > 0:
-			w.Header().Set("Retry-After", idem.RetryAfterHeader(o.busy))
-			writeEnvelope(w, ErrIdempotencyInProgress)
-		case o.parked:
-			writeResult(w, result{status: http.StatusNoContent}, false)
-		case o.err != nil:
-			e, _ := asError(o.err)
-			writeEnvelope(w, e)
-		default:
-			writeResult(w, o.res, false)
-		}
-		return
+	switch p.mode {
+	case modePlain:
+		a.servePlain(ctx, f, in, id, w)
+	case modeDurable:
+		a.serveDurable(ctx, f, in, p.canon, id, w)
+	case modeKeyed:
+		k := keyed{key: driver.Key{Tenant: id.Tenant, Principal: id.Principal, Flow: f.name, Key: p.key}, fp: p.fp, ttl: p.ttl,
+			waitCtx: r.Context(), wait: preferWait(r)}
+		traceKey(ctx, f, k.key)
+		a.serveClaimed(ctx, f, in, p.canon, id, k, w)
 	}
-	if key == "" {
-		res, fx, err := a.runUnary(ctx, f, in, id)
-		if t := fx.takeTx(); t != nil {
-			if err != nil {
-				t.Rollback()
-			} else if cerr := commitTx(t, fx); cerr != nil {
-				// The commit may have happened, unless its error says
-				// it did not (then only the flow's other effects did).
-				a.logFailure(ctx, f, cerr)
-				e := ErrOutcomeUnknown.WithCause(cerr)
-				if errors.Is(cerr, driver.ErrNotCommitted) {
-					e = startedUnavailable(fx.hasNonRead(), cerr)
-				}
-				a.writeUnavailable(ctx, w, f, false, e)
-				return
-			}
-		}
+}
+
+// decodeRequest reads a request's body (within Config.MaxBodyBytes; a GET
+// or HEAD has none) and decodes it, with the URL's parameters, into the
+// flow's input, validated. A failure is the envelope to answer (400, 413,
+// 415, 422).
+func (a *App) decodeRequest(rt *route, w http.ResponseWriter, r *http.Request) (body []byte, in any, _ *Error) {
+	query := r.Method == http.MethodGet || r.Method == http.MethodHead
+	if !query && r.Body != nil {
+		var err error
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
 		if err != nil {
-			e, declared := asError(err)
-			if !declared { // a declared failure (e.g. 404) is an answer, not a fault
-				a.logFailure(ctx, f, err)
-				if a.unavailable(err) {
-					a.writeUnavailable(ctx, w, f, false, startedUnavailable(fx.hasNonRead(), err))
-					return
-				}
+			var mb *http.MaxBytesError
+			if errors.As(err, &mb) {
+				return nil, nil, ErrPayloadTooLarge.WithMessage("The request body is larger than the limit of %d bytes.", mb.Limit)
 			}
-			writeEnvelope(w, e)
+			return nil, nil, &Error{Status: http.StatusBadRequest, Code: CodeMalformedJSON, Message: "The request body could not be read.", Err: err}
+		}
+	}
+	if len(body) > 0 && !bodyTypeAccepted(r.Header.Get("Content-Type")) {
+		return nil, nil, ErrUnsupportedMediaType
+	}
+	in, e := rt.f.decode(body, input{params: a.paramsOf(rt, r), path: rt.params, query: query})
+	if e != nil {
+		return nil, nil, e
+	}
+	return body, in, nil
+}
+
+// mode is how a unary request is protected from running twice.
+type mode uint8
+
+const (
+	// modePlain: nothing protects it (idempotency off, or optional and no
+	// key sent): the flow runs, in its transaction if it opens one, and
+	// its answer is not stored (servePlain).
+	modePlain mode = iota
+	// modeDurable: a durable flow with no key: its run is journaled, so a
+	// crash resumes it, but a retry starts another run (serveDurable).
+	modeDurable
+	// modeKeyed: a key (the Idempotency-Key header, or a webhook's dedupe
+	// key) is claimed for it; the claim's outcome decides whether it runs
+	// or is answered from the key's row (serveClaimed).
+	modeKeyed
+)
+
+// protection is what protect chose for a request: its mode, and for a
+// keyed one its key, fingerprint and how long its row is kept. canon is
+// the input encoded as JSON when a fingerprint or a durable run needs it.
+type protection struct {
+	mode  mode
+	key   string
+	fp    string
+	ttl   time.Duration
+	canon []byte
+}
+
+// protect chooses a unary request's protection: a webhook's dedupe key
+// read from its body, the Idempotency-Key header on a flow that honors it
+// (checked: a missing key where it is required, a malformed or repeated
+// one, are answered here, storing nothing), or none; a durable flow with
+// no key runs as a durable run. It counts the key's outcome when the key
+// decides it (missing, invalid, ignored, none).
+func (a *App) protect(rt *route, body []byte, in any, r *http.Request) (protection, *Error) {
+	f := rt.f
+	m := f.metrics
+	p := protection{ttl: f.ttl}
+	switch {
+	case rt.dedupe != nil:
+		k, e := dedupeKey(body, rt.dedupe)
+		if e != nil {
+			return p, e
+		}
+		p.key, p.fp, p.ttl = k, idem.Fingerprint(f.name, nil), rt.dedupeT
+	case rt.honors:
+		vals := r.Header.Values(headerKey)
+		switch {
+		case len(vals) == 0:
+			if f.opts.Idempotency.Mode == ModeRequired {
+				m.count(r.Context(), OutcomeMissing)
+				return p, ErrIdempotencyKeyMissing
+			}
+			m.count(r.Context(), OutcomeNone)
+		case len(vals) > 1 || idem.ValidateKey(vals[0]) != nil:
+			m.count(r.Context(), OutcomeInvalid)
+			return p, ErrIdempotencyKeyInvalid
+		default:
+			canon, err := json.Marshal(in)
+			if err != nil {
+				return p, ErrInternal.WithCause(fmt.Errorf("encode input for fingerprint: %w", err))
+			}
+			p.key, p.fp, p.canon = vals[0], idem.Fingerprint(f.name, canon), canon
+		}
+	default:
+		if r.Header.Get(headerKey) != "" {
+			m.count(r.Context(), OutcomeIgnored)
+		}
+	}
+	switch {
+	case p.key != "":
+		p.mode = modeKeyed
+	case f.opts.Durable:
+		p.mode = modeDurable
+	default:
+		return p, nil // modePlain
+	}
+	if f.opts.Durable && p.canon == nil { // a durable run journals its input
+		canon, err := json.Marshal(in)
+		if err != nil {
+			return p, ErrInternal.WithCause(fmt.Errorf("encode input: %w", err))
+		}
+		p.canon = canon
+	}
+	return p, nil
+}
+
+// servePlain runs a unary flow that nothing protects, and answers it. Its
+// transaction, if it opened one, commits before the answer.
+func (a *App) servePlain(ctx context.Context, f *flow, in any, id Identity, w http.ResponseWriter) {
+	res, fx, err := a.runUnary(ctx, f, in, id)
+	if t := fx.takeTx(); t != nil {
+		if err != nil {
+			t.Rollback()
+		} else if cerr := commitTx(t, fx); cerr != nil {
+			// The commit may have happened, unless its error says
+			// it did not (then only the flow's other effects did).
+			a.logFailure(ctx, f, cerr)
+			e := ErrOutcomeUnknown.WithCause(cerr)
+			if errors.Is(cerr, driver.ErrNotCommitted) {
+				e = startedUnavailable(fx.hasNonRead(), cerr)
+			}
+			a.writeUnavailable(ctx, w, f, false, e)
 			return
 		}
-		writeResult(w, res, false)
+	}
+	if err != nil {
+		e, declared := asError(err)
+		if !declared { // a declared failure (e.g. 404) is an answer, not a fault
+			a.logFailure(ctx, f, err)
+			if a.unavailable(err) {
+				a.writeUnavailable(ctx, w, f, false, startedUnavailable(fx.hasNonRead(), err))
+				return
+			}
+		}
+		writeEnvelope(w, e)
 		return
 	}
-	if f.opts.Durable && canon == nil { // a webhook bound to a durable flow
-		if canon, err = json.Marshal(in); err != nil {
-			writeEnvelope(w, ErrInternal.WithCause(fmt.Errorf("encode input: %w", err)))
-			return
-		}
+	writeResult(w, res, false)
+}
+
+// serveDurable runs a durable flow's request that has no key: a journal
+// run of its own, answered with its result, 204 once it parks, or 409
+// while another instance holds it.
+func (a *App) serveDurable(ctx context.Context, f *flow, in any, canon []byte, id Identity, w http.ResponseWriter) {
+	o := a.runDurable(ctx, f, in, canon, id, nil)
+	switch {
+	case o.store != nil:
+		a.writeUnavailable(ctx, w, f, false, o.unavailable())
+	case o.busy > 0:
+		w.Header().Set("Retry-After", idem.RetryAfterHeader(o.busy))
+		writeEnvelope(w, ErrIdempotencyInProgress)
+	case o.parked:
+		writeResult(w, result{status: http.StatusNoContent}, false)
+	case o.err != nil:
+		e, _ := asError(o.err)
+		writeEnvelope(w, e)
+	default:
+		writeResult(w, o.res, false)
 	}
-	k := keyed{key: driver.Key{Tenant: id.Tenant, Principal: id.Principal, Flow: f.name, Key: key}, fp: fp, ttl: ttl,
-		waitCtx: r.Context(), wait: preferWait(r)}
-	traceKey(ctx, f, k.key)
-	a.serveClaimed(ctx, f, in, canon, id, k, w)
 }
 
 // admit takes one of the Config.MaxInFlight places of a request, and
@@ -301,7 +359,7 @@ func (a *App) serveClaimed(ctx context.Context, f *flow, in any, canon []byte, i
 	if !a.answerClaim(ctx, f, dec, err, w) {
 		return
 	}
-	defer a.timeRun(f)() // its pace, for Retry-After (retryafter.go)
+	defer a.timeRun(f).end() // its pace, for Retry-After (retryafter.go)
 	claim := dec.Claim
 	if !f.opts.Durable {
 		res, fx, runErr := a.runUnary(ctx, f, in, id)
@@ -389,7 +447,7 @@ func (a *App) answerClaim(ctx context.Context, f *flow, dec idem.Decision, err e
 // by a read of the key's row).
 func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, k keyed, d *idem.Deferred, w http.ResponseWriter) {
 	fx := &Fx{app: a, flow: f, identity: id, claim: d}
-	end := a.timeRun(f) // its pace, if the key is its own (retryafter.go)
+	timer := a.timeRun(f) // its pace, if the key is its own (retryafter.go)
 	res, _, runErr := a.callUnary(ctx, f, in, fx)
 	dec, err := d.Decide()
 	observe(ctx, f.metrics.claim, d.Took().Seconds())
@@ -409,7 +467,7 @@ func (a *App) serveDeferred(ctx context.Context, f *flow, in any, id Identity, k
 		fx.takeTx().Rollback()
 		return
 	}
-	defer end()
+	defer timer.end()
 	f.metrics.executions.Inc() // the function ran with its key
 	a.finishUnary(ctx, f, dec.Claim, res, fx, runErr, w)
 }
@@ -621,6 +679,10 @@ func (a *App) callUnary(ctx context.Context, f *flow, in any, fx *Fx) (res resul
 		// is a replay, 409 or 422 in the outcomes.
 		f.metrics.executions.Inc()
 	}
+	// The deadlines of the flow's statements with rows end with it: their
+	// rows are read by then, or never will be.
+	fx.holdStatements()
+	defer fx.releaseStatements()
 	res, err = f.unary(ctx, in, fx)
 	return res, fx, err
 }

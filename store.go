@@ -52,9 +52,53 @@ func (fx *Fx) statementTimeout() time.Duration {
 // fails the statement with an error that is driver.ErrUnavailable (and
 // context.DeadlineExceeded), so the request gets a prompt 503 instead of
 // waiting for as long as the database hangs. The deadline covers the
-// statement and the reading of its rows.
-func (fx *Fx) statement(ctx context.Context) context.Context {
-	return deadline.Statement(ctx, fx.statementTimeout())
+// statement and the reading of its rows; release (nil when there is no
+// deadline) ends it. A statement with rows keeps its deadline until the
+// flow's function returns (Fx.releaseStatements), when its rows are read
+// or can no longer be: one without rows calls release once it returned.
+func (fx *Fx) statement(ctx context.Context, rows bool) (_ context.Context, release func()) {
+	ctx, release = deadline.Statement(ctx, fx.statementTimeout())
+	if release != nil && rows {
+		fx.root().holdStatement(release)
+	}
+	return ctx, release
+}
+
+// holdStatement keeps the release of a statement's deadline until the
+// flow's function returns, when callUnary calls releaseStatements. Outside
+// callUnary (a stream's flow) the statement is left to its deadline or its
+// context's end, whichever comes first: the request's, for a stream.
+func (fx *Fx) holdStatement(release func()) {
+	fx.txMu.Lock()
+	defer fx.txMu.Unlock()
+	if fx.stmts != nil {
+		fx.stmts = append(fx.stmts, release)
+	}
+}
+
+// holding is the empty, not nil, list of releases of holdStatements.
+var holding = make([]func(), 0)
+
+// holdStatements starts keeping the releases of the deadlines of fx's
+// statements with rows; releaseStatements, once the flow's function
+// returned, calls them.
+func (fx *Fx) holdStatements() {
+	fx.txMu.Lock()
+	fx.stmts = holding
+	fx.txMu.Unlock()
+}
+
+// releaseStatements ends the deadlines of the statements with rows that
+// fx's flow sent (their rows are read by now, or never will be) and stops
+// holding new ones.
+func (fx *Fx) releaseStatements() {
+	fx.txMu.Lock()
+	stmts := fx.stmts
+	fx.stmts = nil
+	fx.txMu.Unlock()
+	for _, release := range stmts {
+		release()
+	}
 }
 
 // Exec runs a statement that returns no rows.
@@ -62,7 +106,12 @@ func (s *Store) Exec(ctx context.Context, query string, args ...any) (sql.Result
 	if err := s.note(query); err != nil {
 		return nil, err
 	}
-	return s.db.ExecContext(s.fx.statement(ctx), query, args...)
+	ctx, release := s.fx.statement(ctx, false)
+	res, err := s.db.ExecContext(ctx, query, args...)
+	if release != nil {
+		release()
+	}
+	return res, err
 }
 
 // Query runs a statement that returns rows.
@@ -70,7 +119,8 @@ func (s *Store) Query(ctx context.Context, query string, args ...any) (*sql.Rows
 	if err := s.note(query); err != nil {
 		return nil, err
 	}
-	return s.db.QueryContext(s.fx.statement(ctx), query, args...)
+	ctx, _ = s.fx.statement(ctx, true)
+	return s.db.QueryContext(ctx, query, args...)
 }
 
 // QueryRow runs a statement that returns at most one row.
@@ -78,7 +128,8 @@ func (s *Store) QueryRow(ctx context.Context, query string, args ...any) *sql.Ro
 	if err := s.note(query); err != nil {
 		return errRow(err)
 	}
-	return s.db.QueryRowContext(s.fx.statement(ctx), query, args...)
+	ctx, _ = s.fx.statement(ctx, true)
+	return s.db.QueryRowContext(ctx, query, args...)
 }
 
 // Tx runs fn in a transaction: it commits when fn returns nil and rolls back
@@ -145,13 +196,34 @@ func (t *Tx) note(query string) error {
 	return t.fx.record(e)
 }
 
-// first bounds the first statement of the flow's transaction, which
-// carries its BEGIN (flowtx.Tx.First): Config.StoreTimeout.
-func (t *Tx) first(ctx context.Context) (context.Context, func(error) error) {
-	if t.pending == nil {
-		return ctx, func(err error) error { return err }
+// stmt is a statement on a Tx: its context, and how its error is marked
+// when a deadline ended it.
+type stmt struct {
+	ctx     context.Context
+	release func()          // the statement's deadline's (Fx.statement), or nil
+	armed   *deadline.Armed // the BEGIN's, on the flow transaction's first statement (flowtx.Tx.First)
+}
+
+// begin starts a statement on t: bounded by Config.StoreTimeout
+// (Fx.statement). The first statement of the flow's transaction carries
+// its BEGIN (flowtx.Tx.First): that bound covers it too, or, when ctx has
+// a deadline of its own, the BEGIN gets Config.StoreTimeout's alone.
+func (t *Tx) begin(ctx context.Context, rows bool) stmt {
+	var s stmt
+	s.ctx, s.release = t.fx.statement(ctx, rows)
+	if t.pending != nil {
+		s.ctx, s.armed = t.pending.First(s.ctx, s.release != nil)
 	}
-	return t.pending.First(ctx)
+	return s
+}
+
+// end returns the statement's error, marked deadline.ErrTimeout when a
+// deadline ended it.
+func (s stmt) end(err error) error {
+	if s.armed != nil {
+		return s.armed.Disarm(err)
+	}
+	return deadline.Marked(s.ctx, err)
 }
 
 // Exec runs a statement that returns no rows.
@@ -159,9 +231,13 @@ func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, e
 	if err := t.note(query); err != nil {
 		return nil, err
 	}
-	ctx, done := t.first(t.fx.statement(ctx))
-	res, err := t.tx.ExecContext(ctx, query, args...)
-	return res, done(err)
+	s := t.begin(ctx, false)
+	res, err := t.tx.ExecContext(s.ctx, query, args...)
+	err = s.end(err)
+	if s.release != nil {
+		s.release()
+	}
+	return res, err
 }
 
 // Query runs a statement that returns rows.
@@ -169,9 +245,9 @@ func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, e
 	if err := t.note(query); err != nil {
 		return nil, err
 	}
-	ctx, done := t.first(t.fx.statement(ctx))
-	rows, err := t.tx.QueryContext(ctx, query, args...)
-	return rows, done(err)
+	s := t.begin(ctx, true)
+	rows, err := t.tx.QueryContext(s.ctx, query, args...)
+	return rows, s.end(err)
 }
 
 // QueryRow runs a statement that returns at most one row.
@@ -179,15 +255,15 @@ func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
 	if err := t.note(query); err != nil {
 		return errRow(err)
 	}
-	ctx, done := t.first(t.fx.statement(ctx))
-	row := t.tx.QueryRowContext(ctx, query, args...)
+	s := t.begin(ctx, true)
+	row := t.tx.QueryRowContext(s.ctx, query, args...)
 	if err := row.Err(); err != nil {
-		if marked := done(err); marked != err { // the BEGIN's deadline ended it
+		if marked := s.end(err); marked != err { // a deadline ended it
 			return errRow(marked)
 		}
 		return row
 	}
-	done(nil)
+	s.end(nil)
 	return row
 }
 

@@ -4,6 +4,13 @@
 // stalled disk) then fails each call after the app's StoreTimeout instead
 // of holding the request, and its goroutine, for as long as the store
 // hangs; the caller answers an honest 503.
+//
+// A bound costs little, because it is on every request's path: calls on a
+// context nothing cancels (a request's context.WithoutCancel, the
+// background) that share a duration share one timer (Bound), and a flow's
+// statement's deadline ends with the statement, or with the flow's
+// function when its rows are read after (Statement), not when its timer
+// fires.
 package deadline
 
 import (
@@ -29,8 +36,12 @@ func (*timeoutError) Is(target error) bool { return target == driver.ErrUnavaila
 
 // Bound returns ctx with a deadline d from now (none when d is zero or
 // less), and end, which the caller must call with the call's error once the
-// call returned: it releases the deadline's timer and returns the error,
-// marked ErrTimeout when the deadline, not the caller's ctx, ended the call.
+// call returned: it releases the deadline and returns the error, marked
+// ErrTimeout when the deadline, not the caller's ctx, ended the call. Once
+// end is called the context is done (context.Canceled). On a ctx that
+// nothing cancels, the calls in flight bounded by the same d share one
+// timer, set for the oldest one's deadline (see watch): a call costs its
+// context and end, not a timer of its own.
 //
 //	ctx, end := deadline.Bound(ctx, timeout)
 //	row, err := d.Get(ctx, key)
@@ -38,6 +49,13 @@ func (*timeoutError) Is(target error) bool { return target == driver.ErrUnavaila
 func Bound(ctx context.Context, d time.Duration) (context.Context, func(error) error) {
 	if d <= 0 {
 		return ctx, func(err error) error { return err }
+	}
+	if ctx.Done() == nil {
+		// Nothing cancels ctx (a request's context.WithoutCancel, the
+		// background): the call joins the calls in flight bounded by d,
+		// which share one timer (watch).
+		b := watchOf(d).start(ctx)
+		return b, b.end
 	}
 	bctx, cancel := context.WithTimeout(ctx, d)
 	return bctx, func(err error) error {

@@ -90,3 +90,79 @@ func (hungJournal) DueRuns(ctx context.Context, _ []string, _ int) ([]string, er
 }
 
 func (hungJournal) SaveStep(ctx context.Context, _, _ string, _ driver.Step) error { return hang(ctx) }
+
+// TestBoundsInFlightShareATimer: calls bounded by the same duration share
+// one timer (watch); each still ends at its own deadline, not before, a
+// call that returned leaves the others' bounds alone, and a call started
+// once none is in flight is bounded again.
+func TestBoundsInFlightShareATimer(t *testing.T) {
+	const d = 20 * time.Millisecond
+	type call struct {
+		ctx context.Context
+		end func(error) error
+	}
+	var calls []call
+	for range 3 {
+		ctx, end := deadline.Bound(context.Background(), d)
+		calls = append(calls, call{ctx, end})
+	}
+	if err := calls[1].end(nil); err != nil {
+		t.Fatalf("a call that returned in time: %v", err)
+	}
+	if !errors.Is(calls[1].ctx.Err(), context.Canceled) {
+		t.Fatalf("an ended call's context: %v, want context.Canceled", calls[1].ctx.Err())
+	}
+	for round := range 2 {
+		for _, i := range []int{0, 2} {
+			c := calls[i]
+			err := c.end(hang(c.ctx))
+			if !errors.Is(err, deadline.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("round %d, call %d: %v, want ErrTimeout", round, i, err)
+			}
+			if dl, _ := c.ctx.Deadline(); time.Now().Before(dl) {
+				t.Fatalf("round %d, call %d ended before its deadline", round, i)
+			}
+		}
+		// None in flight now: new calls set the timer again.
+		calls = calls[:0]
+		for range 3 {
+			ctx, end := deadline.Bound(context.Background(), d)
+			calls = append(calls, call{ctx, end})
+		}
+		calls[1].end(nil)
+	}
+	for _, c := range calls {
+		c.end(nil)
+	}
+}
+
+// TestBoundAfterFunc: a context derived from a bound (context.WithCancel,
+// context.AfterFunc: what pgx does with a query's context) ends when the
+// bound does, and a stopped AfterFunc is not called.
+func TestBoundAfterFunc(t *testing.T) {
+	ctx, end := deadline.Bound(context.Background(), time.Millisecond)
+	child, cancel := context.WithCancel(ctx)
+	defer cancel()
+	called := make(chan struct{})
+	context.AfterFunc(ctx, func() { close(called) })
+	stopped := context.AfterFunc(ctx, func() { t.Error("a stopped AfterFunc was called") })
+	if !stopped() {
+		t.Fatal("stop of an AfterFunc not yet called reported false")
+	}
+	<-child.Done()
+	<-called
+	if err := end(child.Err()); !errors.Is(err, deadline.ErrTimeout) {
+		t.Fatalf("%v: want ErrTimeout", err)
+	}
+	ctx, end = deadline.Bound(context.Background(), time.Hour)
+	child, cancel = context.WithCancel(ctx)
+	defer cancel()
+	end(nil)
+	<-child.Done()
+	if !errors.Is(child.Err(), context.Canceled) {
+		t.Fatalf("a child of an ended bound: %v, want context.Canceled", child.Err())
+	}
+	late := make(chan struct{})
+	context.AfterFunc(ctx, func() { close(late) }) // on a bound that ended
+	<-late
+}

@@ -107,19 +107,21 @@ func Begin(ctx context.Context, d driver.Driver, db *sql.DB, t driver.ClaimTicke
 	return &Tx{conn: conn, timeout: timeout}, nil
 }
 
-// First returns the context for a statement of the flow on t. The first
-// statement on a joined t carries its BEGIN (and, with a claim ticket, the
-// claim): it is bounded by t's timeout until it returns — call done with
+// First returns the context for a statement of the flow on t, and the
+// deadline armed on it, if any. The first statement on a joined t carries
+// its BEGIN (and, with a claim ticket, the claim): unless bounded says ctx
+// bounds it already (deadline.Statement's deadline, which is t's timeout),
+// it is bounded by t's timeout until it returns — call armed.Disarm with
 // its error then; the rows of a query may be read after, without the
 // bound. Later statements, and those on the app's own database (whose
-// BEGIN Begin sent), get ctx as is.
-func (t *Tx) First(ctx context.Context) (_ context.Context, done func(error) error) {
-	if t.conn == nil || t.timeout <= 0 || t.sent.Load() || !t.sent.CompareAndSwap(false, true) {
-		return ctx, func(err error) error { return err }
+// BEGIN Begin sent), get ctx as is and no armed deadline.
+func (t *Tx) First(ctx context.Context, bounded bool) (_ context.Context, armed *deadline.Armed) {
+	if t.conn == nil || t.timeout <= 0 || t.sent.Load() || !t.sent.CompareAndSwap(false, true) || bounded {
+		return ctx, nil
 	}
 	a := deadline.NewArmed(ctx)
 	a.Arm(t.timeout)
-	return a, a.Disarm
+	return a, a
 }
 
 // bounded runs a statement oke sends itself on t (COMMIT, ROLLBACK) with
