@@ -27,7 +27,7 @@ func init() {
 		{
 			Name:        "demo.events",
 			Source:      "examples/payments/app/events.go:26",
-			Digest:      "sha256:92186e349c84fff75ef782203464df1b7fd5194f6e9b646807f656e0fd185d22",
+			Digest:      "sha256:36de0bf2e9f444135e0bad94ee3e014861be6dac63f744855878418fee243eeb",
 			Shape:       "live",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
