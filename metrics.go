@@ -37,6 +37,7 @@ type metrics struct {
 	down       *prometheus.CounterVec
 	waiting    *prometheus.GaugeVec
 	wakeups    *prometheus.CounterVec
+	waitReads  *prometheus.CounterVec
 	refused    *prometheus.CounterVec
 	fallbacks  *prometheus.CounterVec
 	shed       *prometheus.CounterVec
@@ -84,6 +85,10 @@ func newMetrics() *metrics {
 		Name: "oke_idempotency_wait_wakeups_total",
 		Help: "Times the watcher of a key that requests are held for by Prefer: wait (one per key, for all of them) woke to read the key's row, by cause: local (a completion in this process), notify (the driver's notification of another instance's completion, or of its listener reconnecting), poll (the fallback timer).",
 	}, []string{"flow", "by"})
+	m.waitReads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oke_idempotency_wait_reads_total",
+		Help: "Reads of a key's row by the watcher of the requests Prefer: wait holds for it: the first, as the watch begins, and one per wakeup.",
+	}, []string{"flow"})
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "oke_idempotency_wait_refused_total",
 		Help: "Requests with Prefer: wait for a key in progress answered at once (409, no Preference-Applied) because the app held as many as Config.MaxWaitersPerKey for the key or Config.MaxWaiters in all.",
@@ -96,7 +101,7 @@ func newMetrics() *metrics {
 		Name: "oke_requests_shed_total",
 		Help: "Requests answered 503 StoreUnavailable at once, not run, because Config.MaxInFlight requests were in progress.",
 	}, []string{"flow"})
-	m.reg.MustRegister(m.executions, m.outcomes, m.claim, m.notStored, m.down, m.waiting, m.wakeups, m.refused, m.fallbacks, m.shed,
+	m.reg.MustRegister(m.executions, m.outcomes, m.claim, m.notStored, m.down, m.waiting, m.wakeups, m.waitReads, m.refused, m.fallbacks, m.shed,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -112,6 +117,7 @@ type flowMetrics struct {
 	downVec    *prometheus.CounterVec
 	waiting    prometheus.Gauge
 	wakeups    map[string]prometheus.Counter // by cause
+	waitReads  prometheus.Counter            // the watcher's reads of its key's row
 	// waitRefused: requests with Prefer: wait not held (the caps).
 	waitRefused prometheus.Counter
 	// coalesceFallbacks: requests of a coalesced run that ran again the
@@ -140,6 +146,7 @@ func (m *metrics) forFlow(name string) *flowMetrics {
 		waiting:     m.waiting.WithLabelValues(name),
 		wakeups:     make(map[string]prometheus.Counter, len(wakeCauses)),
 		waitRefused: m.refused.WithLabelValues(name),
+		waitReads:   m.waitReads.WithLabelValues(name),
 		name:        name,
 
 		coalesceFallbacks: m.fallbacks.WithLabelValues(name),

@@ -472,6 +472,7 @@ func (a *App) watchKey(ctx context.Context, f *flow, id waitID, g *waitGroup) {
 	defer close(g.exited)
 	read := func() bool {
 		now, ok, err := a.engine.Current(ctx, id.key, id.fp)
+		f.metrics.waitReads.Inc()
 		if err != nil || !ok {
 			return false // unreadable, or no row yet (a claim held by a transaction): keep waiting
 		}

@@ -245,6 +245,24 @@ func (p *preferWaitPair) run(t *testing.T, ready func()) {
 
 // wakeups is app's oke_idempotency_wait_wakeups_total for cause by,
 // summed over flows.
+// waitReads is app's oke_idempotency_wait_reads_total, over every flow.
+func waitReads(t *testing.T, app *oke.App) float64 {
+	t.Helper()
+	mfs, err := app.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() == "oke_idempotency_wait_reads_total" {
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
 func wakeups(t *testing.T, app *oke.App, by string) float64 {
 	t.Helper()
 	mfs, err := app.Registry().Gather()
@@ -283,6 +301,10 @@ func TestPreferWaitWokenByNotification(t *testing.T) {
 			until(t, "both instances hear notifications", func() bool { return da.Hearing() && db.Hearing() })
 			p.run(t, func() {
 				until(t, "A hears B's wait", func() bool { return postgres.WaitsHeard(da) == 1 })
+				// B has read the row once and waits: a first read that a
+				// loaded machine delayed past A's end would answer B
+				// without the notification this test is about.
+				until(t, "B read the row", func() bool { return waitReads(t, p.b) >= 1 })
 			})
 			if n := wakeups(t, p.b, "notify"); n < 1 {
 				t.Fatalf("B woke %v times by notification, want at least once", n)
@@ -315,7 +337,7 @@ func TestPreferWaitPollsWhenNotNotified(t *testing.T) {
 	until(t, "B hears notifications", db.Hearing)
 	p.run(t, func() {
 		until(t, "B announced its wait", func() bool { return postgres.WaitsHeard(db) == 1 })
-		// B has read the row at least once and polls while A still runs:
+		// B has read the row and polls while A still runs:
 		// so the completion it then learns of comes by a poll, not by a
 		// first read that a loaded machine delayed past A's end.
 		until(t, "B polls", func() bool { return wakeups(t, p.b, "poll") >= 1 })
