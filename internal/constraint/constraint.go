@@ -69,6 +69,10 @@ type Rules struct {
 type Num struct {
 	Rat  *big.Rat
 	Text string
+	// i is Rat's value when it is an integer that fits in an int64
+	// (isInt): CheckNumber then compares integer literals without big.Rat.
+	i     int64
+	isInt bool
 }
 
 // Value is one enum value: a string, or a number's exact value.
@@ -236,11 +240,55 @@ func parseNum(s string) (*Num, error) {
 	if !ok {
 		return nil, fmt.Errorf("%q is not a number", s)
 	}
-	return &Num{Rat: q, Text: s}, nil
+	n := &Num{Rat: q, Text: s}
+	if q.IsInt() && q.Num().IsInt64() {
+		n.i, n.isInt = q.Num().Int64(), true
+	}
+	return n, nil
 }
 
 // CheckNumber checks a JSON number literal; it returns what is wrong, or "".
 func (r *Rules) CheckNumber(lit string) string {
+	if msg, ok := r.checkInt(lit); ok {
+		return msg
+	}
+	return r.checkRat(lit)
+}
+
+// checkInt is CheckNumber for the common case, without big.Rat: lit an
+// integer that fits in an int64, every bound set an integer too, no enum.
+// ok is false when the case is not that one.
+func (r *Rules) checkInt(lit string) (msg string, ok bool) {
+	if r.Enum != nil {
+		return "", false
+	}
+	for _, b := range [...]*Num{r.Minimum, r.ExclusiveMinimum, r.Maximum, r.ExclusiveMaximum} {
+		if b != nil && !b.isInt {
+			return "", false
+		}
+	}
+	// A JSON number literal has no '+'; ParseInt rejects a fraction or an
+	// exponent, and a value out of int64's range.
+	v, err := strconv.ParseInt(lit, 10, 64)
+	if err != nil {
+		return "", false
+	}
+	switch {
+	case r.Minimum != nil && v < r.Minimum.i:
+		return "must be at least " + r.Minimum.Text, true
+	case r.ExclusiveMinimum != nil && v <= r.ExclusiveMinimum.i:
+		return "must be greater than " + r.ExclusiveMinimum.Text, true
+	case r.Maximum != nil && v > r.Maximum.i:
+		return "must be at most " + r.Maximum.Text, true
+	case r.ExclusiveMaximum != nil && v >= r.ExclusiveMaximum.i:
+		return "must be less than " + r.ExclusiveMaximum.Text, true
+	}
+	return "", true
+}
+
+// checkRat is CheckNumber by exact rational arithmetic: any literal, any
+// bound.
+func (r *Rules) checkRat(lit string) string {
 	q, ok := new(big.Rat).SetString(lit)
 	if !ok {
 		return ""

@@ -104,3 +104,51 @@ func TestChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckNumberFastPathAgrees: integer literals checked against integer
+// bounds without big.Rat (checkInt) answer what exact rational arithmetic
+// (checkRat) answers, for every bound kind, at int64's edges and past
+// them, and for literals the fast path must leave to checkRat.
+func TestCheckNumberFastPathAgrees(t *testing.T) {
+	bounds := []string{"0", "1", "-1", "7", "9223372036854775807", "-9223372036854775808", "9223372036854775808", "0.5", "1e3"}
+	lits := []string{"0", "-0", "1", "-1", "6", "7", "8", "1000", "9223372036854775806", "9223372036854775807",
+		"9223372036854775808", "-9223372036854775808", "-9223372036854775809", "1.0", "7.5", "1e3", "1E3", "-1e-3", "0.4999"}
+	fast := 0
+	for _, kw := range []string{"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"} {
+		for _, b := range bounds {
+			r, err := Parse(reflect.StructTag(kw+`:"`+b+`"`), Number, Other)
+			if err != nil {
+				t.Fatalf("%s:%q: %v", kw, b, err)
+			}
+			for _, lit := range lits {
+				want := r.checkRat(lit)
+				if msg, ok := r.checkInt(lit); ok {
+					fast++
+					if msg != want {
+						t.Errorf("%s %s, literal %s: fast path says %q, exact arithmetic %q", kw, b, lit, msg, want)
+					}
+				}
+				if got := r.CheckNumber(lit); got != want {
+					t.Errorf("%s %s, literal %s: CheckNumber says %q, want %q", kw, b, lit, got, want)
+				}
+			}
+		}
+	}
+	if fast == 0 {
+		t.Fatal("the fast path never applied")
+	}
+	r, _ := Parse(`minimum:"1" enum:"1,2"`, Integer, Other)
+	if _, ok := r.checkInt("2"); ok {
+		t.Error("the fast path applied to a field with an enum")
+	}
+}
+
+func BenchmarkCheckNumber(b *testing.B) {
+	r, _ := Parse(`minimum:"1"`, Integer, Other)
+	b.ReportAllocs()
+	for b.Loop() {
+		if r.CheckNumber("1000") != "" {
+			b.Fatal("1000 is at least 1")
+		}
+	}
+}
