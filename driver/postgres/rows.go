@@ -228,7 +228,7 @@ func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Cla
 	k := req.Key
 	for attempt := 0; ; attempt++ {
 		var c claimScan
-		err := d.pool.QueryRow(ctx, d.sql(claimCallSQL), claimArgs(req)...).Scan(c.dest()...)
+		err := d.queryRow(ctx, d.sql(claimCallSQL), claimArgs(req), c.dest()...)
 		if err != nil {
 			return driver.ClaimResult{}, d.wrap("claim", err)
 		}
@@ -238,9 +238,9 @@ func (d *Driver) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Cla
 		}
 		// A concurrent claim won the key after our snapshot: read its row.
 		var cur rowScan
-		err = d.pool.QueryRow(ctx, d.sql(`SELECT `+rowCols+`, now() FROM {s}.oke_idempotency
+		err = d.queryRow(ctx, d.sql(`SELECT `+rowCols+`, now() FROM {s}.oke_idempotency
 			WHERE tenant = $1 AND principal = $2 AND flow = $3 AND idem_key = $4`),
-			k.Tenant, k.Principal, k.Flow, k.Key).Scan(append(cur.dest(), &res.Now)...)
+			[]any{k.Tenant, k.Principal, k.Flow, k.Key}, append(cur.dest(), &res.Now)...)
 		if err == nil {
 			res.Row, _ = cur.row()
 			return res, nil
@@ -305,7 +305,7 @@ func (d *Driver) fenced(ctx context.Context, op, q string, key driver.Key, owner
 		return err
 	}
 	all := append([]any{key.Tenant, key.Principal, key.Flow, key.Key, owner}, args...)
-	tag, err := d.pool.Exec(ctx, d.sql(q), all...)
+	tag, err := d.exec(ctx, d.sql(q), all...)
 	if err != nil {
 		return d.wrap(op, err)
 	}
@@ -349,7 +349,7 @@ func (d *Driver) Complete(ctx context.Context, key driver.Key, owner string, res
 		// Someone waits for the key (keywait.go): the same statement
 		// notifies them.
 		var n int64
-		err := d.pool.QueryRow(ctx, d.sql(completeNotifySQL), append(args, d.waitChannel(), notice)...).Scan(&n)
+		err := d.queryRow(ctx, d.sql(completeNotifySQL), append(args, d.waitChannel(), notice), &n)
 		if err != nil {
 			return d.wrap("complete", err)
 		}
@@ -358,7 +358,7 @@ func (d *Driver) Complete(ctx context.Context, key driver.Key, owner string, res
 		}
 		return nil
 	}
-	tag, err := d.pool.Exec(ctx, d.sql(completeSQL), args...)
+	tag, err := d.exec(ctx, d.sql(completeSQL), args...)
 	if err != nil {
 		return d.wrap("complete", err)
 	}
@@ -388,8 +388,8 @@ func (d *Driver) Get(ctx context.Context, key driver.Key) (driver.Row, error) {
 	var s rowScan
 	var dest [rowDests - 4]any
 	s.setKey(key)
-	err := d.pool.QueryRow(ctx, d.sql(`SELECT `+rowValueCols+` FROM {s}.oke_idempotency WHERE `+keyWhere),
-		key.Tenant, key.Principal, key.Flow, key.Key).Scan(s.appendValueDest(dest[:0])...)
+	err := d.queryRow(ctx, d.sql(`SELECT `+rowValueCols+` FROM {s}.oke_idempotency WHERE `+keyWhere),
+		[]any{key.Tenant, key.Principal, key.Flow, key.Key}, s.appendValueDest(dest[:0])...)
 	if err != nil {
 		return driver.Row{}, d.wrap("get", err)
 	}

@@ -49,6 +49,9 @@ type bound struct {
 	err    error         // DeadlineExceeded once the deadline passed, Canceled once ended
 	afters []after       // AfterFunc's, called when b ends
 	nextID uint64
+	sock   Socket // the call's socket, while Attach ties it to b
+	cut    bool   // the deadline set sock's deadline to the past
+	quiet  quiet  // b's context without a Done channel (Attach)
 }
 
 // after is a function of AfterFunc's, to call when its bound ends.
@@ -61,6 +64,7 @@ type after struct {
 // starting now.
 func (w *watch) start(parent context.Context) *bound {
 	b := &bound{parent: parent, w: w}
+	b.quiet.b = b
 	w.mu.Lock()
 	b.deadline = time.Now().Add(w.d)
 	b.prev, b.listed = w.tail, true
@@ -132,6 +136,9 @@ func (b *bound) stop(err error) {
 		return
 	}
 	b.err = err
+	if err == context.DeadlineExceeded {
+		b.cutLocked()
+	}
 	if b.done != nil {
 		close(b.done)
 	}

@@ -1,0 +1,78 @@
+package deadline
+
+import (
+	"context"
+	"time"
+)
+
+// A Socket is the connection a store call reads and writes: a net.Conn.
+type Socket interface {
+	SetDeadline(t time.Time) error
+}
+
+// Attach ties s, the socket the call bounded by ctx is about to use, to
+// ctx's deadline, when ctx is one Bound returned for a context nothing
+// cancels (the shared-timer kind: what oke gives each store call). Once the
+// deadline passes, s's deadline is set to the past, so a read or write
+// blocked on s fails at once; the driver then sees a network error and
+// closes the connection, and end marks the call's error ErrTimeout as
+// usual.
+//
+// It returns a context with ctx's values and deadline and no Done channel,
+// to give the driver for the call instead of ctx: a driver that watches its
+// context's Done for each statement (pgx does, with a context.AfterFunc and
+// a channel per query) then has nothing to watch, and the deadline costs
+// the call two uncontended locks instead. ok is false, and ctx must be used
+// as it is, when ctx is not such a context.
+//
+// The caller must call Detach before s is used for anything else (before
+// its connection goes back to a pool).
+func Attach(ctx context.Context, s Socket) (_ context.Context, ok bool) {
+	b, ok := ctx.(*bound)
+	if !ok {
+		return ctx, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sock = s
+	if b.err == context.DeadlineExceeded {
+		b.cutLocked()
+	}
+	return &b.quiet, true
+}
+
+// Detach unties ctx's socket, which Attach tied to it. It reports whether
+// the deadline cut the socket: its deadline is then in the past, and a
+// call may have been ended mid-message, so the caller must close the
+// connection rather than use it again.
+func Detach(ctx context.Context) (cut bool) {
+	b, ok := ctx.(*bound)
+	if !ok {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sock = nil
+	return b.cut
+}
+
+// cutLocked sets b's socket's deadline to the past; b.mu is held, so
+// Detach cannot return between the decision and the cut (the socket would
+// go back to its pool with a deadline in the past).
+func (b *bound) cutLocked() {
+	if b.sock == nil || b.cut {
+		return
+	}
+	b.cut = true
+	_ = b.sock.SetDeadline(time.Unix(1, 0))
+}
+
+// quiet is a bound's context for a driver's statement (Attach): its values
+// and deadline, and no Done channel, so nothing watches it; the bound cuts
+// the socket instead.
+type quiet struct{ b *bound }
+
+func (q *quiet) Deadline() (time.Time, bool) { return q.b.deadline, true }
+func (q *quiet) Done() <-chan struct{}       { return nil }
+func (q *quiet) Err() error                  { return nil }
+func (q *quiet) Value(key any) any           { return q.b.parent.Value(key) }
