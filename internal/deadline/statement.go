@@ -32,9 +32,20 @@ func Statement(ctx context.Context, d time.Duration) (_ context.Context, release
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, nil
 	}
+	if ctx.Done() == nil {
+		// Nothing cancels ctx (a flow's context, which outlives its
+		// request): the statement joins the calls bounded by d, which
+		// share one timer (watch), instead of starting a timer of its own.
+		b := watchOf(d).start(ctx)
+		b.stmt = true
+		return b, b.release
+	}
 	c, cancel := context.WithTimeout(ctx, d)
 	return &statement{Context: c, parent: ctx, d: d}, cancel
 }
+
+// release ends a statement's bound (Statement).
+func (b *bound) release() { b.end(nil) }
 
 type statement struct {
 	context.Context
@@ -59,11 +70,19 @@ func Marked(ctx context.Context, err error) error {
 	if err == nil || errors.Is(err, ErrTimeout) {
 		return err
 	}
-	s, ok := ctx.(*statement)
-	if !ok {
+	var cerr error
+	switch s := ctx.(type) {
+	case *statement:
+		cerr = s.Err()
+	case *bound:
+		if !s.stmt {
+			return err
+		}
+		cerr = s.Err()
+	default:
 		return err
 	}
-	if t, ok := s.Err().(statementTimeout); ok {
+	if t, ok := cerr.(statementTimeout); ok {
 		return fmt.Errorf("%w: %w", t, err)
 	}
 	return err

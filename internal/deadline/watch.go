@@ -52,6 +52,7 @@ type bound struct {
 	sock   Socket // the call's socket, while Attach ties it to b
 	cut    bool   // the deadline set sock's deadline to the past
 	quiet  quiet  // b's context without a Done channel (Attach)
+	stmt   bool   // a flow's statement's (Statement): its Err says statementTimeout
 }
 
 // after is a function of AfterFunc's, to call when its bound ends.
@@ -215,10 +216,15 @@ func (b *bound) Done() <-chan struct{} {
 	return b.done
 }
 
-// Err implements context.Context.
+// Err implements context.Context. A statement's bound (Statement) ended
+// by its deadline says statementTimeout, which is also
+// context.DeadlineExceeded and ErrTimeout.
 func (b *bound) Err() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.stmt && b.err == context.DeadlineExceeded {
+		return statementTimeout{d: b.w.d}
+	}
 	return b.err
 }
 
