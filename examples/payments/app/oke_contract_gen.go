@@ -27,7 +27,7 @@ func init() {
 		{
 			Name:        "demo.events",
 			Source:      "examples/payments/app/events.go:26",
-			Digest:      "sha256:36de0bf2e9f444135e0bad94ee3e014861be6dac63f744855878418fee243eeb",
+			Digest:      "sha256:73d593e0d9ef4cff676a806a0d948de5e40909c19598d2fdcfd925b86b518bbd",
 			Shape:       "live",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
