@@ -28,7 +28,7 @@ func (d *Driver) queryRow(ctx context.Context, sql string, args []any, dest ...a
 		return err
 	}
 	err = c.QueryRow(qctx, sql, args...).Scan(dest...)
-	d.release(ctx, c)
+	d.release(ctx, qctx, c)
 	return err
 }
 
@@ -39,12 +39,13 @@ func (d *Driver) exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 		return pgconn.CommandTag{}, err
 	}
 	tag, err := c.Exec(qctx, sql, args...)
-	d.release(ctx, c)
+	d.release(ctx, qctx, c)
 	return tag, err
 }
 
 // acquire takes a connection from the pool within ctx's deadline and ties
-// the deadline to its socket: qctx is the context to run the statement on.
+// the deadline to its socket: qctx is the context to run the statement on
+// (ctx itself when the deadline could not be tied).
 func (d *Driver) acquire(ctx context.Context) (c *pgxpool.Conn, qctx context.Context, err error) {
 	c, err = d.pool.Acquire(ctx)
 	if err != nil {
@@ -54,11 +55,12 @@ func (d *Driver) acquire(ctx context.Context) (c *pgxpool.Conn, qctx context.Con
 	return c, qctx, nil
 }
 
-// release unties c's socket from ctx's deadline and gives c back to the
-// pool, or closes it when the deadline cut its socket (a statement may
-// have been ended mid-message; the socket's deadline is in the past).
-func (d *Driver) release(ctx context.Context, c *pgxpool.Conn) {
-	if deadline.Detach(ctx) {
+// release unties c's socket from ctx's deadline, if acquire tied it (qctx
+// is not ctx), and gives c back to the pool, or closes it when the
+// deadline cut its socket (a statement may have been ended mid-message;
+// the socket's deadline is in the past).
+func (d *Driver) release(ctx, qctx context.Context, c *pgxpool.Conn) {
+	if qctx != ctx && deadline.Detach(ctx, c.Conn().PgConn().Conn()) {
 		closeHijacked(c.Hijack())
 		return
 	}

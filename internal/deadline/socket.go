@@ -23,10 +23,12 @@ type Socket interface {
 // context's Done for each statement (pgx does, with a context.AfterFunc and
 // a channel per query) then has nothing to watch, and the deadline costs
 // the call two uncontended locks instead. ok is false, and ctx must be used
-// as it is, when ctx is not such a context.
+// as it is, when ctx is not such a context, or when another socket is
+// tied to it already (one call on ctx inside another's: the inner one is
+// watched by its driver as usual).
 //
-// The caller must call Detach before s is used for anything else (before
-// its connection goes back to a pool).
+// When ok, the caller must call Detach with s before s is used for
+// anything else (before its connection goes back to a pool).
 func Attach(ctx context.Context, s Socket) (_ context.Context, ok bool) {
 	b, ok := ctx.(*bound)
 	if !ok {
@@ -34,24 +36,31 @@ func Attach(ctx context.Context, s Socket) (_ context.Context, ok bool) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.sock = s
+	if b.sock != nil || b.err == context.Canceled {
+		return ctx, false
+	}
+	b.sock, b.cut = s, false
 	if b.err == context.DeadlineExceeded {
 		b.cutLocked()
 	}
 	return &b.quiet, true
 }
 
-// Detach unties ctx's socket, which Attach tied to it. It reports whether
-// the deadline cut the socket: its deadline is then in the past, and a
-// call may have been ended mid-message, so the caller must close the
-// connection rather than use it again.
-func Detach(ctx context.Context) (cut bool) {
+// Detach unties s, which Attach tied to ctx. It reports whether the
+// deadline cut s: its deadline is then in the past, and a call may have
+// been ended mid-message, so the caller must close the connection rather
+// than use it again. It does nothing, and reports false, for a socket
+// that is not the one tied to ctx.
+func Detach(ctx context.Context, s Socket) (cut bool) {
 	b, ok := ctx.(*bound)
 	if !ok {
 		return false
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.sock != s {
+		return false
+	}
 	b.sock = nil
 	return b.cut
 }

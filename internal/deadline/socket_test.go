@@ -42,7 +42,7 @@ func TestAttachCutsABlockedSocket(t *testing.T) {
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("read: %v, want the socket's deadline", err)
 	}
-	if !deadline.Detach(ctx) {
+	if !deadline.Detach(ctx, client) {
 		t.Fatal("Detach did not report the cut")
 	}
 	if err = end(err); !errors.Is(err, deadline.ErrTimeout) {
@@ -78,7 +78,7 @@ func TestAttachLeavesAPromptCallAlone(t *testing.T) {
 	if _, ok := deadline.Attach(ctx, s); !ok {
 		t.Fatal("Attach refused")
 	}
-	if deadline.Detach(ctx) {
+	if deadline.Detach(ctx, s) {
 		t.Fatal("a prompt call reported cut")
 	}
 	if err := end(nil); err != nil {
@@ -105,7 +105,7 @@ func TestAttachAfterTheDeadlineCutsAtOnce(t *testing.T) {
 	if _, ok := deadline.Attach(ctx, s); !ok {
 		t.Fatal("Attach refused")
 	}
-	if s.calls() != 1 || !deadline.Detach(ctx) {
+	if s.calls() != 1 || !deadline.Detach(ctx, s) {
 		t.Fatalf("socket deadlines set %d times, want 1, and Detach to report the cut", s.calls())
 	}
 	if err := end(context.DeadlineExceeded); !errors.Is(err, deadline.ErrTimeout) {
@@ -123,7 +123,34 @@ func TestAttachRefusesOtherContexts(t *testing.T) {
 	if got, ok := deadline.Attach(ctx, &sock{}); ok || got != ctx {
 		t.Fatal("Attach quieted a context its caller can cancel")
 	}
-	if deadline.Detach(ctx) {
+	if deadline.Detach(ctx, &sock{}) {
 		t.Fatal("Detach of a context never attached reported a cut")
+	}
+}
+
+// TestAttachOneSocketAtATime: a call on a context that has a socket tied
+// to it already (a call inside another's) is refused, so that it is
+// watched by its driver as usual; Detach of a socket that is not the tied
+// one changes nothing, and the tied one is still cut at the deadline.
+func TestAttachOneSocketAtATime(t *testing.T) {
+	outer, inner := &sock{}, &sock{}
+	ctx, end := deadline.Bound(context.Background(), 20*time.Millisecond)
+	if _, ok := deadline.Attach(ctx, outer); !ok {
+		t.Fatal("Attach refused the first socket")
+	}
+	if got, ok := deadline.Attach(ctx, inner); ok || got != ctx {
+		t.Fatal("Attach tied a second socket to one call")
+	}
+	if deadline.Detach(ctx, inner) {
+		t.Fatal("Detach of the untied socket reported a cut")
+	}
+	if err := end(hang(ctx)); !errors.Is(err, deadline.ErrTimeout) {
+		t.Fatalf("%v: want ErrTimeout", err)
+	}
+	if outer.calls() != 1 || inner.calls() != 0 {
+		t.Fatalf("deadlines set: outer %d, inner %d; want the tied socket's alone cut", outer.calls(), inner.calls())
+	}
+	if !deadline.Detach(ctx, outer) {
+		t.Fatal("Detach of the tied socket did not report its cut")
 	}
 }

@@ -206,7 +206,7 @@ func (c *Conn) commitPrepared(ctx context.Context, pending bool, stmts []Stateme
 	qctx, attached := deadline.Attach(ctx, pc.PgConn().Conn())
 	if attached {
 		defer func() {
-			if deadline.Detach(ctx) {
+			if deadline.Detach(ctx, pc.PgConn().Conn()) {
 				// Cut mid-batch, or just after: the socket's deadline is
 				// in the past. Close it, so that database/sql discards
 				// the connection instead of handing it out again. The
