@@ -57,9 +57,9 @@ type Pipeline struct {
 	// the statement's deadline was tied to the socket on (bound; see
 	// sendPrelude), so that pgconn has nothing to watch.
 	bound, quiet context.Context
-	sent      int                       // the prelude's statements sent
-	read      int                       // their results read
-	ended     bool                      // by End
+	sent         int  // the prelude's statements sent
+	read         int  // their results read
+	ended        bool // by End
 }
 
 // Send sends stmts, the transaction's BEGIN and its first statement in one
