@@ -21,3 +21,8 @@ function request()
   headers["Idempotency-Key"] = replay or string.format("%s-%012d", prefix, n)
   return wrk.format("POST", "/charges", headers, body)
 end
+
+-- The 99.9th percentile, which wrk's --latency does not print.
+function done(summary, latency, requests)
+  io.write(string.format("p99.9 %.2fms\n", latency:percentile(99.9) / 1000))
+end

@@ -35,6 +35,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "how long (`duration`) a keep-alive connection may wait for its next request")
 	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "the most `connections` held open at once; at the cap a new one takes the place of the longest-idle keep-alive one, and is closed at once only when all are busy (lowered to fit the open-file limit: 256 less, or half of it)")
 	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", c.MaxHeaderBytes, "the largest request headers (`bytes`) accepted (431 past it)")
+	fs.DurationVar(&c.SweepInterval, "sweep-interval", c.SweepInterval, "how often (`duration`) the background sweep deletes expired Idempotency-Key rows (oke.Config.SweepInterval; 0: every minute; negative: never)")
+	fs.IntVar(&c.SweepRate, "sweep-rate", c.SweepRate, "the most expired `rows` a second the background sweep deletes (oke.Config.SweepRate; 0: 10 000; negative: no rate, only the pause after each batch)")
 	fs.StringVar(&c.SweepCron, "sweep-cron", c.SweepCron, "the `schedule` of demo.sweep, the nightly sweep of expired Idempotency-Key rows (a cron spec in UTC, e.g. \"0 3 * * *\", @hourly, @every 10m; off: none)")
 }
 

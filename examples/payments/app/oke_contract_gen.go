@@ -13,7 +13,7 @@ func init() {
 		{
 			Name:        "bench.chargeUnprotected",
 			Source:      "examples/payments/app/charges.go:80",
-			Digest:      "sha256:7a54d948efb3e6bce5249e151a21e0f5f94c306614678897cfc8b09ff9088b55",
+			Digest:      "sha256:ed79346481908f54c75aa2092b538dc8f1ed37e3835f31aa82182f375116f58b",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "off", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -27,7 +27,7 @@ func init() {
 		{
 			Name:        "demo.events",
 			Source:      "examples/payments/app/events.go:26",
-			Digest:      "sha256:73d593e0d9ef4cff676a806a0d948de5e40909c19598d2fdcfd925b86b518bbd",
+			Digest:      "sha256:108ff4ca457e6b32f24171165305803fb8eae64442489ec3f4aa664b291d46e4",
 			Shape:       "live",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -50,7 +50,7 @@ func init() {
 		{
 			Name:        "demo.fail",
 			Source:      "examples/payments/app/demo.go:107",
-			Digest:      "sha256:d8972b4d6277133d6218d493a3a5b67c15819a3be2fbc667a8d9dfc5c89635ba",
+			Digest:      "sha256:541d3f009183c64db18eab37db2eda46324d6f3e3f5721f3014e95533fa0c5f7",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -64,7 +64,7 @@ func init() {
 		{
 			Name:        "demo.note",
 			Source:      "examples/payments/app/demo.go:78",
-			Digest:      "sha256:5b0bed220475f0617b727876912703fb151c025b3046aedc1502bca73c67a121",
+			Digest:      "sha256:371f64e99da2bb488d6b84c5cacb8b071bdc780ee7f297daa1ac5714fe31bc55",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "2s", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -95,7 +95,7 @@ func init() {
 		{
 			Name:        "demo.pipelineLog",
 			Source:      "examples/payments/app/durable.go:107",
-			Digest:      "sha256:7755ea7d73b6f2edfc52b727c202057a9ad5cee78ff42c239847a56f1ec4bdd4",
+			Digest:      "sha256:4f44180168c79328c53af0130c0e7f68f72aacfc715209b278879a4706d13d3d",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -110,7 +110,7 @@ func init() {
 		{
 			Name:        "demo.remind",
 			Source:      "examples/payments/app/durable.go:166",
-			Digest:      "sha256:3f70e89322811b4a6333c7474f0d301834a58dc0210d17051ef9509a7c6164f5",
+			Digest:      "sha256:0c50a8ff13eab0568ff2e0af330c07dd3f5e5730a9327cd21c3739221af8400b",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -127,7 +127,7 @@ func init() {
 		{
 			Name:        "demo.reminders",
 			Source:      "examples/payments/app/durable.go:221",
-			Digest:      "sha256:b84796857f7014b9e43a2badf5e0e0a5924a975e60a2bb8406a1086c19a7135d",
+			Digest:      "sha256:b7d341dcbe124c19cab8fb3977ff34f9c8ab1bb19f25beb592db5e97adf1b653",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -142,7 +142,7 @@ func init() {
 		{
 			Name:        "demo.slow",
 			Source:      "examples/payments/app/demo.go:28",
-			Digest:      "sha256:c0260d09fa77ab2da6cd7afd1e7766e470373df04f8a3656da6486ac0edd904d",
+			Digest:      "sha256:f112dfa63ed94e64da2add08b73e089fb769c6886654c4f63a77a1640e060196",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -156,7 +156,7 @@ func init() {
 		{
 			Name:        "demo.sweep",
 			Source:      "examples/payments/app/sweep.go:28",
-			Digest:      "sha256:fe9cc7274476b1e50efd3759b3621efbb5b6262855357a074d04f38eb661c27c",
+			Digest:      "sha256:125301288390f61bb06af71ccce83c56aca28bec51f45b9162f5daaf7b869779",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -173,7 +173,7 @@ func init() {
 		{
 			Name:        "demo.webhook",
 			Source:      "examples/payments/app/demo.go:212",
-			Digest:      "sha256:24c45058be7e84e579bea863ef05342d5d31eeef0a6f458a33f8de56ee41d9fc",
+			Digest:      "sha256:4fcc7ff4beaab2b97670b4770e7f1ceb1969b54400b8581153b04c665b31f1a1",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -214,7 +214,7 @@ func init() {
 		{
 			Name:        "payments.charge",
 			Source:      "examples/payments/app/charges.go:66",
-			Digest:      "sha256:e54205d5fa707d6b0b70f53d321ff63296e4245fbbd2617c2d00feabd331e465",
+			Digest:      "sha256:74a2b3d87c1444083bb076b7096067f4b54313cb52b623589cf3822afbcc22c6",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "required", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -229,7 +229,7 @@ func init() {
 		{
 			Name:        "payments.get",
 			Source:      "examples/payments/app/charges.go:148",
-			Digest:      "sha256:9539245410c34c8af49ee6cd4da390c1e27c66d4db98a39adcb45c2159e174c8",
+			Digest:      "sha256:c850214cf83a12dc0e60c3ede5be0d8fe5be52d88fe9a9ab0e73efbd97b204a2",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -244,7 +244,7 @@ func init() {
 		{
 			Name:        "payments.getRefund",
 			Source:      "examples/payments/app/refunds.go:204",
-			Digest:      "sha256:966b2c7274d58a3523b72ca8bd104c81a1d10a62493104b5304486ec44e5f3d4",
+			Digest:      "sha256:8db583b9ee23a61ff6bdab1528ae5069ddc6045c507f35341e5039165bbd4bcc",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -259,7 +259,7 @@ func init() {
 		{
 			Name:        "payments.list",
 			Source:      "examples/payments/app/charges.go:111",
-			Digest:      "sha256:c623af51eb58c3228bb1421b0a3b940dea31b379907ac9790494b12dac6dbe39",
+			Digest:      "sha256:aa56c8ebead59e6a0a8fd9ffd980d40c89e52ecce72b58d3df98644897000dde",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Declared:    []oke.Effect{oke.EffectRead},
@@ -274,7 +274,7 @@ func init() {
 		{
 			Name:        "payments.quote",
 			Source:      "examples/payments/app/charges.go:190",
-			Digest:      "sha256:6fc1250b3edb483a8b8df976f575cbea553a7b800d83bc125a4e42d743e39efe",
+			Digest:      "sha256:7333b72f004f9673b9fe93aa3125333be646a760fafd2708f444b9b622777d68",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{
@@ -288,7 +288,7 @@ func init() {
 		{
 			Name:        "payments.refund",
 			Source:      "examples/payments/app/refunds.go:74",
-			Digest:      "sha256:255b4fcab5f3efbfe890da991a18db321bdbb712f6132431ea8b924d82c2499c",
+			Digest:      "sha256:d197343c8c57fcf3fbaa3e3b3b04570bf84898b68f6c67738101cb37f1bcbdd0",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -307,7 +307,7 @@ func init() {
 		{
 			Name:        "payments.refundApproval",
 			Source:      "examples/payments/app/approvals.go:79",
-			Digest:      "sha256:a58cdb1a43cbb60520d36f1192239da619f2e75bf01299f7c9e98b70c8612c07",
+			Digest:      "sha256:a187812c047b1474673c4820274512561663ac597c152a9cf39eebb02ca52b5a",
 			Shape:       "unary",
 			Durable:     true,
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
@@ -324,7 +324,7 @@ func init() {
 		{
 			Name:        "payments.refundRequest",
 			Source:      "examples/payments/app/approvals.go:45",
-			Digest:      "sha256:5f79272259662dc9663d97d5a124ab3e74d2006c0bf2798b3cbc4dda60c04606",
+			Digest:      "sha256:57ee02f919b47e1bb07f09794ce3e5fa2ee0746618052dd4600049e7a419f30f",
 			Shape:       "unary",
 			Idempotency: oke.ContractIdempotency{Mode: "auto", TTL: "", Claim: ""},
 			Bindings: []oke.ContractBinding{

@@ -108,6 +108,11 @@ type Config struct {
 	// SweepCron is the schedule of demo.sweep, the nightly sweep (a cron
 	// spec, oke.Cron; UTC); "off" binds no schedule.
 	SweepCron string
+	// SweepInterval and SweepRate are oke.Config's: how often the app's
+	// background sweep of expired Idempotency-Key rows runs, and its pace
+	// (zero: oke's defaults).
+	SweepInterval time.Duration
+	SweepRate     int
 	// AdminToken guards the admin API and console under /_oke/ (oke.
 	// AdminToken): requests need "Authorization: Bearer <token>" or the
 	// console's session cookie. Empty (and no AdminTokenFile) means a
@@ -268,6 +273,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	okeCfg := oke.Config{Driver: drv, Gate: Gate, Lease: cfg.Lease, Logger: log, DB: s.db,
 		HTTPClient: httpClient(s.provider()), PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay,
+		SweepInterval: cfg.SweepInterval, SweepRate: cfg.SweepRate,
 		ClaimFirst: cfg.ClaimFirst, Clock: cfg.Clock}
 	if s.dialect == sqliteDialect {
 		// A full disk or a locked file is 503, not 500 (on Postgres the
