@@ -720,9 +720,33 @@ func sweepPause(n int, took time.Duration, rate int) time.Duration {
 	return pause
 }
 
-// sweepPaced is Sweep for the background: a pause after each batch
+// sweepPaced is Sweep for the background: a pause after each full batch
 // (sweepPause), ended early when the app closes.
 func (a *App) sweepPaced(ctx context.Context) (int, error) {
+	return a.sweep(ctx, func(n int, took time.Duration) bool {
+		pause := sweepPause(n, took, a.cfg.SweepRate)
+		if a.onSweepPause != nil {
+			a.onSweepPause(pause)
+		}
+		t := time.NewTimer(pause)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return true
+		case <-a.stop:
+			return false
+		}
+	})
+}
+
+// Sweep deletes every expired idempotency row now, in batches, and returns
+// how many it deleted.
+func (a *App) Sweep(ctx context.Context) (int, error) { return a.sweep(ctx, nil) }
+
+// sweep deletes expired rows in batches until one is not full. After each
+// full batch (n rows in took), pause, unless nil, waits before the next and
+// says whether to go on.
+func (a *App) sweep(ctx context.Context, pause func(n int, took time.Duration) bool) (int, error) {
 	total := 0
 	for {
 		start := time.Now()
@@ -733,36 +757,7 @@ func (a *App) sweepPaced(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, fmt.Errorf("sweep: %w", err)
 		}
-		if n < sweepBatch {
-			return total, nil
-		}
-		pause := sweepPause(n, time.Since(start), a.cfg.SweepRate)
-		if a.onSweepPause != nil {
-			a.onSweepPause(pause)
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-a.stop:
-			t.Stop()
-			return total, nil
-		}
-	}
-}
-
-// Sweep deletes every expired idempotency row now, in batches, and returns
-// how many it deleted.
-func (a *App) Sweep(ctx context.Context) (int, error) {
-	total := 0
-	for {
-		sctx, end := a.bound(ctx, "sweep")
-		n, err := a.cfg.Driver.Sweep(sctx, sweepBatch)
-		err = end(err)
-		total += n
-		if err != nil {
-			return total, fmt.Errorf("sweep: %w", err)
-		}
-		if n < sweepBatch {
+		if n < sweepBatch || (pause != nil && !pause(n, time.Since(start))) {
 			return total, nil
 		}
 	}
