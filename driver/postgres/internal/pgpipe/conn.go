@@ -40,8 +40,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
-
-	"github.com/okengine/oke/internal/deadline"
 )
 
 // OpenDB returns a database/sql handle on pool: pgx's database/sql adapter
@@ -201,22 +199,10 @@ func (c *Conn) commitPrepared(ctx context.Context, pending bool, stmts []Stateme
 	}
 	b.ExecStatement(sd, nil, nil, nil)
 	// The COMMIT's deadline (oke's, deadline.Bound) is tied to the
-	// socket, not watched by pgconn (see deadline.Attach): one round trip,
-	// without a channel and a context.AfterFunc for pgconn to watch it by.
-	qctx, attached := deadline.Attach(ctx, pc.PgConn().Conn())
-	if attached {
-		defer func() {
-			if deadline.Detach(ctx, pc.PgConn().Conn()) {
-				// Cut mid-batch, or just after: the socket's deadline is
-				// in the past. Close it, so that database/sql discards
-				// the connection instead of handing it out again. The
-				// error stays what the batch said: a COMMIT whose result
-				// was read did commit, one cut before is the caller's
-				// timeout (an outcome it cannot know).
-				_ = pc.Close(context.Background())
-			}
-		}()
-	}
+	// socket, not watched by pgconn: one round trip, without a channel and
+	// a context.AfterFunc for pgconn to watch it by.
+	qctx, tie := TieDeadline(ctx, pc)
+	defer tie.Untie()
 	res := pc.PgConn().ExecBatch(qctx, &b)
 	var first error
 	for i := 0; res.NextResult(); i++ {

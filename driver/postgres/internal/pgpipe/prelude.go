@@ -9,8 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
-
-	"github.com/okengine/oke/internal/deadline"
 )
 
 // A Prelude sends statements of its own ahead of a transaction's BEGIN, in
@@ -53,9 +51,9 @@ type Pipeline struct {
 	sds       firstStatements
 	pipelined bool
 	res       *pgconn.MultiResultReader // once sent
-	// quiet is the context Send runs the batch on when its ctx is the one
-	// the statement's deadline was tied to the socket on (bound; see
-	// sendPrelude), so that pgconn has nothing to watch.
+	// quiet is the context Send runs the batch on when its ctx is bound,
+	// the statement's (see sendPrelude): bound itself, or, when the
+	// deadline is tied to the socket, one pgconn has nothing to watch in.
 	bound, quiet context.Context
 	sent         int  // the prelude's statements sent
 	read         int  // their results read
@@ -101,7 +99,7 @@ func (p *Pipeline) Send(ctx context.Context, stmts ...Statement) error {
 	p.sent = len(stmts)
 	// Should the batch not go out, the connection is closed, and with it
 	// whatever the server began; the error is the first Next's.
-	if p.quiet != nil && ctx == p.bound {
+	if ctx == p.bound {
 		ctx = p.quiet
 	}
 	p.res = pc.PgConn().ExecBatch(ctx, &b)
@@ -177,58 +175,47 @@ func (c *Conn) sendPrelude(ctx context.Context, query string, args []any) (br be
 	p := &Pipeline{c: c, sds: sds, pipelined: pipelined}
 	// The statement's deadline (oke's, deadline.Statement) is tied to the
 	// socket until its results are read (pipeResults.Close), not watched
-	// by pgconn: see deadline.Attach. The prelude gets ctx itself, for
-	// what it sends elsewhere.
-	sock := pc.PgConn().Conn()
-	if q, ok := deadline.Attach(ctx, sock); ok {
-		p.bound, p.quiet = ctx, q
-	}
-	detach := func() {
-		if p.quiet != nil && deadline.Detach(ctx, sock) {
-			// Cut: the socket's deadline is in the past, so the
-			// connection is closed, and database/sql discards it.
-			_ = pc.Close(context.Background())
-		}
-	}
+	// by pgconn. The prelude gets ctx itself, for what it sends elsewhere.
+	var tie Tie
+	p.bound = ctx
+	p.quiet, tie = TieDeadline(ctx, pc)
 	if err := c.prelude.Before(ctx, p); err != nil {
 		err = c.refuse(ctx, p.res, err)
-		detach()
+		tie.Untie()
 		return nil, err, true
 	}
 	if p.res == nil {
-		detach()
+		tie.Untie()
 		return nil, nil, false
 	}
 	if p.ended {
 		err := c.refuse(ctx, p.res, errors.New("pgpipe: the prelude ended its pipeline, yet let the transaction go ahead"))
-		detach()
+		tie.Untie()
 		return nil, err, true
 	}
 	c.pending = false
 	for p.read < p.sent { // what the prelude left unread
 		if err := readClosed(p); err != nil {
 			p.res.Close()
-			detach()
+			tie.Untie()
 			return nil, err, true
 		}
 	}
 	if rr, err := nextResults(p.res); err != nil { // the BEGIN
 		p.res.Close()
-		detach()
+		tie.Untie()
 		return nil, err, true
 	} else if _, err := rr.Close(); err != nil {
 		p.res.Close()
-		detach()
+		tie.Untie()
 		return nil, err, true
 	}
 	br, err, sent = c.readFirst(p.res, sds.stmt, pc.TypeMap())
 	if err != nil {
-		detach()
+		tie.Untie()
 		return br, err, sent
 	}
-	if p.quiet != nil {
-		br.(*pipeResults).detach = detach
-	}
+	br.(*pipeResults).tie = tie
 	return br, nil, sent
 }
 
@@ -280,9 +267,9 @@ type pipeResults struct {
 	rr   *pgconn.ResultReader
 	m    *pgtype.Map
 	rows pgx.Rows
-	// detach unties the statement's deadline from the socket once its
-	// results are read (see sendPrelude); nil when it was not tied.
-	detach func()
+	// tie is the statement's deadline tied to the socket, untied once
+	// its results are read (see sendPrelude).
+	tie Tie
 }
 
 func (r *pipeResults) Exec() (pgconn.CommandTag, error) {
@@ -312,9 +299,7 @@ func (r *pipeResults) Close() error {
 	if cerr := r.res.Close(); err == nil {
 		err = cerr
 	}
-	if r.detach != nil {
-		r.detach()
-		r.detach = nil
-	}
+	r.tie.Untie()
+	r.tie = Tie{}
 	return err
 }
