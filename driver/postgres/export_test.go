@@ -15,12 +15,21 @@ func PgConn(dc any) *pgconn.PgConn { return dc.(*pgpipe.Conn).Conn.Conn().PgConn
 // schema takes on key, exclusive.
 func LockKey(d *Driver, key driver.Key) int64 { return d.lockKey(key) }
 
-// LegacyLockKey is the advisory lock an older oke's claim held in a
-// transaction took on key, exclusive, whatever its schema.
-var LegacyLockKey = legacyLockKey
+// LegacyLockKey is the advisory lock an oke before v0.1.0 took on key for
+// a claim held in a transaction, exclusive, whatever its schema (v0.1.0
+// took it shared as well).
+func LegacyLockKey(key driver.Key) int64 {
+	return hashParts(nil, key.Tenant, key.Principal, key.Flow, key.Key)
+}
 
-// LegacyRequestLockKey is the advisory lock an older oke's claim held in a
-// transaction took on key and fingerprint fp, shared, whatever its schema.
+// RequestLockKey is the advisory lock a claim held in a transaction on d's
+// schema takes on key and fingerprint fp, shared.
+func RequestLockKey(d *Driver, key driver.Key, fp string) int64 {
+	return d.locks(key, fp).request
+}
+
+// LegacyRequestLockKey is the advisory lock an oke before v0.1.0 took on
+// key and fingerprint fp, shared, whatever its schema (v0.1.0 as well).
 func LegacyRequestLockKey(key driver.Key, fp string) int64 {
 	return hashParts(nil, key.Tenant, key.Principal, key.Flow, key.Key, fp)
 }

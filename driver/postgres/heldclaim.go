@@ -27,9 +27,8 @@ import (
 //     request's, on the key and fingerprint (shared: requests with the
 //     same payload never wait for each other), then the key's (exclusive,
 //     tried), both keyed by the schema too, so that schemas of one
-//     database do not share them, and with them the older, schema-less
-//     forms, shared, for instances of an older oke on the schema. It
-//     fails when another transaction holds the key.
+//     database do not share them. It fails when another transaction holds
+//     the key.
 //   - lookup (heldLookupSQL) reads the key's row, if any, with a snapshot
 //     taken after the lock, and says in a transaction-local setting
 //     (oke.held_claim) whether the key is free: no row, or one a claim may
@@ -63,9 +62,8 @@ import (
 // the transaction's locks), so the row, not the locks, decides: 422 for
 // another payload, never a 409 while the answer is knowable (issue 21).
 //
-// A free key — the common case — costs four lock calls (two of them the
-// older forms), one index probe and a setting ahead of the flow's
-// statement, in the same round trip; and a key this process has replayed
+// A free key — the common case — costs two lock calls, one index probe
+// and two settings ahead of the flow's statement, in the same round trip; and a key this process has replayed
 // once is answered without a claim at all (internal/idem/replayed.go).
 //
 // No row is written until the completion, which stores the response as the
@@ -95,23 +93,20 @@ import (
 // may not replace: the transaction rolls back (ErrNotOwner), so writes
 // through the transaction stay exactly-once.
 
-// heldLockSQL takes the request's locks ($2 and $4: requestLockKey and its
-// legacy form, shared; in a subquery the planner may not flatten, so they
-// are taken before the key's) and tries the key's ($1: lockKey,
-// exclusive; $3: its legacy form, shared), failing (oke_claim_refused,
+// heldLockSQL takes the request's lock ($2: requestLockKey, shared; in a
+// subquery the planner may not flatten, so it is taken before the key's)
+// and tries the key's ($1: lockKey, exclusive), failing (oke_claim_refused,
 // migration 012: SQLSTATE OKE01) when another transaction holds the key.
 //
 // The keys are the schema's (lockKey): two schemas of one database never
-// share a lock. The legacy forms are the keys an older oke took, without
-// the schema, exclusively for the key: taking them as well, shared, keeps
-// an older instance and this one on one schema exclusive during a rolling
-// deploy (the older one's exclusive lock and this one's shared lock
-// conflict), while two instances of this oke on different schemas, which
-// only share them, never wait for each other (docs/postgres.md,
+// share a lock. An oke before v0.1.0 took other keys, the same on every
+// schema; v0.1.0 took both, so that it and an older instance excluded each
+// other during a rolling deploy. This one takes only the schema's: it may
+// run beside v0.1.0, not beside anything older (docs/postgres.md,
 // "Upgrading to schema-scoped locks").
-const heldLockSQL = `SELECT CASE WHEN pg_try_advisory_xact_lock($1) AND pg_try_advisory_xact_lock_shared($3) THEN 1
+const heldLockSQL = `SELECT CASE WHEN pg_try_advisory_xact_lock($1) THEN 1
 	ELSE {s}.oke_claim_refused('another transaction holds the key') END
-	FROM (SELECT pg_advisory_xact_lock_shared($2), pg_advisory_xact_lock_shared($4) OFFSET 0) AS request_lock`
+	FROM (SELECT pg_advisory_xact_lock_shared($2) OFFSET 0) AS request_lock`
 
 // heldLookupSQL reads the key's row, if any, and the server's clock, and
 // sets oke.held_claim, for the rest of the transaction, to 1 when a claim
@@ -144,12 +139,10 @@ const heldGuardSQL = `SELECT CASE current_setting('oke.held_claim') WHEN '1' THE
 // and, unless the row decides (a claim with fingerprint $5 may not replace
 // it), who holds the key's lock: {s}.oke_lock_holder (migration 011) with
 // the key's lock as pg_locks shows a 64-bit key (classid $6, objid $7) and
-// the request's ($8, $9), and again with their legacy forms ($10 to $13),
-// which an older instance on the schema holds (heldLockSQL); holderOther
-// when either says so; 0 when the row decides.
+// the request's ($8, $9); 0 when the row decides.
 var heldRefusedSQL = `SELECT ` + prefixed("o") + `, now(),
 	CASE WHEN o.idem_key IS NULL OR (` + mayReplaceSQL("o", "$5") + `)
-		THEN greatest({s}.oke_lock_holder($6, $7, $8, $9), {s}.oke_lock_holder($10, $11, $12, $13)) ELSE 0 END::smallint
+		THEN {s}.oke_lock_holder($6, $7, $8, $9) ELSE 0 END::smallint
 	FROM (VALUES (1)) AS one LEFT JOIN {s}.oke_idempotency o ON ` + keyWhere
 
 // What oke_lock_holder says of a key held by another transaction.
@@ -215,20 +208,17 @@ func (h *heldClaim) completion(d *Driver, resp driver.Response, ttl time.Duratio
 }
 
 // heldLocks are the advisory lock keys of a held claim (heldLockSQL):
-// the key's and the request's, and their legacy forms.
+// the key's and the request's.
 type heldLocks struct {
-	key, request             int64
-	legacyKey, legacyRequest int64
+	key, request int64
 }
 
 // locks computes the advisory lock keys of a claim of k with fingerprint
 // fp on d's schema.
 func (d *Driver) locks(k driver.Key, fp string) heldLocks {
 	return heldLocks{
-		key:           d.lockKey(k),
-		request:       hashParts(d.lockScope, k.Tenant, k.Principal, k.Flow, k.Key, fp),
-		legacyKey:     legacyLockKey(k),
-		legacyRequest: hashParts(nil, k.Tenant, k.Principal, k.Flow, k.Key, fp),
+		key:     d.lockKey(k),
+		request: hashParts(d.lockScope, k.Tenant, k.Principal, k.Flow, k.Key, fp),
 	}
 }
 
@@ -241,15 +231,11 @@ func (d *Driver) lockKey(k driver.Key) int64 {
 	return hashParts(d.lockScope, k.Tenant, k.Principal, k.Flow, k.Key)
 }
 
-// legacyLockKey is the advisory lock key an older oke took for k, on any
-// schema: the same hash without the schema (see heldLockSQL).
-func legacyLockKey(k driver.Key) int64 { return hashParts(nil, k.Tenant, k.Principal, k.Flow, k.Key) }
-
 // lockScope is what lock keys on schema hash ahead of a key's parts, in
 // their encoding: a tag and the schema's name, two parts more than the
-// legacy forms hash, so that no legacy lock's bytes are a schema's lock's
-// (the encoding of a list of parts is the list's alone). Computed once, at
-// Open.
+// schema-less keys of an oke before v0.1.0 hashed, so that none of those
+// keys' bytes are a schema's lock's (the encoding of a list of parts is
+// the list's alone). Computed once, at Open.
 func lockScope(schema string) []byte {
 	var b []byte
 	for _, p := range []string{"oke.schema", schema} {
@@ -288,7 +274,7 @@ func (p *claimPrelude) sendHeld(ctx context.Context, pipe *pgpipe.Pipeline, req 
 	p.locks = d.locks(k, req.Fingerprint)
 	l := &p.locks // pointers, so that the arguments take no allocation of their own
 	err := pipe.Send(ctx,
-		pgpipe.Statement{SQL: d.sql(heldLockSQL), Args: []any{&l.key, &l.request, &l.legacyKey, &l.legacyRequest}},
+		pgpipe.Statement{SQL: d.sql(heldLockSQL), Args: []any{&l.key, &l.request}},
 		pgpipe.Statement{SQL: d.sql(heldLookupSQL), Args: []any{k.Tenant, k.Principal, k.Flow, k.Key, req.Fingerprint, heldLeaseMillis(req.Lease)}},
 		pgpipe.Statement{SQL: d.sql(heldGuardSQL)},
 	)
@@ -358,15 +344,13 @@ func (p *claimPrelude) refused(ctx context.Context, pipe *pgpipe.Pipeline, req d
 	l := p.locks
 	kc, ko := lockParts(l.key)
 	rc, ro := lockParts(l.request)
-	lkc, lko := lockParts(l.legacyKey)
-	lrc, lro := lockParts(l.legacyRequest)
 	var (
 		s      rowScan
 		now    time.Time
 		holder int16
 	)
 	if err := conn.QueryRow(ctx, d.sql(heldRefusedSQL), k.Tenant, k.Principal, k.Flow, k.Key, req.Fingerprint,
-		int64(kc), int64(ko), int64(rc), int64(ro), int64(lkc), int64(lko), int64(lrc), int64(lro)).Scan(append(s.dest(), &now, &holder)...); err != nil {
+		int64(kc), int64(ko), int64(rc), int64(ro)).Scan(append(s.dest(), &now, &holder)...); err != nil {
 		return p.claimFailed(d.wrap("claim", err))
 	}
 	if seen, existed := s.row(); existed {

@@ -571,22 +571,29 @@ func TestHeldClaimLocksAreTheSchemas(t *testing.T) {
 	}
 }
 
-// During a rolling deploy an older instance, whose lock on a key was the
-// same on every schema, and this one exclude each other on one schema: a
-// claim while the older one holds the key is busy, with the answer of the
-// older one's payload (409 for the same, 422 for another), and while this
-// one holds it the older one's lock cannot be had, and the older one's
-// look at who holds the key (oke_lock_holder with its keys) finds this one
-// with its payload.
-func TestHeldClaimExcludesAnOlderInstance(t *testing.T) {
+// During a rolling deploy from v0.1.0, whose held claim took the schema's
+// locks and, shared, the schema-less ones of the oke before it, a v0.1.0
+// instance and this one exclude each other on one schema: a claim while
+// v0.1.0 holds the key is busy, with the answer of v0.1.0's payload (409
+// for the same, 422 for another), and while this one holds it v0.1.0's
+// lock statement cannot have it, and v0.1.0's look at who holds the key
+// (the greatest of oke_lock_holder with both forms) finds this one with
+// its payload. (An oke before v0.1.0 took only the schema-less locks: this
+// one does not exclude it, docs/postgres.md says so.)
+func TestHeldClaimExcludesAV010Instance(t *testing.T) {
 	t.Parallel()
 	d := newDriver(t)
 	ctx := t.Context()
 	table := chargesTable(t, d)
-	key := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "older-instance-key-00001"}
+	key := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "v010-instance-key-000001"}
+	// v0.1.0's heldLockSQL.
+	const v010Lock = `SELECT pg_try_advisory_xact_lock($1) AND pg_try_advisory_xact_lock_shared($3)
+		FROM (SELECT pg_advisory_xact_lock_shared($2), pg_advisory_xact_lock_shared($4) OFFSET 0) AS r`
+	v010Args := func(fp string) []any {
+		return []any{postgres.LockKey(d, key), postgres.RequestLockKey(d, key, fp),
+			postgres.LegacyLockKey(key), postgres.LegacyRequestLockKey(key, fp)}
+	}
 
-	// The older instance's held claim, with one payload or another: its
-	// request's lock, shared, then the key's, exclusive and tried.
 	for _, c := range []struct {
 		fp   string
 		same bool
@@ -596,14 +603,13 @@ func TestHeldClaimExcludesAnOlderInstance(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got bool
-		if err := older.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1) FROM (SELECT pg_advisory_xact_lock_shared($2) OFFSET 0) AS r`,
-			postgres.LegacyLockKey(key), postgres.LegacyRequestLockKey(key, c.fp)).Scan(&got); err != nil || !got {
+		if err := older.QueryRow(ctx, v010Lock, v010Args(c.fp)...).Scan(&got); err != nil || !got {
 			older.Rollback(ctx)
-			t.Fatalf("the older instance's lock: %v, %v", got, err)
+			t.Fatalf("v0.1.0's lock: %v, %v", got, err)
 		}
 		conn, tk, err := heldTx(t, d, table, key, "new", 1)
 		if !errors.Is(err, errNotOurs) || tk.res.Claimed || !tk.res.Busy || tk.res.BusySame != c.same {
-			t.Errorf("a claim while an older instance holds the key with payload %q: %v, claim %+v; want busy, BusySame %v", c.fp, err, tk.res, c.same)
+			t.Errorf("a claim while v0.1.0 holds the key with payload %q: %v, claim %+v; want busy, BusySame %v", c.fp, err, tk.res, c.same)
 		}
 		conn.Close()
 		if err := older.Rollback(ctx); err != nil {
@@ -614,24 +620,32 @@ func TestHeldClaimExcludesAnOlderInstance(t *testing.T) {
 	// This one holds the key.
 	held, tk, err := heldTx(t, d, table, key, "new", 1)
 	if err != nil || !tk.res.Claimed {
-		t.Fatalf("a claim once the older instance let go: %v, claim %+v; want it claimed", err, tk.res)
+		t.Fatalf("a claim once v0.1.0 let go: %v, claim %+v; want it claimed", err, tk.res)
 	}
 	defer held.Close()
-	var got bool
-	if err := d.Pool().QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, postgres.LegacyLockKey(key)).Scan(&got); err != nil || got {
-		t.Errorf("the older instance's lock while this one holds the key: %v, %v; want it refused", got, err)
+	older, err := d.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
+	var got bool
+	if err := older.QueryRow(ctx, v010Lock, v010Args("fp")...).Scan(&got); err != nil || got {
+		t.Errorf("v0.1.0's lock statement while this one holds the key: %v, %v; want false", got, err)
+	}
+	older.Rollback(ctx)
 	parts := func(k int64) (int64, int64) { return int64(uint32(uint64(k) >> 32)), int64(uint32(uint64(k))) }
+	schema := pgx.Identifier{d.Schema()}.Sanitize()
 	for _, c := range []struct {
 		fp   string
 		want int16
 	}{{"fp", 1}, {"other", 2}} {
-		k1, k2 := parts(postgres.LegacyLockKey(key))
-		r1, r2 := parts(postgres.LegacyRequestLockKey(key, c.fp))
+		k1, k2 := parts(postgres.LockKey(d, key))
+		r1, r2 := parts(postgres.RequestLockKey(d, key, c.fp))
+		l1, l2 := parts(postgres.LegacyLockKey(key))
+		q1, q2 := parts(postgres.LegacyRequestLockKey(key, c.fp))
 		var holder int16
-		if err := d.Pool().QueryRow(ctx, `SELECT `+pgx.Identifier{d.Schema()}.Sanitize()+`.oke_lock_holder($1, $2, $3, $4)`,
-			k1, k2, r1, r2).Scan(&holder); err != nil || holder != c.want {
-			t.Errorf("the older instance asks who holds the key, for payload %q: %d, %v; want %d", c.fp, holder, err, c.want)
+		if err := d.Pool().QueryRow(ctx, `SELECT greatest(`+schema+`.oke_lock_holder($1, $2, $3, $4), `+schema+`.oke_lock_holder($5, $6, $7, $8))`,
+			k1, k2, r1, r2, l1, l2, q1, q2).Scan(&holder); err != nil || holder != c.want {
+			t.Errorf("v0.1.0 asks who holds the key, for payload %q: %d, %v; want %d", c.fp, holder, err, c.want)
 		}
 	}
 }

@@ -72,14 +72,12 @@ func TestPgbenchScriptsClaimLikeTheDriver(t *testing.T) {
 // pgbenchHeld is scripts/pgbench/parts/held.sql: the statements the driver
 // sends ahead of the BEGIN for a claim held in the transaction (sendHeld),
 // as pgbench sends them. The lock key is the key itself there (pgbench
-// cannot hash as lockKey does), the legacy forms the keys with bit 62
-// flipped.
+// cannot hash as lockKey does), the request's its negation.
 func pgbenchHeld() string {
 	var b strings.Builder
 	b.WriteString(`-- The driver's claim held in the transaction (heldLockSQL, heldLookupSQL and
 -- heldGuardSQL in driver/postgres/heldclaim.go) with pgbench variables for
--- their parameters; the key's lock is :key itself, the request's -:key, their
--- legacy forms those with bit 62 flipped. Written by
+-- their parameters; the key's lock is :key itself, the request's -:key. Written by
 -- TestPgbenchHeldScriptIsTheDrivers; go test ./driver/postgres/ -run PgbenchHeld
 -- -update-pgbench rewrites it.
 `)
@@ -90,7 +88,6 @@ func pgbenchHeld() string {
 		}
 		if q == strings.ReplaceAll(heldLockSQL, "{s}", "oke") {
 			subs = []struct{ param, v string }{
-				{"$4", "((-(:key)::bigint) # 4611686018427387904)"}, {"$3", "((:key)::bigint # 4611686018427387904)"},
 				{"$2", "(-(:key)::bigint)"}, {"$1", ":key"},
 			}
 		}
