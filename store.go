@@ -199,7 +199,8 @@ func (t *Tx) note(query string) error {
 // stmt is a statement on a Tx: its context, and how its error is marked
 // when a deadline ended it.
 type stmt struct {
-	ctx     context.Context
+	ctx     context.Context // the statement's, bounded
+	send    context.Context // what database/sql gets: ctx, or ctx hushed (flowtx.Tx.Hush)
 	release func()          // the statement's deadline's (Fx.statement), or nil
 	armed   *deadline.Armed // the BEGIN's, on the flow transaction's first statement (flowtx.Tx.First)
 }
@@ -211,8 +212,10 @@ type stmt struct {
 func (t *Tx) begin(ctx context.Context, rows bool) stmt {
 	var s stmt
 	s.ctx, s.release = t.fx.statement(ctx, rows)
+	s.send = s.ctx
 	if t.pending != nil {
 		s.ctx, s.armed = t.pending.First(s.ctx, s.release != nil)
+		s.send = t.pending.Hush(s.ctx)
 	}
 	return s
 }
@@ -232,7 +235,7 @@ func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, e
 		return nil, err
 	}
 	s := t.begin(ctx, false)
-	res, err := t.tx.ExecContext(s.ctx, query, args...)
+	res, err := t.tx.ExecContext(s.send, query, args...)
 	err = s.end(err)
 	if s.release != nil {
 		s.release()
@@ -246,7 +249,7 @@ func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, e
 		return nil, err
 	}
 	s := t.begin(ctx, true)
-	rows, err := t.tx.QueryContext(s.ctx, query, args...)
+	rows, err := t.tx.QueryContext(s.send, query, args...)
 	return rows, s.end(err)
 }
 
@@ -256,7 +259,7 @@ func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
 		return errRow(err)
 	}
 	s := t.begin(ctx, true)
-	row := t.tx.QueryRowContext(s.ctx, query, args...)
+	row := t.tx.QueryRowContext(s.send, query, args...)
 	if err := row.Err(); err != nil {
 		if marked := s.end(err); marked != err { // a deadline ended it
 			return errRow(marked)

@@ -85,3 +85,42 @@ func (q *quiet) Deadline() (time.Time, bool) { return q.b.deadline, true }
 func (q *quiet) Done() <-chan struct{}       { return nil }
 func (q *quiet) Err() error                  { return nil }
 func (q *quiet) Value(key any) any           { return q.b.parent.Value(key) }
+
+// Hush returns the context to hand database/sql for a flow's statement
+// bounded by ctx (Statement) on a driver that unhushes it (an Unhusher):
+// ctx's values and deadline and no Done channel, so that database/sql
+// starts no goroutine and no context of its own to watch the statement;
+// the driver gets ctx back with Unhush and bounds the statement with it
+// (pgpipe ties it to the socket). ctx is returned as is when it is not a
+// statement's bound on the shared timer.
+//
+// Only hand the result to a driver that unhushes every context it is
+// given: anything else would see a deadline it never enforces.
+func Hush(ctx context.Context) context.Context {
+	if b, ok := ctx.(*bound); ok && b.stmt {
+		return &b.hushed
+	}
+	return ctx
+}
+
+// Unhush returns the bound Hush hushed, or ctx as it is.
+func Unhush(ctx context.Context) context.Context {
+	if h, ok := ctx.(*hushed); ok {
+		return h.b
+	}
+	return ctx
+}
+
+// An Unhusher is a database/sql driver (the sql.DB's Driver()) that calls
+// Unhush on the context of each statement, so that oke may Hush them.
+type Unhusher interface {
+	UnhushesStatements()
+}
+
+// hushed is a bound's context as database/sql sees it (Hush).
+type hushed struct{ b *bound }
+
+func (h *hushed) Deadline() (time.Time, bool) { return h.b.deadline, true }
+func (h *hushed) Done() <-chan struct{}       { return nil }
+func (h *hushed) Err() error                  { return nil }
+func (h *hushed) Value(key any) any           { return h.b.parent.Value(key) }

@@ -154,3 +154,49 @@ func TestAttachOneSocketAtATime(t *testing.T) {
 		t.Fatal("Detach of the tied socket did not report its cut")
 	}
 }
+
+// TestHushGivesDatabaseSQLNothingToWatch: a flow statement's bound, hushed,
+// has its deadline and values and no Done channel (database/sql starts no
+// goroutine for it), and Unhush gives the driver the bound back, which
+// still ends at its deadline. Anything else is left as it is.
+func TestHushGivesDatabaseSQLNothingToWatch(t *testing.T) {
+	parent := context.WithValue(context.WithoutCancel(context.Background()), ctxKey{}, "v")
+	ctx, release := deadline.Statement(parent, 20*time.Millisecond)
+	defer release()
+	h := deadline.Hush(ctx)
+	if h == ctx {
+		t.Fatal("Hush returned the statement's bound as it is")
+	}
+	if h.Done() != nil || h.Err() != nil {
+		t.Errorf("hushed: Done %v, Err %v; want nil, nil", h.Done(), h.Err())
+	}
+	if dl, ok := h.Deadline(); !ok || dl != must(ctx.Deadline()) {
+		t.Errorf("hushed deadline %v %v; want the bound's", dl, ok)
+	}
+	if h.Value(ctxKey{}) != "v" {
+		t.Errorf("hushed Value = %v; want the parent's", h.Value(ctxKey{}))
+	}
+	if deadline.Unhush(h) != ctx {
+		t.Fatal("Unhush did not return the bound")
+	}
+	<-deadline.Unhush(h).Done()
+	if err := deadline.Unhush(h).Err(); !errors.Is(err, deadline.ErrTimeout) {
+		t.Errorf("the unhushed bound's Err after its deadline: %v; want ErrTimeout", err)
+	}
+
+	for name, other := range map[string]context.Context{
+		"background":   context.Background(),
+		"a store call": func() context.Context { c, _ := deadline.Bound(parent, time.Second); return c }(),
+	} {
+		if deadline.Hush(other) != other || deadline.Unhush(other) != other {
+			t.Errorf("%s: Hush or Unhush changed it", name)
+		}
+	}
+}
+
+func must(t time.Time, ok bool) time.Time {
+	if !ok {
+		panic("no deadline")
+	}
+	return t
+}

@@ -52,6 +52,7 @@ type bound struct {
 	sock   Socket // the call's socket, while Attach ties it to b
 	cut    bool   // the deadline set sock's deadline to the past
 	quiet  quiet  // b's context without a Done channel (Attach)
+	hushed hushed // b's context for a driver that unhushes it (Hush)
 	stmt   bool   // a flow's statement's (Statement): its Err says statementTimeout
 }
 
@@ -66,6 +67,7 @@ type after struct {
 func (w *watch) start(parent context.Context) *bound {
 	b := &bound{parent: parent, w: w}
 	b.quiet.b = b
+	b.hushed.b = b
 	w.mu.Lock()
 	b.deadline = time.Now().Add(w.d)
 	b.prev, b.listed = w.tail, true

@@ -39,6 +39,7 @@ type Tx struct {
 	timeout time.Duration
 	txCtx   *deadline.Armed
 	sent    atomic.Bool // a statement went on conn: its BEGIN with it
+	hush    bool        // conn's driver unhushes its statements' contexts (deadline.Unhusher)
 
 	// effects of its statements (a bit mask the caller defines), recorded
 	// on the flow once it commits (or may have): rolled-back writes changed
@@ -104,7 +105,19 @@ func Begin(ctx context.Context, d driver.Driver, db *sql.DB, t driver.ClaimTicke
 		discard(conn)
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
-	return &Tx{conn: conn, timeout: timeout}, nil
+	_, hush := db.Driver().(deadline.Unhusher)
+	return &Tx{conn: conn, timeout: timeout, hush: hush}, nil
+}
+
+// Hush returns the context to hand database/sql for a statement on t
+// bounded by ctx: deadline.Hush's, when t's connection's driver unhushes
+// it (database/sql then watches nothing: the driver bounds the statement),
+// else ctx.
+func (t *Tx) Hush(ctx context.Context) context.Context {
+	if t.hush {
+		return deadline.Hush(ctx)
+	}
+	return ctx
 }
 
 // First returns the context for a statement of the flow on t, and the

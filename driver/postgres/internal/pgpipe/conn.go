@@ -40,6 +40,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/okengine/oke/internal/deadline"
 )
 
 // OpenDB returns a database/sql handle on pool: pgx's database/sql adapter
@@ -47,12 +49,27 @@ import (
 // (*sql.Conn).Raw hands out. As with stdlib.OpenDBFromPool, the pool keeps
 // the idle connections, not database/sql.
 func OpenDB(pool *pgxpool.Pool) *sql.DB {
-	db := sql.OpenDB(connector{stdlib.GetPoolConnector(pool)})
+	pc := stdlib.GetPoolConnector(pool)
+	db := sql.OpenDB(connector{Connector: pc, drv: &unhushing{pc.Driver()}})
 	db.SetMaxIdleConns(0)
 	return db
 }
 
-type connector struct{ sqldriver.Connector }
+type connector struct {
+	sqldriver.Connector
+	drv *unhushing
+}
+
+// Driver is the connector's driver, which says it unhushes (oke's
+// deadline.Hush) the context of every statement.
+func (c connector) Driver() sqldriver.Driver { return c.drv }
+
+// unhushing is pgx's database/sql driver, as a connector of OpenDB's has
+// it: Conn's ExecContext, QueryContext and PrepareContext call
+// deadline.Unhush on their context.
+type unhushing struct{ sqldriver.Driver }
+
+func (*unhushing) UnhushesStatements() {}
 
 func (c connector) Connect(ctx context.Context) (sqldriver.Conn, error) {
 	dc, err := c.Connector.Connect(ctx)
@@ -276,6 +293,7 @@ func (c *Conn) ended(query string) bool {
 // ExecContext implements database/sql/driver.ExecerContext: query is sent
 // pipelined behind a pending BEGIN.
 func (c *Conn) ExecContext(ctx context.Context, query string, argsV []sqldriver.NamedValue) (sqldriver.Result, error) {
+	ctx = deadline.Unhush(ctx)
 	if c.ended(query) {
 		return sqldriver.RowsAffected(0), nil
 	}
@@ -286,7 +304,12 @@ func (c *Conn) ExecContext(ctx context.Context, query string, argsV []sqldriver.
 		if c.prelude != nil && txEnd(query) {
 			c.prelude = nil // the transaction ends
 		}
-		return c.Conn.ExecContext(ctx, query, argsV)
+		// Nothing to read after it returns: its deadline is tied to the
+		// socket for the call (TieDeadline) instead of watched by pgx.
+		qctx, tie := TieDeadline(ctx, c.Conn.Conn())
+		res, err := c.Conn.ExecContext(qctx, query, argsV)
+		tie.Untie()
+		return res, err
 	}
 	br, err := c.sendFirst(ctx, query, argsV)
 	if err != nil {
@@ -305,6 +328,7 @@ func (c *Conn) ExecContext(ctx context.Context, query string, argsV []sqldriver.
 // QueryContext implements database/sql/driver.QueryerContext: query is
 // sent pipelined behind a pending BEGIN.
 func (c *Conn) QueryContext(ctx context.Context, query string, argsV []sqldriver.NamedValue) (sqldriver.Rows, error) {
+	ctx = deadline.Unhush(ctx)
 	if c.refused != nil { // its end goes through ExecContext, as database/sql's does
 		return nil, c.refused
 	}
@@ -329,6 +353,12 @@ func (c *Conn) QueryContext(ctx context.Context, query string, argsV []sqldriver
 		return nil, err
 	}
 	return &firstRows{conn: c.Conn.Conn(), br: br, rows: rows, first: true, more: more}, nil
+}
+
+// PrepareContext implements database/sql/driver.ConnPrepareContext, with
+// ctx unhushed (deadline.Unhush).
+func (c *Conn) PrepareContext(ctx context.Context, query string) (sqldriver.Stmt, error) {
+	return c.Conn.PrepareContext(deadline.Unhush(ctx), query)
 }
 
 // ResetSession implements database/sql/driver.SessionResetter: a BEGIN
