@@ -67,6 +67,7 @@ var httpRules = []rowRule{
 	{"TooLargeResponseStoresTombstone", testTooLarge},
 	{"ExpiredRowsAreSweptAndReplacedOnClaim", testHTTPSweep},
 	{"PeriodicSweepDeletesExpiredRows", testPeriodicSweep},
+	{"ExpiryUnderLoadNeverReplaysExpiredNorDropsLive", testExpiryUnderLoad},
 	{"HundredConcurrentRequestsRunDoOnce", testConcurrentOneKey},
 	{"WebhookDedupesOnPayloadField", testWebhookDedupe},
 }
@@ -1302,6 +1303,94 @@ func testPeriodicSweep(t *testing.T, d driver.Driver) {
 			t.Fatalf("the periodic sweep never deleted the expired row (last Get: %v)", err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// testExpiryUnderLoad: the background sweep runs (every few milliseconds,
+// at its default pace) while requests arrive on keys of two flows, one
+// whose rows expire almost at once and one whose rows live an hour, each
+// request from one of several clients at once. Every live key replays its
+// first answer however often the sweep ran meanwhile (nothing unexpired
+// is dropped: its flow runs once per key), and every short-lived key
+// retried once its TTL has passed runs again rather than replaying
+// (no expired row replays, whether the sweep deleted it yet or not), and
+// the sweep does delete the expired rows nobody retries.
+func testExpiryUnderLoad(t *testing.T, d driver.Driver) {
+	const ttl = 30 * time.Millisecond
+	h := newHarness(t, d, oke.Config{SweepInterval: 5 * time.Millisecond}, func(h *harness, app *oke.App) {
+		app.Handle(oke.POST("/short"), h.chargeFlow("t.expiry.short", oke.Options{Idempotency: oke.Idempotency{TTL: ttl.String()}}))
+		app.Handle(oke.POST("/live"), h.chargeFlow("t.expiry.live", oke.Options{Idempotency: oke.Idempotency{TTL: "1h"}}))
+	})
+	const clients, perClient = 8, 12
+	keyOf := func(kind string, c, i int) string { return fmt.Sprintf("expiry-%s-%02d-%03d", kind, c, i) }
+	first := make([][]string, clients) // each live key's first answer
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for c := range clients {
+		first[c] = make([]string, perClient)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perClient {
+				w := h.req("POST", "/live", body, "Idempotency-Key", keyOf("live", c, i))
+				if w.Code != http.StatusCreated || replayed(w) {
+					errs <- fmt.Errorf("live key %s, first request: %d (replayed %v) %s", keyOf("live", c, i), w.Code, replayed(w), w.Body)
+					return
+				}
+				first[c][i] = w.Body.String()
+				if w := h.req("POST", "/short", body, "Idempotency-Key", keyOf("short", c, i)); w.Code != http.StatusCreated || replayed(w) {
+					errs <- fmt.Errorf("short key %s, first request: %d (replayed %v) %s", keyOf("short", c, i), w.Code, replayed(w), w.Body)
+					return
+				}
+				// Replay every live key so far while the sweep runs.
+				for j := 0; j <= i; j++ {
+					w := h.req("POST", "/live", body, "Idempotency-Key", keyOf("live", c, j))
+					if !replayed(w) || w.Body.String() != first[c][j] {
+						errs <- fmt.Errorf("live key %s, replay while the sweep runs: %d (replayed %v) %s; want its first answer %s",
+							keyOf("live", c, j), w.Code, replayed(w), w.Body, first[c][j])
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * ttl) // every short-lived row has expired by now
+	for c := range clients {
+		for i := range perClient {
+			if i%2 == 0 { // half of them retried, the rest left to the sweep
+				if w := h.req("POST", "/short", body, "Idempotency-Key", keyOf("short", c, i)); w.Code != http.StatusCreated || replayed(w) {
+					t.Fatalf("short key %s, retried after its TTL: %d (replayed %v) %s; want a new run (201, not a replay)",
+						keyOf("short", c, i), w.Code, replayed(w), w.Body)
+				}
+			}
+			if w := h.req("POST", "/live", body, "Idempotency-Key", keyOf("live", c, i)); !replayed(w) || w.Body.String() != first[c][i] {
+				t.Fatalf("live key %s, replay after the sweeps: %d (replayed %v) %s; want its first answer", keyOf("live", c, i), w.Code, replayed(w), w.Body)
+			}
+		}
+	}
+	wantRuns(t, h, "t.expiry.live", clients*perClient)
+	wantRuns(t, h, "t.expiry.short", clients*perClient+clients*perClient/2)
+	// The sweep deletes the expired rows nobody retried.
+	deadline := time.Now().Add(30 * time.Second)
+	for c := range clients {
+		for i := 1; i < perClient; i += 2 {
+			k := driver.Key{Tenant: "default", Principal: "anon", Flow: "t.expiry.short", Key: keyOf("short", c, i)}
+			for {
+				_, err := h.d.Get(context.Background(), k)
+				if errors.Is(err, driver.ErrNotFound) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the background sweep never deleted expired row %s (last Get: %v)", k.Key, err)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
 	}
 }
 
