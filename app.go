@@ -687,6 +687,11 @@ func (a *App) sweepLoop() {
 		case <-a.stop:
 			return
 		case <-t.C:
+			select {
+			case <-a.stop: // both were ready: closing wins, no batch after it
+				return
+			default:
+			}
 			if _, err := a.sweepPaced(context.Background()); err != nil {
 				a.log.Error("oke: sweep expired idempotency rows", "err", err)
 			}
