@@ -26,7 +26,7 @@ func TestFlowStatementsHaveTheStoreTimeout(t *testing.T) {
 	t.Parallel()
 	d := newDriver(t)
 	table := chargesTable(t, d)
-	app := oke.New(oke.Config{Driver: d, StoreTimeout: 200 * time.Millisecond, SweepInterval: -1, PollInterval: -1})
+	app := oke.New(oke.Config{Driver: d, StoreTimeout: 300 * time.Millisecond, SweepInterval: -1, PollInterval: -1})
 	const sleep = `SELECT pg_sleep(30)`
 	sends := map[string]func(ctx context.Context, tx *oke.Tx) error{
 		"exec": func(ctx context.Context, tx *oke.Tx) error {
@@ -75,19 +75,34 @@ func TestFlowStatementsHaveTheStoreTimeout(t *testing.T) {
 	for _, claim := range []oke.ClaimStrategy{oke.ClaimInTx, oke.ClaimFirst} {
 		for _, send := range []string{"exec", "query", "queryrow"} {
 			for _, at := range []string{"first", "later"} {
-				n++
-				r := httptest.NewRequest(http.MethodPost, fmt.Sprintf("/stmt.deadline.%d", claim),
-					strings.NewReader(fmt.Sprintf(`{"Send":%q,"At":%q}`, send, at)))
-				r.Header.Set("Idempotency-Key", fmt.Sprintf("stmt-deadline-key-%04d", n))
-				r.Header.Set("Content-Type", "application/json")
-				w := httptest.NewRecorder()
-				app.ServeHTTP(w, r)
-				err := <-errs
+				// On a loaded machine a claim made on its own (ClaimFirst)
+				// may itself take longer than the timeout: the flow then
+				// does not run, the answer is a 503 all the same, and the
+				// case is tried again with a new key.
+				var err error
+				ran := false
+				for try := 0; try < 5 && !ran; try++ {
+					n++
+					r := httptest.NewRequest(http.MethodPost, fmt.Sprintf("/stmt.deadline.%d", claim),
+						strings.NewReader(fmt.Sprintf(`{"Send":%q,"At":%q}`, send, at)))
+					r.Header.Set("Idempotency-Key", fmt.Sprintf("stmt-deadline-key-%04d", n))
+					r.Header.Set("Content-Type", "application/json")
+					w := httptest.NewRecorder()
+					app.ServeHTTP(w, r)
+					if w.Code != http.StatusServiceUnavailable {
+						t.Errorf("claim %v, %s as the %s statement: %d %s; want 503", claim, send, at, w.Code, w.Body)
+					}
+					select {
+					case err = <-errs: // the flow ran (ServeHTTP returns after it)
+						ran = true
+					default:
+					}
+				}
+				if !ran {
+					t.Fatalf("claim %v, %s as the %s statement: the flow never ran in 5 tries", claim, send, at)
+				}
 				if !errors.Is(err, driver.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("claim %v, %s as the %s statement of the flow's transaction: %v; want a timeout (driver.ErrUnavailable, context.DeadlineExceeded)", claim, send, at, err)
-				}
-				if w.Code != http.StatusServiceUnavailable {
-					t.Errorf("claim %v, %s as the %s statement: %d %s; want 503", claim, send, at, w.Code, w.Body)
 				}
 			}
 		}
