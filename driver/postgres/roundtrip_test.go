@@ -44,6 +44,7 @@ type roundTrips struct {
 	upkeep  atomic.Int64 // writes that only kept pgx's statement cache (see countingConn)
 	queries atomic.Int64 // statements run (pgx QueryTracer), marked contexts only
 	sqls    atomic.Pointer[[]string]
+	dials   atomic.Int64 // connections dialed (a new one prepares its statements again)
 }
 
 type countKey struct{}
@@ -182,6 +183,7 @@ func roundTripDriver(t *testing.T) (*postgres.Driver, *roundTrips) {
 		if err != nil {
 			return nil, err
 		}
+		rt.dials.Add(1)
 		return &countingConn{Conn: c, rt: rt, prepared: map[string]bool{}}, nil
 	}
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
@@ -346,7 +348,7 @@ func TestRoundTripsPerKeyedRequest(t *testing.T) {
 			wantStmts = tc.wantTrips
 		}
 		if writes != tc.wantTrips || queries != wantStmts {
-			t.Errorf("%s: %d round trips (%d statements: %q), want %d (%d statements)", tc.name, writes, queries, sqls, tc.wantTrips, wantStmts)
+			t.Errorf("%s: %d round trips (%d statements: %q), want %d (%d statements); %d connections dialed so far", tc.name, writes, queries, sqls, tc.wantTrips, wantStmts, rt.dials.Load())
 		}
 	}
 }
