@@ -63,8 +63,9 @@ import (
 // another payload, never a 409 while the answer is knowable (issue 21).
 //
 // A free key — the common case — costs two lock calls, one index probe
-// and two settings ahead of the flow's statement, in the same round trip; and a key this process has replayed
-// once is answered without a claim at all (internal/idem/replayed.go).
+// and two settings ahead of the flow's statement, in the same round trip;
+// and a key this process has replayed once is answered without a claim at
+// all (internal/idem/replayed.go).
 //
 // No row is written until the completion, which stores the response as the
 // row (insertCompletedSQL, or replaceCompletedSQL over the row the lookup

@@ -106,7 +106,7 @@ func Hush(ctx context.Context) context.Context {
 // Unhush returns the bound Hush hushed, or ctx as it is.
 func Unhush(ctx context.Context) context.Context {
 	if h, ok := ctx.(*hushed); ok {
-		return h.b
+		return h.quiet.b
 	}
 	return ctx
 }
@@ -117,10 +117,7 @@ type Unhusher interface {
 	UnhushesStatements()
 }
 
-// hushed is a bound's context as database/sql sees it (Hush).
-type hushed struct{ b *bound }
-
-func (h *hushed) Deadline() (time.Time, bool) { return h.b.deadline, true }
-func (h *hushed) Done() <-chan struct{}       { return nil }
-func (h *hushed) Err() error                  { return nil }
-func (h *hushed) Value(key any) any           { return h.b.parent.Value(key) }
+// hushed is a bound's context as database/sql sees it (Hush): quiet's
+// methods, under a type of its own so that Unhush never takes Attach's
+// quiet context for one.
+type hushed struct{ quiet }

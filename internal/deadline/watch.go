@@ -67,7 +67,7 @@ type after struct {
 func (w *watch) start(parent context.Context) *bound {
 	b := &bound{parent: parent, w: w}
 	b.quiet.b = b
-	b.hushed.b = b
+	b.hushed.quiet.b = b
 	w.mu.Lock()
 	b.deadline = time.Now().Add(w.d)
 	b.prev, b.listed = w.tail, true
