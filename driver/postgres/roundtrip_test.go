@@ -44,7 +44,7 @@ type roundTrips struct {
 	upkeep  atomic.Int64 // writes that only kept pgx's statement cache (see countingConn)
 	queries atomic.Int64 // statements run (pgx QueryTracer), marked contexts only
 	sqls    atomic.Pointer[[]string]
-	dials   atomic.Int64 // connections dialed (a new one prepares its statements again)
+	dials   atomic.Int64 // connections dialed, the pool's and the driver's own listener's
 }
 
 type countKey struct{}
@@ -95,8 +95,13 @@ func (rt *roundTrips) take() (writes, queries int64, sqls []string) {
 	return rt.writes.Swap(0), rt.queries.Swap(0), sqls
 }
 
-// countingConn counts writes to the server, except those that only keep
-// pgx's statement cache: re-preparing a statement this connection prepared
+// countingConn counts writes to the server once the pool has handed the
+// connection out (pooled), except those that only keep pgx's statement
+// cache. A connection the pool never hands out is not counted: the driver's
+// LISTEN connection (started by the app's Start, dialed with the pool's
+// config, so through this DialFunc too) connects and LISTENs in the
+// background, and on a loaded machine its writes fell into a counted
+// request. The writes that only keep the cache are re-preparing a statement this connection prepared
 // before, and deallocating statements. pgx drops a statement from its cache
 // whenever a use of it fails (a test's failing INSERT, or the server's
 // "cached plan must not change result type", which a shared server can
@@ -106,11 +111,14 @@ func (rt *roundTrips) take() (writes, queries int64, sqls []string) {
 type countingConn struct {
 	net.Conn
 	rt       *roundTrips
+	pooled   atomic.Bool     // the pool has handed it out (cfg.PrepareConn)
 	prepared map[string]bool // statements Parse'd on this connection
 }
 
 func (c *countingConn) Write(b []byte) (int, error) {
 	switch {
+	case !c.pooled.Load():
+		// Not one of the pool's: its startup, or the listener's.
 	case isPing(b):
 		// database/sql pings a connection it hands out after more than a
 		// second idle (pgx stdlib's ResetSession): on a slow machine that
@@ -176,6 +184,14 @@ func roundTripDriver(t *testing.T) (*postgres.Driver, *roundTrips) {
 	rt := &roundTrips{}
 	cfg.MaxConns, cfg.MinConns = 1, 0
 	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) {
+		cc, ok := c.PgConn().Conn().(*countingConn)
+		if !ok {
+			return false, fmt.Errorf("pool connection is a %T, not the counting one", c.PgConn().Conn())
+		}
+		cc.pooled.Store(true)
+		return true, nil
+	}
 	cfg.ConnConfig.Tracer = rt
 	dial := cfg.ConnConfig.DialFunc
 	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
