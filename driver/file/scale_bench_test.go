@@ -30,8 +30,9 @@ var scaleRows = flag.String("scale-rows", "1e5,1e6", "row counts of BenchmarkAtS
 // GC); file-B/row, the log's bytes per row; and as ns/op one Claim of a
 // fresh key (a map insert and one write(2), no fsync) at that size (the
 // claims add rows: a few per cent of n). 10⁷ rows need about 8 GB of heap
-// and minutes to load; docs/BENCHMARKS.md §23 has the figures,
-// docs/production.md the sizing guide.
+// and, on a quiet 2-core machine, about four minutes in all (a minute of
+// it the Open); docs/BENCHMARKS.md §25 has the figures, docs/production.md
+// the sizing guide.
 func BenchmarkAtScale(b *testing.B) {
 	for _, f := range strings.Split(*scaleRows, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
