@@ -101,13 +101,14 @@ func (rt *roundTrips) take() (writes, queries int64, sqls []string) {
 // LISTEN connection (started by the app's Start, dialed with the pool's
 // config, so through this DialFunc too) connects and LISTENs in the
 // background, and on a loaded machine its writes fell into a counted
-// request. The writes that only keep the cache are re-preparing a statement this connection prepared
-// before, and deallocating statements. pgx drops a statement from its cache
-// whenever a use of it fails (a test's failing INSERT, or the server's
-// "cached plan must not change result type", which a shared server can
-// raise when other clients' DDL floods its invalidation queue) and then
-// deallocates and prepares it again: a cost of the cache, not of the
-// operation being counted. They are counted apart, in rt.upkeep.
+// request. The writes that only keep the cache are re-preparing a
+// statement this connection prepared before, and deallocating statements.
+// pgx drops a statement from its cache whenever a use of it fails (a
+// test's failing INSERT, or the server's "cached plan must not change
+// result type", which a shared server can raise when other clients' DDL
+// floods its invalidation queue) and then deallocates and prepares it
+// again: a cost of the cache, not of the operation being counted. They are
+// counted apart, in rt.upkeep.
 type countingConn struct {
 	net.Conn
 	rt       *roundTrips
