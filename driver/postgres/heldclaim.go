@@ -109,7 +109,9 @@ const heldLockSQL = `SELECT CASE WHEN pg_try_advisory_xact_lock($1) THEN 1
 	ELSE {s}.oke_claim_refused('another transaction holds the key') END
 	FROM (SELECT pg_advisory_xact_lock_shared($2) OFFSET 0) AS request_lock`
 
-// heldLookupSQL reads the key's row, if any, and the server's clock, and
+// heldLookupSQL reads the key's row, if any (rowValueCols: with its
+// clock and two settings, sixteen columns, which pgconn describes without
+// an allocation), and the server's clock, and
 // sets oke.held_claim, for the rest of the transaction, to 1 when a claim
 // with fingerprint $5 may go ahead (no row, or one it may replace), else 0.
 // It also sets the transaction's idle_in_transaction_session_timeout to
@@ -117,7 +119,7 @@ const heldLockSQL = `SELECT CASE WHEN pg_try_advisory_xact_lock($1) THEN 1
 // already: a holder that sends nothing for a whole lease — its process
 // paused, or its flow stuck between two statements — has its session ended
 // by the server, which rolls the transaction back and lets the key go.
-var heldLookupSQL = `SELECT ` + prefixed("o") + `, now(),
+var heldLookupSQL = `SELECT ` + prefixedValues("o") + `, now(),
 	set_config('oke.held_claim', coalesce(o.idem_key IS NULL OR (` + mayReplaceSQL("o", "$5") + `), false)::int::text, true),
 	` + heldLeaseSQL + `
 	FROM (VALUES (1)) AS one LEFT JOIN {s}.oke_idempotency o ON ` + keyWhere
@@ -294,7 +296,7 @@ func (p *claimPrelude) sendHeld(ctx context.Context, pipe *pgpipe.Pipeline, req 
 		}
 		return p.refused(ctx, pipe, req)
 	}
-	seen, existed, now, err := readLookup(pipe, pipe.TypeMap())
+	seen, existed, now, err := readLookup(pipe, pipe.TypeMap(), k)
 	if err != nil {
 		return p.claimFailed(d.wrap("claim", err))
 	}
@@ -412,7 +414,7 @@ func readClosed(pipe *pgpipe.Pipeline) error {
 // readLookup reads heldLookupSQL's row, if any, and the server's clock.
 // It decodes the row's raw values itself: for a new key, the common case,
 // that is one timestamp, without the scan plans of a pgx.Rows.
-func readLookup(pipe *pgpipe.Pipeline, m *pgtype.Map) (row driver.Row, existed bool, now time.Time, err error) {
+func readLookup(pipe *pgpipe.Pipeline, m *pgtype.Map, k driver.Key) (row driver.Row, existed bool, now time.Time, err error) {
 	rr, err := pipe.Next()
 	if err != nil {
 		return row, false, now, err
@@ -424,18 +426,19 @@ func readLookup(pipe *pgpipe.Pipeline, m *pgtype.Map) (row driver.Row, existed b
 		}
 		read = true
 		fds, vals := rr.FieldDescriptions(), rr.Values()
-		if len(vals) != rowDests+3 {
-			err = fmt.Errorf("the lookup returned %d columns, want %d", len(vals), rowDests+3)
+		if len(vals) != rowValueDests+3 {
+			err = fmt.Errorf("the lookup returned %d columns, want %d", len(vals), rowValueDests+3)
 			continue
 		}
-		if err = m.Scan(fds[rowDests].DataTypeOID, fds[rowDests].Format, vals[rowDests], &now); err != nil {
+		if err = m.Scan(fds[rowValueDests].DataTypeOID, fds[rowValueDests].Format, vals[rowValueDests], &now); err != nil {
 			continue
 		}
-		if vals[0] == nil { // no row: the left join's NULLs
+		if vals[1] == nil { // no row: the left join's NULLs (state is NOT NULL)
 			continue
 		}
 		var s rowScan
-		for i, dst := range s.dest() {
+		s.setKey(k)
+		for i, dst := range s.appendValueDest(make([]any, 0, rowValueDests)) {
 			if err = m.Scan(fds[i].DataTypeOID, fds[i].Format, vals[i], dst); err != nil {
 				break
 			}

@@ -25,6 +25,18 @@ const rowValueCols = `fingerprint, state, owner, lease_until,
 	expires_at, created_at, completed_at, resp_status, resp_content_type, resp_location, resp_body, run_id,
 	resp_trace`
 
+// rowValueDests is how many columns rowValueCols are.
+const rowValueDests = rowDests - 4
+
+// prefixedValues returns rowValueCols with each column qualified by alias.
+func prefixedValues(alias string) string {
+	cols := strings.Split(rowValueCols, ",")
+	for i, c := range cols {
+		cols[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
 // prefixed returns rowCols with each column qualified by alias.
 func prefixed(alias string) string {
 	return alias + `.tenant, ` + alias + `.principal, ` + alias + `.flow, ` + alias + `.idem_key, ` +

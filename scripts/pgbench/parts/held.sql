@@ -6,7 +6,7 @@
 SELECT CASE WHEN pg_try_advisory_xact_lock(:key) THEN 1
 	ELSE oke.oke_claim_refused('another transaction holds the key') END
 	FROM (SELECT pg_advisory_xact_lock_shared((-(:key)::bigint)) OFFSET 0) AS request_lock;
-SELECT o.tenant, o.principal, o.flow, o.idem_key, o.fingerprint, o.state, o.owner, o.lease_until, o.expires_at, o.created_at, o.completed_at, o.resp_status, o.resp_content_type, o.resp_location, o.resp_body, o.run_id, o.resp_trace, now(),
+SELECT o.fingerprint, o.state, o.owner, o.lease_until, o.expires_at, o.created_at, o.completed_at, o.resp_status, o.resp_content_type, o.resp_location, o.resp_body, o.run_id, o.resp_trace, now(),
 	set_config('oke.held_claim', coalesce(o.idem_key IS NULL OR ((o.expires_at <= now() AND NOT (o.state = 1 AND o.lease_until > now()))
 		OR (o.state = 1 AND o.lease_until <= now() AND o.fingerprint = :fp)), false)::int::text, true),
 	set_config('idle_in_transaction_session_timeout',

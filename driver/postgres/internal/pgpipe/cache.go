@@ -30,6 +30,9 @@ type prepared struct {
 	// Encoders of a prelude's and a first statement's arguments, kept
 	// with the connection so that their buffers serve every transaction.
 	preArgs, stmtArgs pgx.ExtendedQueryBuilder
+	// The batches of a prelude's pipeline and of a commit (batch), kept
+	// with the connection for the same reason.
+	preBatch, commitBatch batch
 }
 
 // preparedOf returns the connection's prepared, kept in its CustomData.

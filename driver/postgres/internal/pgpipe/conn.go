@@ -33,7 +33,6 @@ import (
 	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -188,7 +187,8 @@ func (c *Conn) commitPrepared(ctx context.Context, pending bool, stmts []Stateme
 		ctx, trace, end = c.traceCommit(ctx, pending, stmts)
 		defer func() { end(err) }()
 	}
-	var b pgconn.Batch
+	kept := &st.commitBatch
+	b := kept.reset(pc.PgConn())
 	if pending {
 		sd, err := st.prepareOwn(ctx, pc, &st.begin, "BEGIN")
 		if err != nil {
@@ -196,19 +196,20 @@ func (c *Conn) commitPrepared(ctx context.Context, pending bool, stmts []Stateme
 		}
 		b.ExecStatement(sd, nil, nil, nil)
 	}
-	sds := make([]*pgconn.StatementDescription, len(stmts))
+	var sdsBuf [4]*pgconn.StatementDescription
+	sds := sdsBuf[:0]
 	m := pc.TypeMap()
-	for i, s := range stmts {
+	for _, s := range stmts {
 		sd, err := pc.Prepare(ctx, s.SQL, s.SQL) // pgx keeps it: a map lookup after the first time
 		if err != nil {
 			return err
 		}
-		sds[i] = sd
+		sds = append(sds, sd)
 		a := &st.preArgs
 		if err := a.Build(m, sd, s.Args); err != nil {
 			return err
 		}
-		b.ExecStatement(sd, a.ParamValues, a.ParamFormats, slices.Clone(a.ResultFormats))
+		b.ExecStatement(sd, a.ParamValues, a.ParamFormats, kept.keep(a.ResultFormats))
 	}
 	sd, err := st.prepareOwn(ctx, pc, &st.commit, "COMMIT")
 	if err != nil {
@@ -220,7 +221,7 @@ func (c *Conn) commitPrepared(ctx context.Context, pending bool, stmts []Stateme
 	// a context.AfterFunc for pgconn to watch it by.
 	qctx, tie := TieDeadline(ctx, pc)
 	defer tie.Untie()
-	res := pc.PgConn().ExecBatch(qctx, &b)
+	res := pc.PgConn().ExecBatch(qctx, b)
 	var first error
 	for i := 0; res.NextResult(); i++ {
 		tag, err := res.ResultReader().Close()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -70,20 +69,23 @@ func (p *Pipeline) Send(ctx context.Context, stmts ...Statement) error {
 		return ErrNotSent
 	}
 	pc := p.c.Conn.Conn()
-	sds := make([]*pgconn.StatementDescription, len(stmts))
-	for i, s := range stmts {
+	var sdsBuf [4]*pgconn.StatementDescription
+	sds := sdsBuf[:0]
+	for _, s := range stmts {
 		sd, err := pc.Prepare(ctx, s.SQL, s.SQL) // pgx keeps it: a map lookup after the first time
 		if err != nil {
 			return fmt.Errorf("%w: prepare: %w", ErrNotSent, err)
 		}
-		sds[i] = sd
+		sds = append(sds, sd)
 	}
 	m := pc.TypeMap()
 	// One batch, one write: Bind and Execute of each prepared statement,
 	// then a Sync. (pgconn's Pipeline would do the same with a dozen
-	// allocations of bookkeeping per statement.)
-	var b pgconn.Batch
+	// allocations of bookkeeping per statement.) The batch is the
+	// connection's, emptied (batch).
 	st := p.c.state()
+	kept := &st.preBatch
+	b := kept.reset(pc.PgConn())
 	for i, s := range stmts {
 		a := &st.preArgs
 		if err := a.Build(m, sds[i], s.Args); err != nil {
@@ -91,7 +93,7 @@ func (p *Pipeline) Send(ctx context.Context, stmts ...Statement) error {
 		}
 		// The batch keeps the result formats until it reads the results,
 		// and the next Build reuses them: a copy each.
-		b.ExecStatement(sds[i], a.ParamValues, a.ParamFormats, slices.Clone(a.ResultFormats))
+		b.ExecStatement(sds[i], a.ParamValues, a.ParamFormats, kept.keep(a.ResultFormats))
 	}
 	b.ExecStatement(p.sds.begin, nil, nil, nil)
 	a := &st.stmtArgs
@@ -102,7 +104,7 @@ func (p *Pipeline) Send(ctx context.Context, stmts ...Statement) error {
 	if ctx == p.bound {
 		ctx = p.quiet
 	}
-	p.res = pc.PgConn().ExecBatch(ctx, &b)
+	p.res = pc.PgConn().ExecBatch(ctx, b)
 	return nil
 }
 
