@@ -43,7 +43,7 @@ func Attach(ctx context.Context, s Socket) (_ context.Context, ok bool) {
 	if b.err == context.DeadlineExceeded {
 		b.cutLocked()
 	}
-	return &b.quiet, true
+	return (*quiet)(b), true
 }
 
 // Detach unties s, which Attach tied to ctx. It reports whether the
@@ -78,13 +78,13 @@ func (b *bound) cutLocked() {
 
 // quiet is a bound's context for a driver's statement (Attach): its values
 // and deadline, and no Done channel, so nothing watches it; the bound cuts
-// the socket instead.
-type quiet struct{ b *bound }
+// the socket instead. It is the bound itself, under a type of its own.
+type quiet bound
 
-func (q *quiet) Deadline() (time.Time, bool) { return q.b.deadline, true }
+func (q *quiet) Deadline() (time.Time, bool) { return q.deadline, true }
 func (q *quiet) Done() <-chan struct{}       { return nil }
 func (q *quiet) Err() error                  { return nil }
-func (q *quiet) Value(key any) any           { return q.b.parent.Value(key) }
+func (q *quiet) Value(key any) any           { return q.parent.Value(key) }
 
 // Hush returns the context to hand database/sql for a flow's statement
 // bounded by ctx (Statement) on a driver that unhushes it (an Unhusher):
@@ -98,7 +98,7 @@ func (q *quiet) Value(key any) any           { return q.b.parent.Value(key) }
 // given: anything else would see a deadline it never enforces.
 func Hush(ctx context.Context) context.Context {
 	if b, ok := ctx.(*bound); ok && b.stmt {
-		return &b.hushed
+		return (*hushed)(b)
 	}
 	return ctx
 }
@@ -106,7 +106,7 @@ func Hush(ctx context.Context) context.Context {
 // Unhush returns the bound Hush hushed, or ctx as it is.
 func Unhush(ctx context.Context) context.Context {
 	if h, ok := ctx.(*hushed); ok {
-		return h.quiet.b
+		return (*bound)(h)
 	}
 	return ctx
 }
@@ -120,4 +120,9 @@ type Unhusher interface {
 // hushed is a bound's context as database/sql sees it (Hush): quiet's
 // methods, under a type of its own so that Unhush never takes Attach's
 // quiet context for one.
-type hushed struct{ quiet }
+type hushed bound
+
+func (h *hushed) Deadline() (time.Time, bool) { return h.deadline, true }
+func (h *hushed) Done() <-chan struct{}       { return nil }
+func (h *hushed) Err() error                  { return nil }
+func (h *hushed) Value(key any) any           { return h.parent.Value(key) }

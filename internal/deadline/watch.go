@@ -36,24 +36,30 @@ func watchOf(d time.Duration) *watch {
 
 // bound is the context of one call a watch bounds: its parent's values,
 // no cancellation of its parent's (it has none: see Bound), a deadline.
+// Every store call makes one, so it is kept to 128 bytes: what only some
+// calls need (AfterFunc's functions) hangs off a pointer, and its other
+// faces (quiet, hushed) are the same struct under another type.
 type bound struct {
 	parent   context.Context
 	w        *watch
 	deadline time.Time
 	prev     *bound // in w's list while in flight; guarded by w.mu
 	next     *bound
-	listed   bool
 
 	mu     sync.Mutex
+	listed bool          // in w's list; guarded by w.mu
+	cut    bool          // the deadline set sock's deadline to the past
+	stmt   bool          // a flow's statement's (Statement): its Err says statementTimeout
 	done   chan struct{} // made when asked for
 	err    error         // DeadlineExceeded once the deadline passed, Canceled once ended
-	afters []after       // AfterFunc's, called when b ends
+	afters *afters       // AfterFunc's, called when b ends
+	sock   Socket        // the call's socket, while Attach ties it to b
+}
+
+// afters are the functions of AfterFunc's, to call when their bound ends.
+type afters struct {
 	nextID uint64
-	sock   Socket // the call's socket, while Attach ties it to b
-	cut    bool   // the deadline set sock's deadline to the past
-	quiet  quiet  // b's context without a Done channel (Attach)
-	hushed hushed // b's context for a driver that unhushes it (Hush)
-	stmt   bool   // a flow's statement's (Statement): its Err says statementTimeout
+	fs     []after
 }
 
 // after is a function of AfterFunc's, to call when its bound ends.
@@ -66,8 +72,6 @@ type after struct {
 // starting now.
 func (w *watch) start(parent context.Context) *bound {
 	b := &bound{parent: parent, w: w}
-	b.quiet.b = b
-	b.hushed.quiet.b = b
 	w.mu.Lock()
 	b.deadline = time.Now().Add(w.d)
 	b.prev, b.listed = w.tail, true
@@ -145,10 +149,13 @@ func (b *bound) stop(err error) {
 	if b.done != nil {
 		close(b.done)
 	}
-	afters := b.afters
-	b.afters = nil
+	var fs []after
+	if b.afters != nil {
+		fs = b.afters.fs
+		b.afters.fs = nil
+	}
 	b.mu.Unlock()
-	for _, a := range afters {
+	for _, a := range fs {
 		a.f()
 	}
 }
@@ -168,16 +175,20 @@ func (b *bound) AfterFunc(f func()) (stop func() bool) {
 		f()
 		return func() bool { return false }
 	}
-	b.nextID++
-	id := b.nextID
-	b.afters = append(b.afters, after{id: id, f: f})
+	if b.afters == nil {
+		b.afters = &afters{}
+	}
+	as := b.afters
+	as.nextID++
+	id := as.nextID
+	as.fs = append(as.fs, after{id: id, f: f})
 	b.mu.Unlock()
 	return func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		for i, a := range b.afters {
+		for i, a := range as.fs {
 			if a.id == id {
-				b.afters = append(b.afters[:i], b.afters[i+1:]...)
+				as.fs = append(as.fs[:i], as.fs[i+1:]...)
 				return true
 			}
 		}
