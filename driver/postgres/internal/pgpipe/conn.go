@@ -21,9 +21,10 @@
 // pgconn.Batch: one write and one Sync, read back with a
 // MultiResultReader, without the per-statement bookkeeping of pgconn's
 // Pipeline. What this package's connections keep between transactions
-// (the statements prepared, the argument encoders' buffers) lives with the
-// pgx connection, in its CustomData, since database/sql drops a Conn
-// each time it goes back to the pool. The prelude's statements are not
+// (the statements prepared, the argument encoders' buffers, the batches
+// themselves: see batch) lives with the pgx connection, in its CustomData,
+// since database/sql drops a Conn each time it goes back to the pool. The
+// prelude's statements are not
 // seen by a pgx tracer; Commit's are, as one batch.
 package pgpipe
 
