@@ -432,8 +432,8 @@ func TestMigrateUpgradesASchemaWithoutTraces(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Migrate of a schema at 014: %v", err)
 	}
-	if strings.Join(applied, ",") != "015_trace.sql,016_claim_function_trace.sql" {
-		t.Fatalf("Migrate applied %q, want 015 and 016 only", applied)
+	if strings.Join(applied, ",") != "015_trace.sql,016_claim_function_trace.sql,017_failed_runs.sql" {
+		t.Fatalf("Migrate applied %q, want 015, 016 and 017 only", applied)
 	}
 
 	// What the old oke wrote reads, and replays, with no trace.

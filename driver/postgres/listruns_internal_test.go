@@ -1,0 +1,83 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/okengine/oke/driver"
+	"github.com/okengine/oke/internal/pgtest"
+)
+
+// TestListRunsOfOneStatusUsesItsIndex: a page of failed (or dead) runs
+// reads that status's partial index, not the primary key past every other
+// run — also under a generic plan, which is what a prepared statement gets
+// after a few executions. On a store of millions of runs with no failed
+// one, the primary key walk made the console's "failed" filter take
+// seconds, past the store timeout (BENCHMARKS §27).
+func TestListRunsOfOneStatusUsesItsIndex(t *testing.T) {
+	url := pgtest.URL(t)
+	schema := fmt.Sprintf("oke_test_%d_listruns", os.Getpid())
+	d, err := Open(t.Context(), pgtest.Charge(t, 1).DSN(pgtest.WithPoolSize(url, 1)), WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	defer d.pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	if err := d.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// 20 000 completed runs, none failed, analyzed: the planner knows
+	// failed runs are rare.
+	if _, err := d.pool.Exec(t.Context(), d.sql(`
+		INSERT INTO {s}.oke_runs (id, flow, tenant, principal, status, created_at, updated_at)
+		SELECT 'run_' || lpad(g::text, 8, '0'), 'f', 'default', 'anon', 3, now(), now()
+		FROM generate_series(1, 20000) g;
+		ANALYZE {s}.oke_runs`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		status driver.RunStatus
+		index  string
+	}{
+		{"failed", driver.RunFailed, "oke_runs_failed"},
+		{"dead", driver.RunDead, "oke_runs_dead"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			q, args := listRunsSQL(driver.RunFilter{Status: []driver.RunStatus{c.status}, Tenant: "default", Desc: true}, 25)
+			conn, err := d.pool.Acquire(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Release()
+			if _, err := conn.Exec(t.Context(), "SET plan_cache_mode = force_generic_plan"); err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Exec(context.Background(), "RESET plan_cache_mode")
+			if _, err := conn.Exec(t.Context(), "PREPARE listruns AS "+d.sql(q)); err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Exec(context.Background(), "DEALLOCATE listruns")
+			params := make([]string, len(args))
+			for i, a := range args {
+				params[i] = fmt.Sprintf("'%v'", a)
+			}
+			rows, err := conn.Query(t.Context(), "EXPLAIN EXECUTE listruns("+strings.Join(params, ", ")+")", pgx.QueryExecModeSimpleProtocol)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if text := strings.Join(plan, "\n"); !strings.Contains(text, c.index) {
+				t.Errorf("a page of %s runs under a generic plan does not read %s:\n%s", c.name, c.index, text)
+			}
+		})
+	}
+}

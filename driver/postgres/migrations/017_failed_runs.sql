@@ -1,0 +1,13 @@
+-- 017_failed_runs: the console's "failed" filter at any size. ListRuns with
+-- a status filter walks an index in ID order from its cursor and keeps the
+-- runs the filter matches, so its cost is the rows it skips: cheap for a
+-- status most runs have, but a store with few or no failed runs among
+-- millions walked the whole primary key for a page of failed ones
+-- (seconds at 10^7 runs). Failed runs, like dead ones (014), get a partial
+-- index of their own: a page of them reads only them.
+--
+-- Building it reads oke_runs once; writes to oke_runs wait for that
+-- (seconds per 10^7 runs). To build it without making them wait, run
+-- CREATE INDEX CONCURRENTLY IF NOT EXISTS oke_runs_failed ON oke_runs (id)
+-- WHERE status = 4 in the schema before deploying: this then does nothing.
+CREATE INDEX IF NOT EXISTS oke_runs_failed ON oke_runs (id) WHERE status = 4;
