@@ -3,14 +3,12 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/okengine/oke/driver"
-	"github.com/okengine/oke/internal/pgtest"
 )
 
 // TestListRunsOfOneStatusUsesItsIndex: a page of failed (or dead) runs
@@ -20,17 +18,7 @@ import (
 // ones, the primary key walk made the console's "failed" filter take
 // seconds, past the store timeout (BENCHMARKS §27).
 func TestListRunsOfOneStatusUsesItsIndex(t *testing.T) {
-	url := pgtest.URL(t)
-	schema := fmt.Sprintf("oke_test_%d_listruns", os.Getpid())
-	d, err := Open(t.Context(), pgtest.Charge(t, 1).DSN(pgtest.WithPoolSize(url, 1)), WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	defer d.pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-	if err := d.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	d := schemaDriver(t, "listruns")
 	// 21 978 completed runs and 22 failed ones, analyzed: the planner
 	// knows failed runs are rare.
 	if _, err := d.pool.Exec(t.Context(), d.sql(`

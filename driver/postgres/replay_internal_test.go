@@ -2,33 +2,17 @@ package postgres
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/okengine/oke/driver"
-	"github.com/okengine/oke/internal/pgtest"
 )
 
 // TestReplayClaimWritesNothing: the claim of a completed, unexpired key (a
 // replay) takes no row lock and gets no transaction id, so its commit needs
 // no WAL flush — while a claim of a new key does get one.
 func TestReplayClaimWritesNothing(t *testing.T) {
-	url := pgtest.URL(t)
-	schema := fmt.Sprintf("oke_test_%d_replay", os.Getpid())
-	// One connection: a statement at a time, and no DB or WatchDue.
-	d, err := Open(t.Context(), pgtest.Charge(t, 1).DSN(pgtest.WithPoolSize(url, 1)), WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	defer d.pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-	if err := d.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	d := schemaDriver(t, "replay")
 	key := driver.Key{Tenant: "t", Principal: "p", Flow: "f", Key: "replay-key-0000-a"}
 	req := driver.ClaimRequest{Key: key, Fingerprint: "fp", Owner: "o1", Lease: time.Minute, TTL: time.Hour}
 
