@@ -237,7 +237,17 @@ func (a *App) finish(ctx context.Context, ex *execution, o outcome) outcome {
 		ex.resp = driver.Response{Status: o.res.status, ContentType: o.res.contentType, Location: o.res.location, Body: o.res.body}
 		f = driver.Finish{Status: driver.RunCompleted, Result: &ex.resp}
 	}
-	err := a.runs.FinishRun(ctx, run.ID, x.Owner, f)
+	fctx, end := ctx, func(err error) error { return err }
+	if f.Status == driver.RunRunning {
+		// A release (a retry's park, or a failed pick-up) only hands the
+		// run back sooner: should it fail, the run's lease lapses and the
+		// scheduler takes it up all the same. It gets releaseTimeout at
+		// most, not a whole StoreTimeout, so that a request that met a
+		// hung store in its steps is answered sooner (docs/RELIABILITY.md,
+		// known limits).
+		fctx, end = deadline.Bound(ctx, min(releaseTimeout, a.cfg.StoreTimeout))
+	}
+	err := end(a.runs.FinishRun(fctx, run.ID, x.Owner, f))
 	if err != nil {
 		a.log.Error("oke: settle journal run", "run", run.ID, "err", err)
 		if o.store == nil {
@@ -255,6 +265,10 @@ func (a *App) finish(ctx context.Context, ex *execution, o outcome) outcome {
 	}
 	return o
 }
+
+// releaseTimeout bounds the release of a run that is not done (finish): the
+// store call whose failure costs least, since the run's lease lapses anyway.
+const releaseTimeout = 2 * time.Second
 
 // wakeAt nudges the scheduler when a run this process parked becomes due.
 func (a *App) wakeAt(t time.Time) {
